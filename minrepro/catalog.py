@@ -85,8 +85,9 @@ class Catalog:
         return None
 
 
-def load_catalog(path: Path = MANIFEST) -> Catalog:
+def load_catalog(path: Path | None = None) -> Catalog:
     """Parse and validate the manifest; any defect is a one-line MinreproError naming the entry."""
+    path = Path(path) if path is not None else MANIFEST
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except (OSError, tomllib.TOMLDecodeError) as exc:

@@ -1,0 +1,143 @@
+"""The `minrepro` command line. Errors a user can fix are one line on stderr and exit status 2."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Sequence
+
+from . import __version__
+from .catalog import check_case, code_lines, load_catalog
+from .errors import MinreproError
+from .harness import check_set, format_table, probe, results_document, run_cases, write_results
+from .matrix import load_results, render, update_readme
+from .runner import DEFAULT_TIMEOUT, run_script
+
+
+def _progress(message: str) -> None:
+    print(f"  {message}", file=sys.stderr, flush=True)
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    catalog = load_catalog(args.manifest)
+    cases = catalog.select(args.cases)
+    env = probe(args.python)
+    if args.set:
+        check_set(catalog, args.set, env)
+    set_name = args.set or catalog.detect_set(env.versions)
+    print(f"minrepro run: {env.python} (Python {env.python_version}), set: {set_name or 'none matched'}, "
+          f"{'CUDA: ' + env.gpu if env.cuda else 'no CUDA'}", file=sys.stderr)
+    results = run_cases(catalog, cases, env, set_name, args.timeout, _progress)
+    document = results_document(env, set_name, results)
+    if args.results:
+        write_results(Path(args.results), document)
+    differs = [r.case for r in results if r.verdict == "differs"]
+    if args.json:
+        print(json.dumps(document))
+    else:
+        print(format_table(results))
+        print(f"\n{len(results)} cases: {len(differs)} differ from the manifest"
+              + (f" ({', '.join(differs)})" if differs else ""))
+    return 1 if differs else 0
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    catalog = load_catalog(args.manifest)
+    bad = 0
+    for case in catalog.select(args.cases):
+        problems = check_case(case, catalog)
+        lines = code_lines(case.script.read_text(encoding="utf-8"))
+        print(f"{case.id:34} {lines:3} code lines  " + ("ok" if not problems else "; ".join(problems)))
+        bad += bool(problems)
+    return 1 if bad else 0
+
+
+def cmd_signature(args: argparse.Namespace) -> int:
+    result = run_script(args.script, python=args.python, timeout=args.timeout)
+    if result.signature is None:
+        raise MinreproError(f"{args.script} does not fail: nothing to sign (exit 0 in {result.seconds:.1f} s)")
+    if args.json:
+        print(json.dumps({"headline": result.raw_headline, "signature": result.signature.to_dict(),
+                          "owner": str(result.signature.owner), "seconds": round(result.seconds, 2)}))
+    else:
+        print(result.signature)
+        print(f"  owner: {result.signature.owner}")
+    return 0
+
+
+def cmd_matrix(args: argparse.Namespace) -> int:
+    catalog = load_catalog(args.manifest)
+    table = render(catalog, load_results(Path(args.results)))
+    if args.readme is None:
+        print(table)
+        return 0
+    readme = Path(args.readme)
+    new = update_readme(readme, table)
+    if args.check:
+        if new != readme.read_text(encoding="utf-8"):
+            raise MinreproError(f"{readme}'s matrix is stale: run `minrepro matrix --readme {readme}`")
+        return 0
+    readme.write_text(new, encoding="utf-8")
+    print(f"matrix written to {readme}", file=sys.stderr)
+    return 0
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    for case in load_catalog(args.manifest).cases:
+        print(f"{case.id:34} {case.family:3} {case.device:5} pinned={case.pinned:12} newest={case.newest}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="minrepro", description=__doc__)
+    parser.add_argument("--version", action="version", version=f"minrepro {__version__}")
+    parser.add_argument("--manifest", help="catalog manifest (default: the bundled minrepro/cases/catalog.toml)")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    run = sub.add_parser("run", help="run catalog cases here and compare with the manifest")
+    run.add_argument("cases", nargs="*", metavar="CASE", help="case ids (default: all)")
+    run.add_argument("--python", help="interpreter whose environment runs the cases (default: this one)")
+    run.add_argument("--set", help="version set whose declared outcomes apply; the installed pins must match")
+    run.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, help="seconds per case")
+    run.add_argument("--results", help="also write the results as JSON to this file")
+    run.add_argument("--json", action="store_true", help="print the results as one JSON object")
+    run.set_defaults(func=cmd_run)
+
+    check = sub.add_parser("check", help="static checks: line limit, imports, PEP 723 pins")
+    check.add_argument("cases", nargs="*", metavar="CASE")
+    check.set_defaults(func=cmd_check)
+
+    signature = sub.add_parser("signature", help="run a script and print its failure signature")
+    signature.add_argument("script")
+    signature.add_argument("--python")
+    signature.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT)
+    signature.add_argument("--json", action="store_true")
+    signature.set_defaults(func=cmd_signature)
+
+    matrix = sub.add_parser("matrix", help="render the cases x version sets matrix from recorded results")
+    matrix.add_argument("--results", default="results", help="directory of <set>-<machine>.json files")
+    matrix.add_argument("--readme", help="rewrite the matrix block of this README (default: print)")
+    matrix.add_argument("--check", action="store_true", help="fail if the README's matrix is stale")
+    matrix.set_defaults(func=cmd_matrix)
+
+    listing = sub.add_parser("list", help="list catalog cases")
+    listing.set_defaults(func=cmd_list)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except MinreproError as exc:
+        print(f"minrepro: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("minrepro: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,76 @@
+"""nox sessions: the catalog on each version set (`minrepro`), the test suite (`tests`), and an offline
+wheelhouse for GPU boxes without network (`wheelhouse`).
+
+Environment:
+  MINREPRO_WHEELHOUSE=DIR  install the HF libraries from DIR only (pip --no-index), for offline GPU boxes.
+
+Where the interpreter running nox already has torch (GPU images), the session venvs see the system
+site-packages and reuse that torch (pip + virtualenv: uv ignores system site-packages). Elsewhere torch
+is installed as the CPU build `torch==2.13.0`, which pip finds locally on the CPU machines.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+from pathlib import Path
+
+import nox
+
+ROOT = Path(__file__).parent
+sys.path.insert(0, str(ROOT))
+from minrepro.catalog import load_catalog  # noqa: E402  (the manifest is the single source of versions)
+
+nox.options.sessions = ["minrepro", "tests"]
+nox.options.default_venv_backend = "virtualenv"
+
+SETS = load_catalog().sets
+CPU_TORCH = "torch==2.13.0"
+SYSTEM_TORCH = importlib.util.find_spec("torch") is not None
+WHEELHOUSE = os.environ.get("MINREPRO_WHEELHOUSE")
+VENV_PARAMS = ["--system-site-packages"] if SYSTEM_TORCH else []
+
+
+def _install(session: nox.Session, *requirements: str) -> None:
+    if WHEELHOUSE:
+        if not Path(WHEELHOUSE).is_dir():
+            session.error(f"MINREPRO_WHEELHOUSE={WHEELHOUSE} is not a directory")
+        session.install("--no-index", "--find-links", WHEELHOUSE, *requirements)
+    else:
+        session.install(*requirements)
+
+
+def _torch(session: nox.Session) -> None:
+    if SYSTEM_TORCH:
+        session.log("reusing the system torch through system site-packages")
+    else:
+        session.install(CPU_TORCH)
+
+
+@nox.session(venv_params=VENV_PARAMS)
+@nox.parametrize("vset", list(SETS), ids=list(SETS))
+def minrepro(session: nox.Session, vset: str) -> None:
+    """Run the catalog against one version set; CUDA cases run only where CUDA is present."""
+    _torch(session)
+    _install(session, *(str(r) for r in SETS[vset].requirements))
+    results = ROOT / "results" / f"{vset}-{{machine}}.json"
+    env = {"PYTHONPATH": str(ROOT)}  # run the harness from the checkout, not an installed copy
+    probe = session.run("python", "-c", "import torch; print(torch.cuda.is_available())", silent=True, env=env)
+    machine = "cuda" if probe.strip().endswith("True") else "cpu"
+    session.run("python", "-m", "minrepro", "run", "--set", vset,
+                "--results", str(results).format(machine=machine), *session.posargs, env=env)
+    session.run("python", "-m", "minrepro", "matrix", "--readme", str(ROOT / "README.md"), env=env)
+
+
+@nox.session
+def tests(session: nox.Session) -> None:
+    """The test suite (no heavy libraries needed; tests that need them are marked and skip)."""
+    session.install("-e", ".[test]")
+    session.run("pytest", *session.posargs)
+
+
+@nox.session(venv_backend="none")
+def wheelhouse(session: nox.Session) -> None:
+    """Download both sets' wheels for an offline box: `nox -s wheelhouse -- --dest DIR [--direct-only]`."""
+    session.run(sys.executable, "-m", "minrepro.wheelhouse", *session.posargs, env={"PYTHONPATH": str(ROOT)})

@@ -1,0 +1,116 @@
+"""The manifest and the case scripts obey the catalog's rules; bad manifests fail with one line."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from minrepro.catalog import (
+    CASES_DIR,
+    check_case,
+    code_lines,
+    expected_outcome,
+    load_catalog,
+    script_metadata,
+)
+from minrepro.errors import MinreproError
+from minrepro.signature import parse_traceback
+
+CATALOG = load_catalog()
+FAMILIES_REQUIRED = {"A", "A'", "B", "C", "D", "E", "F", "G"}
+
+
+def test_every_required_family_has_a_case():
+    assert FAMILIES_REQUIRED <= {case.family for case in CATALOG.cases}
+
+
+@pytest.mark.parametrize("case", CATALOG.cases, ids=lambda c: c.id)
+def test_case_script_obeys_the_rules(case):
+    assert check_case(case, CATALOG) == []
+
+
+@pytest.mark.parametrize("case", [c for c in CATALOG.cases if c.seed_trace], ids=lambda c: c.id)
+def test_declared_owner_is_the_seed_traces_owner(case):
+    seed = parse_traceback(case.seed_trace.read_text(encoding="utf-8"))
+    assert seed is not None
+    assert case.owner is not None and case.owner.endswith(seed.coarse().frames[0].function)
+    assert case.owner.split(":")[0] == seed.coarse().frames[0].module
+
+
+def test_code_lines_ignore_docstring_comments_blank_lines_and_the_script_block():
+    source = textwrap.dedent('''\
+        # /// script
+        # dependencies = ["torch"]
+        # ///
+        """Docstring
+        over lines."""
+        import torch  # a comment
+
+        x = torch.zeros(
+            3)
+    ''')
+    assert code_lines(source) == 3
+    assert script_metadata(source) == {"dependencies": ["torch"]}
+
+
+def _manifest(tmp_path: Path, case_toml: str) -> Path:
+    (tmp_path / "ok.py").write_text("raise SystemExit(1)\n")
+    sets = (CASES_DIR / "catalog.toml").read_text().split("[[case]]")[0]
+    path = tmp_path / "catalog.toml"
+    path.write_text(sets + "[[case]]\n" + textwrap.dedent(case_toml))
+    return path
+
+
+GOOD = '''\
+    id = "x"
+    script = "ok.py"
+    family = "Z"
+    device = "cpu"
+    signature = "SystemExit"
+    pinned = "fail"
+    newest = "pass"
+    fixed_in = ["accelerate==1.14.0"]
+    upstream = []
+'''
+
+
+def test_a_good_manifest_loads(tmp_path):
+    assert [c.id for c in load_catalog(_manifest(tmp_path, GOOD)).cases] == ["x"]
+
+
+@pytest.mark.parametrize("edit, message", [
+    (lambda t: t.replace('family = "Z"\n', ""), "missing field(s): family"),
+    (lambda t: t + 'colour = "red"\n', "unknown field(s): colour"),
+    (lambda t: t.replace('pinned = "fail"', 'pinned = "broken"'), "pinned = 'broken'"),
+    (lambda t: t.replace('device = "cpu"', 'device = "tpu"'), "device = 'tpu'"),
+    (lambda t: t.replace('signature = "SystemExit"', 'signature = "("'), "not a valid regex"),
+    (lambda t: t.replace('"ok.py"', '"gone.py"'), "script gone.py not found"),
+    (lambda t: t.replace('"accelerate==1.14.0"', '"accelerate>=1"'), "is not NAME==VERSION"),
+])
+def test_bad_manifest_entries_are_one_line_errors(tmp_path, edit, message):
+    with pytest.raises(MinreproError) as info:
+        load_catalog(_manifest(tmp_path, edit(textwrap.dedent(GOOD))))
+    assert message in str(info.value) and "\n" not in str(info.value)
+
+
+def test_unknown_case_id_is_a_one_line_error():
+    with pytest.raises(MinreproError, match="unknown case id: nope"):
+        CATALOG.select(["nope"])
+
+
+def test_expected_outcome_follows_sets_then_fixed_in():
+    case = CATALOG.select(["params4bit-hf-initialized"])[0]
+    assert expected_outcome(case, "pinned", {}) == "fail"
+    assert expected_outcome(case, "newest", {}) == "pass"
+    assert expected_outcome(case, None, {"accelerate": "1.13.0", "bitsandbytes": "0.49.2"}) == "fail"
+    assert expected_outcome(case, None, {"accelerate": "1.13.0", "bitsandbytes": "0.50.0"}) == "pass"
+    assert expected_outcome(case, None, {"accelerate": "1.14.0", "bitsandbytes": None}) == "pass"
+    unfixed = CATALOG.select(["quant-state-meta-item"])[0]
+    assert expected_outcome(unfixed, None, {}) is None
+
+
+def test_installed_versions_select_a_set():
+    assert CATALOG.detect_set(CATALOG.sets["newest"].pins()) == "newest"
+    assert CATALOG.detect_set({"transformers": "5.17.0"}) is None

@@ -1,0 +1,100 @@
+"""The command line end to end, on a synthetic catalog of tiny scripts (no heavy libraries)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from minrepro.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+SETS = (ROOT / "minrepro/cases/catalog.toml").read_text().split("[[case]]")[0]
+
+
+def _case(case_id: str, script: str, signature: str) -> str:
+    # fixed_in far in the future: with no named set installed, the case is expected to fail
+    return textwrap.dedent(f'''
+        [[case]]
+        id = "{case_id}"
+        script = "{script}"
+        family = "T"
+        device = "cpu"
+        signature = "{signature}"
+        pinned = "fail"
+        newest = "fail"
+        fixed_in = ["packaging==999.0"]
+        upstream = []
+    ''')
+
+
+@pytest.fixture
+def manifest(tmp_path: Path) -> Path:
+    (tmp_path / "boom.py").write_text("raise ValueError('boom 12')\n")
+    (tmp_path / "quiet.py").write_text("print('nothing wrong')\n")
+    (tmp_path / "other.py").write_text("{}['k']\n")
+    path = tmp_path / "catalog.toml"
+    path.write_text(SETS + _case("boom", "boom.py", "ValueError: boom") + _case("quiet", "quiet.py", "X")
+                    + _case("other", "other.py", "ValueError"))
+    return path
+
+
+def test_run_judges_each_case_against_the_manifest(manifest, capsys):
+    assert main(["--manifest", str(manifest), "run", "boom"]) == 0
+    assert "as declared" in capsys.readouterr().out
+    assert main(["--manifest", str(manifest), "run", "--json"]) == 1
+    document = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    verdicts = {c["case"]: (c["observed"], c["verdict"]) for c in document["cases"]}
+    assert verdicts == {"boom": ("fail", "as declared"), "quiet": ("pass", "differs"),
+                        "other": ("fail-other", "differs")}
+
+
+def test_results_file_feeds_the_matrix(manifest, tmp_path, capsys):
+    results = tmp_path / "results"
+    main(["--manifest", str(manifest), "run", "boom", "--results", str(results / "x.json")])
+    doc = json.loads((results / "x.json").read_text())
+    assert doc["set"] is None and doc["cases"][0]["signature"]["type"] == "ValueError"
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["run", "no-such-case"], "unknown case id: no-such-case"),
+    (["run", "--python", "/nonexistent/python"], "interpreter not found"),
+    (["--manifest", "/nonexistent/catalog.toml", "list"], "cannot read manifest"),
+])
+def test_bad_input_is_one_line(argv, message, capsys):
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert message in err and len(err.splitlines()) == 1 and "Traceback" not in err
+
+
+def test_signature_of_a_passing_script_says_nothing_to_sign(tmp_path, capsys):
+    script = tmp_path / "fine.py"
+    script.write_text("print(1)\n")
+    assert main(["signature", str(script)]) == 2
+    assert "does not fail" in capsys.readouterr().err
+
+
+def test_signature_command_prints_the_owner(tmp_path, capsys):
+    script = tmp_path / "bad.py"
+    script.write_text("from packaging.version import Version\nVersion('a b')\n")
+    assert main(["signature", str(script), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["owner"].startswith("packaging.version:")
+
+
+def test_readme_matrix_is_generated_from_recorded_results():
+    # The README's matrix must be exactly what `minrepro matrix` renders from results/.
+    assert main(["matrix", "--results", str(ROOT / "results"), "--readme", str(ROOT / "README.md"), "--check"]) == 0
+
+
+def test_console_entry_point_runs():
+    proc = subprocess.run([sys.executable, "-m", "minrepro", "list"], capture_output=True, text=True, cwd=ROOT)
+    assert proc.returncode == 0 and "quant-state-meta-item" in proc.stdout
+
+
+def test_static_checks_pass_for_the_bundled_catalog(capsys):
+    assert main(["check"]) == 0

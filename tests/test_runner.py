@@ -1,0 +1,126 @@
+"""The isolated runner, on small scripts that need no heavy libraries."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+import pytest
+
+from minrepro.errors import MinreproError
+from minrepro.runner import run_script
+
+
+def test_passing_script_has_no_signature(write_script):
+    result = run_script(write_script("print('fine')\n"), timeout=30)
+    assert result.returncode == 0 and result.signature is None and "fine" in result.stdout
+
+
+def test_exception_from_user_code(write_script):
+    result = run_script(write_script("raise KeyError(13)\n"), timeout=30)
+    assert result.signature.kind == "exception"
+    assert result.signature.headline == "KeyError: <num>"
+    assert result.signature.frames == ()
+    assert result.raw_headline == "KeyError: 13"
+
+
+def test_library_frames_are_recorded_and_distinguish_user_raises(write_script):
+    # `packaging` is an installed distribution: its frames count as library frames.
+    through_library = run_script(write_script("from packaging.version import Version\nVersion('x y')\n", "a.py"))
+    from_user = run_script(write_script(
+        "from packaging.version import InvalidVersion\nraise InvalidVersion(\"Invalid version: 'x y'\")\n", "b.py"))
+    assert through_library.signature.type == from_user.signature.type == "packaging.version.InvalidVersion"
+    assert through_library.signature.message == from_user.signature.message
+    assert through_library.signature.frames and not from_user.signature.frames
+    assert through_library.signature != from_user.signature
+    assert str(through_library.signature.owner).startswith("packaging.version:")
+
+
+def test_line_numbers_and_values_do_not_change_the_signature(write_script):
+    first = run_script(write_script("from packaging.version import Version\nVersion('1 2')\n", "a.py"))
+    second = run_script(write_script("import os\n\n\nfrom packaging.version import Version\nVersion('70 8')\n", "b.py"))
+    assert first.signature == second.signature
+
+
+def test_timeout_kills_the_whole_process_group(write_script, tmp_path):
+    pid_file = tmp_path / "child.pid"
+    script = write_script(f"""
+        import subprocess, time
+        child = subprocess.Popen(["sleep", "300"])
+        open({str(pid_file)!r}, "w").write(str(child.pid))
+        while True:
+            time.sleep(0.1)
+    """)
+    start = time.monotonic()
+    result = run_script(script, timeout=3)
+    assert time.monotonic() - start < 30
+    assert result.signature.kind == "timeout"
+    child = int(pid_file.read_text())
+    time.sleep(0.5)
+    assert not _alive(child)  # the grandchild died with the group
+
+
+def _alive(pid: int) -> bool:
+    """Running (a zombie awaiting its reaper counts as dead)."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def test_timeout_signature_names_where_it_hung(write_script):
+    script = write_script("from packaging.version import Version\nimport time\n"
+                          "Version.__init__ = lambda self, v: time.sleep(300)\nVersion('1')\n")
+    result = run_script(script, timeout=3)
+    assert result.signature.kind == "timeout"
+    assert "Current thread" in result.stderr or "most recent call first" in result.stderr
+
+
+@pytest.mark.parametrize("body, name", [("import ctypes\nctypes.string_at(0)\n", "SIGSEGV"),
+                                        ("import os\nos.abort()\n", "SIGABRT")])
+def test_crashes_are_outcomes(write_script, body, name):
+    result = run_script(write_script(body), timeout=30)
+    assert result.signature.kind == "signal" and result.signature.type == name
+    assert "Fatal Python error" in result.stderr  # faulthandler left the Python stack
+
+
+def test_oom_and_cuda_errors_are_kinds_of_their_own(write_script):
+    oom = run_script(write_script("raise MemoryError('CUDA out of memory. Tried to allocate 2.00 GiB')\n", "a.py"))
+    cuda = run_script(write_script("raise RuntimeError('CUDA error: device-side assert triggered')\n", "b.py"))
+    assert oom.signature.kind == "oom" and cuda.signature.kind == "cuda-error"
+
+
+def test_exit_codes_and_logged_tracebacks(write_script):
+    plain = run_script(write_script("import sys\nsys.exit(3)\n", "a.py"))
+    assert plain.signature.kind == "exit" and plain.signature.type == "exit 3"
+    logged = run_script(write_script("""
+        import sys, traceback
+        try:
+            {}["missing"]
+        except KeyError:
+            traceback.print_exc()
+            sys.exit(1)
+    """, "b.py"))
+    assert logged.signature.headline == "KeyError: 'missing'"
+
+
+def test_interpreter_is_selectable_and_checked(write_script):
+    script = write_script("import sys\nprint(sys.executable)\n")
+    assert run_script(script, python=sys.executable).stdout.strip() == sys.executable
+    with pytest.raises(MinreproError, match="interpreter not found"):
+        run_script(script, python="/nonexistent/python3")
+
+
+def test_script_sees_ordinary_argv_and_is_not_modified(write_script):
+    script = write_script("import sys\nprint(sys.argv)\n")
+    before = script.read_bytes()
+    result = run_script(script, args=["--x", "1"])
+    assert result.stdout.strip() == repr([str(script.resolve()), "--x", "1"])
+    assert script.read_bytes() == before
+
+
+def test_missing_script_is_a_clean_error(tmp_path):
+    with pytest.raises(MinreproError, match="no such script"):
+        run_script(tmp_path / "nope.py")

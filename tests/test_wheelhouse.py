@@ -1,0 +1,31 @@
+"""Slimming a bitsandbytes wheel keeps the CPU library and the chosen CUDA library, with a valid RECORD."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import zipfile
+
+from minrepro.wheelhouse import slim_wheel
+
+
+def test_slim_wheel_keeps_only_requested_libraries(tmp_path):
+    wheel = tmp_path / "bitsandbytes-0.49.2-py3-none-manylinux_2_24_x86_64.whl"
+    files = {f"bitsandbytes/libbitsandbytes_{v}.so": v.encode() * 100 for v in ("cpu", "cuda118", "cuda130", "rocm62")}
+    files["bitsandbytes/__init__.py"] = b"x = 1\n"
+    with zipfile.ZipFile(wheel, "w") as zf:
+        for name, data in files.items():
+            zf.writestr(name, data)
+        zf.writestr("bitsandbytes-0.49.2.dist-info/RECORD", "stale\n")
+    slim_wheel(wheel, ["130"])
+    with zipfile.ZipFile(wheel) as zf:
+        names = set(zf.namelist())
+        record = zf.read("bitsandbytes-0.49.2.dist-info/RECORD").decode().splitlines()
+        kept = {n: zf.read(n) for n in names if not n.endswith("RECORD")}
+    assert {n.rsplit("/", 1)[1] for n in kept} == {"libbitsandbytes_cpu.so", "libbitsandbytes_cuda130.so", "__init__.py"}
+    for line in record[:-1]:
+        name, digest, size = line.split(",")
+        data = kept[name]
+        assert digest == "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+        assert int(size) == len(data)
+    assert record[-1] == "bitsandbytes-0.49.2.dist-info/RECORD,,"
