@@ -27,7 +27,11 @@ nox.options.default_venv_backend = "virtualenv"
 
 SETS = load_catalog().sets
 CPU_TORCH = "torch==2.13.0"
-SYSTEM_TORCH = importlib.util.find_spec("torch") is not None
+_TORCH_SPEC = importlib.util.find_spec("torch")
+SYSTEM_TORCH = _TORCH_SPEC is not None
+# Where the system torch lives. On some GPU images "the system python" is itself a venv
+# (/opt/torch/.venv), whose packages `--system-site-packages` does not reach; a .pth file does.
+SYSTEM_SITE = str(Path(_TORCH_SPEC.origin).parents[1]) if SYSTEM_TORCH and _TORCH_SPEC.origin else None
 WHEELHOUSE = os.environ.get("MINREPRO_WHEELHOUSE")
 VENV_PARAMS = ["--system-site-packages"] if SYSTEM_TORCH else []
 
@@ -43,7 +47,11 @@ def _install(session: nox.Session, *requirements: str) -> None:
 
 def _torch(session: nox.Session) -> None:
     if SYSTEM_TORCH:
-        session.log("reusing the system torch through system site-packages")
+        purelib = session.run("python", "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])",
+                              silent=True).strip().splitlines()[-1]
+        # appended after the venv's own site-packages: the set's libraries installed here still win
+        Path(purelib, "_minrepro_system_site.pth").write_text(SYSTEM_SITE + "\n")
+        session.log(f"reusing the system torch from {SYSTEM_SITE}")
     else:
         session.install(CPU_TORCH)
 
