@@ -70,26 +70,37 @@ def _write(path, record):
             json.dump(record, fh)
 
 
-def main():
-    report = os.environ.pop("MINREPRO_REPORT", None)
-    script = sys.argv[1]
-    sys.argv = sys.argv[1:]
-    sys.path[0] = os.path.dirname(os.path.abspath(script))
+def execute(script, args, report, path0=None):
+    """Run ``script`` as __main__ with ``args``; record how it ended in ``report``; return the exit code.
+
+    Also used in-process by the fork server's children and the warm workers."""
+    sys.argv = [script, *args]
+    sys.path.insert(0, path0 or os.path.dirname(os.path.abspath(script)))
     faulthandler.enable()  # segfaults and aborts leave a Python stack on stderr
     if hasattr(signal, "SIGUSR1"):
         faulthandler.register(signal.SIGUSR1, all_threads=False)  # the runner asks for a stack on timeout
     try:
         runpy.run_path(script, run_name="__main__")
     except SystemExit as exc:
-        _write(report, {"exit": exc.code if isinstance(exc.code, int) or exc.code is None else 1})
-        raise
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        _write(report, {"exit": code})
+        return code
     except BaseException as exc:
         _write(report, {"exception": _describe(exc, _library_tops())})
         traceback.print_exc()
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(1)  # skip atexit/finalizers of a possibly corrupted library state
+        return 1
     _write(report, {"exit": 0})
+    return 0
+
+
+def main():
+    report = os.environ.pop("MINREPRO_REPORT", None)
+    sys.path.pop(0)  # this file's directory: the script's own directory goes first instead
+    code = execute(sys.argv[1], sys.argv[2:], report, os.environ.pop("MINREPRO_PATH0", None))
+    sys.stdout.flush()
+    sys.stderr.flush()
+    if code:
+        os._exit(code)  # skip atexit/finalizers of a possibly corrupted library state
 
 
 if __name__ == "__main__":

@@ -84,6 +84,21 @@ def cmd_matrix(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_reduce(args: argparse.Namespace) -> int:
+    from .reduction import ReduceOptions, print_summary, reduce_script
+
+    if args.jobs < 1:
+        raise MinreproError("--jobs must be at least 1")
+    options = ReduceOptions(
+        script=Path(args.script), out=Path(args.out) if args.out else None, signature=args.signature,
+        oracle=args.oracle, python=args.python, jobs=args.jobs, timeout=args.timeout, seed=args.seed,
+        executor=args.executor, workdir=Path(args.workdir) if args.workdir else None, fresh=args.fresh,
+    )
+    summary = reduce_script(options, log=_progress if args.verbose else lambda _: None)
+    print_summary(summary, args.json)
+    return 0
+
+
 def cmd_list(args: argparse.Namespace) -> int:
     for case in load_catalog(args.manifest).cases:
         print(f"{case.id:34} {case.family:3} {case.device:5} pinned={case.pinned:12} newest={case.newest}")
@@ -121,6 +136,26 @@ def build_parser() -> argparse.ArgumentParser:
     matrix.add_argument("--readme", help="rewrite the matrix block of this README (default: print)")
     matrix.add_argument("--check", action="store_true", help="fail if the README's matrix is stale")
     matrix.set_defaults(func=cmd_matrix)
+
+    reduce = sub.add_parser("reduce", help="shrink a failing script, keeping its failure signature")
+    reduce.add_argument("script")
+    reduce.add_argument("-o", "--out", help="output path (default: <stem>.min.py beside SCRIPT)")
+    reduce.add_argument("--signature", metavar="REGEX",
+                        help="keep candidates whose final exception line matches REGEX (type and library "
+                             "frames still required)")
+    reduce.add_argument("--oracle", metavar="CMD", help="interestingness command; gets the candidate path, "
+                                                        "exit 0 means interesting")
+    reduce.add_argument("--python", help="interpreter to run candidates with (default: this one)")
+    reduce.add_argument("--jobs", type=int, default=1, help="candidates run in parallel")
+    reduce.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, help="seconds per candidate")
+    reduce.add_argument("--seed", type=int, default=0, help="order in which proposals are tried")
+    reduce.add_argument("--executor", default="forkserver", choices=["forkserver", "warm-pool", "cold"],
+                        help="how candidates run (each in its own process either way)")
+    reduce.add_argument("--workdir", help="cache and state directory (default: .minrepro/<stem>-<hash>)")
+    reduce.add_argument("--fresh", action="store_true", help="ignore a previous run's cache and state")
+    reduce.add_argument("--json", action="store_true", help="end with a JSON summary line")
+    reduce.add_argument("-v", "--verbose", action="store_true", help="log passes and accepted steps")
+    reduce.set_defaults(func=cmd_reduce)
 
     listing = sub.add_parser("list", help="list catalog cases")
     listing.set_defaults(func=cmd_list)

@@ -69,7 +69,10 @@ def run_script(
     env: dict[str, str] | None = None,
     cwd: str | os.PathLike[str] | None = None,
 ) -> RunResult:
-    """Run ``script`` under ``python`` via the bootstrap and classify how it ended."""
+    """Run ``script`` under ``python`` via the bootstrap and classify how it ended.
+
+    With ``cwd`` the script runs there and imports from there first (as a candidate stands in for the
+    original script, which lives in ``cwd``); otherwise from its own directory."""
     script = Path(script)
     if not script.is_file():
         raise MinreproError(f"no such script: {script}")
@@ -77,6 +80,8 @@ def run_script(
     with tempfile.TemporaryDirectory(prefix="minrepro-run-") as tmp:
         report_path = Path(tmp) / "report.json"
         child_env = {**os.environ, **(env or {}), "MINREPRO_REPORT": str(report_path), "PYTHONUNBUFFERED": "1"}
+        if cwd is not None:
+            child_env["MINREPRO_PATH0"] = str(Path(cwd).resolve())
         command = [interpreter, str(BOOTSTRAP), str(script.resolve()), *args]
         start = time.monotonic()
         proc = subprocess.Popen(
@@ -97,8 +102,8 @@ def run_script(
             stdout, stderr = _kill_group(proc)
             timed_out = True
         seconds = time.monotonic() - start
-        report = _read_report(report_path)
-    signature, headline = _signature(proc.returncode, stderr, report, timed_out, timeout)
+        report = read_report(report_path)
+    signature, headline = classify_run(proc.returncode, stderr, report, timed_out, timeout)
     return RunResult(proc.returncode, stdout, stderr, seconds, signature, headline)
 
 
@@ -116,16 +121,17 @@ def _kill_group(proc: subprocess.Popen[str]) -> tuple[str, str]:
     return proc.communicate()
 
 
-def _read_report(path: Path) -> dict[str, Any]:
+def read_report(path: Path) -> dict[str, Any]:
     try:
         return json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return {}
 
 
-def _signature(
+def classify_run(
     returncode: int, stderr: str, report: dict[str, Any], timed_out: bool, timeout: float
 ) -> tuple[Signature | None, str]:
+    """(signature or None if it passed, raw headline) from what a finished run left behind."""
     if timed_out:
         frames = frames_from_text(_last_dump(stderr), most_recent_first=True)
         return Signature("timeout", "Timeout", "", frames), f"Timeout: no exit after {timeout:g} s"

@@ -1,0 +1,127 @@
+"""Oracles: answer "is this candidate interesting?" for batches of candidate sources, with a disk cache.
+
+`SignatureOracle` runs candidates through an executor and keeps those whose failure signature equals the
+original's (or, with a regex, whose final line matches it while type and library frames stay the same).
+`CommandOracle` runs a user's interestingness command, as Shrink Ray does: exit 0 means interesting.
+Either way, each distinct candidate runs once: answers are cached by content hash in the work directory.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import shlex
+import subprocess
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+from .executors import Executor
+from .runner import RunResult
+from .signature import Signature
+
+
+@dataclass
+class OracleStats:
+    calls: int = 0  # candidates actually run
+    cache_hits: int = 0
+    seconds: float = 0.0  # wall time spent running candidates
+
+
+class Cache:
+    """Answers by content hash, appended to a JSON-lines file so an interrupted run resumes."""
+
+    def __init__(self, path: Path, key: str):
+        self.path, self.key, self.answers = path, key, {}
+        if path.exists():
+            for line in path.read_text(encoding="utf-8").splitlines():
+                try:
+                    record = json.loads(line)
+                except ValueError:
+                    continue  # a line cut short by an interruption
+                self.answers[record["hash"]] = record["interesting"]
+
+    def hash(self, source: str) -> str:
+        return hashlib.sha256(f"{self.key}\0{source}".encode()).hexdigest()
+
+    def store(self, digest: str, interesting: bool, note: str) -> None:
+        self.answers[digest] = interesting
+        with self.path.open("a", encoding="utf-8") as fh:
+            fh.write(json.dumps({"hash": digest, "interesting": interesting, "note": note}) + "\n")
+
+
+@dataclass
+class _Base:
+    cache: Cache
+    workdir: Path
+    timeout: float
+    cwd: Path | None = None  # where the original script lives: candidates run as if they were it
+    stats: OracleStats = field(default_factory=OracleStats)
+
+    def test_many(self, sources: list[str]) -> list[bool]:
+        digests = [self.cache.hash(s) for s in sources]
+        todo = {d: s for d, s in zip(digests, sources) if d not in self.cache.answers}
+        self.stats.cache_hits += len(sources) - len(todo)
+        if todo:
+            paths = []
+            for digest, source in todo.items():
+                path = self.workdir / "candidates" / f"{digest[:16]}.py"
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_text(source, encoding="utf-8")
+                paths.append(path)
+            start = time.monotonic()
+            answers = self._judge(paths)
+            self.stats.seconds += time.monotonic() - start
+            self.stats.calls += len(paths)
+            for (digest, _), path, (interesting, note) in zip(todo.items(), paths, answers):
+                self.cache.store(digest, interesting, note)
+                path.unlink(missing_ok=True)
+        return [self.cache.answers[d] for d in digests]
+
+    def _judge(self, paths: list[Path]) -> list[tuple[bool, str]]:
+        raise NotImplementedError
+
+
+@dataclass
+class SignatureOracle(_Base):
+    executor: Executor | None = None
+    original: Signature | None = None
+    regex: str | None = None
+
+    def matches(self, result: RunResult) -> bool:
+        sig = result.signature
+        if sig is None or self.original is None:
+            return False
+        if self.regex is None:
+            return sig == self.original
+        same_place = (sig.kind, sig.type, sig.frames) == (self.original.kind, self.original.type, self.original.frames)
+        return same_place and re.search(self.regex, result.raw_headline) is not None
+
+    def _judge(self, paths: list[Path]) -> list[tuple[bool, str]]:
+        results = self.executor.run_many(paths, self.timeout, self.cwd)
+        return [(self.matches(r), r.signature.headline if r.signature else "pass") for r in results]
+
+
+@dataclass
+class CommandOracle(_Base):
+    command: Sequence[str] = ()
+    jobs: int = 1
+
+    def _judge(self, paths: list[Path]) -> list[tuple[bool, str]]:
+        def one(path: Path) -> tuple[bool, str]:
+            try:
+                proc = subprocess.run([*self.command, str(path)], capture_output=True, timeout=self.timeout,
+                                      cwd=self.cwd, start_new_session=True)
+            except subprocess.TimeoutExpired:
+                return False, "timeout"
+            return proc.returncode == 0, f"exit {proc.returncode}"
+
+        with ThreadPoolExecutor(max(1, self.jobs)) as pool:
+            return list(pool.map(one, paths))
+
+
+def split_command(command: str) -> list[str]:
+    return shlex.split(command)

@@ -1,0 +1,325 @@
+"""Reduction passes. The ordered lists at the bottom are the registry: add a pass by adding a function.
+
+Two shapes of pass:
+- a *generator* ``(tree) -> Iterator[ast.Module]`` proposes one local simplification per candidate; the
+  search accepts the first interesting one and asks again (wrapped by `greedy`);
+- a *ddmin pass* ``(problem) -> None`` drives delta debugging over a list (statements, lines).
+Passes never run code: they only propose. `reducers.search.Problem` answers interesting / not.
+"""
+
+from __future__ import annotations
+
+import ast
+import copy
+from typing import Callable, Iterator
+
+from .ddmin import ddmin
+from .search import Problem
+
+Generator = Callable[[ast.Module], Iterator[ast.Module]]
+Pass = Callable[[Problem], None]
+
+
+# --- helpers ------------------------------------------------------------------------------------------
+
+def _edits(tree: ast.Module, wanted: type | tuple[type, ...], rewrite: Callable[[ast.AST], list]) -> Iterator[ast.Module]:
+    """For each node of type ``wanted`` (in walk order) and each replacement ``rewrite`` offers for it,
+    a copy of the tree with that one node replaced (a list of statements splices into its block)."""
+    count = sum(isinstance(n, wanted) for n in ast.walk(tree))
+    for target in range(count):
+        options = len(rewrite(_nth(copy.deepcopy(tree), wanted, target)))
+        for choice in range(options):
+            new = copy.deepcopy(tree)
+            node = _nth(new, wanted, target)
+            if _replace(new, node, rewrite(node)[choice]):
+                yield new
+
+
+def _nth(tree: ast.AST, wanted, index: int) -> ast.AST:
+    return [n for n in ast.walk(tree) if isinstance(n, wanted)][index]
+
+
+def _replace(tree: ast.AST, old: ast.AST, new) -> bool:
+    for parent in ast.walk(tree):
+        for name, value in ast.iter_fields(parent):
+            if isinstance(value, list) and any(v is old for v in value):
+                i = next(i for i, v in enumerate(value) if v is old)
+                value[i : i + 1] = new if isinstance(new, list) else [new]
+                if not value and name == "body" and not isinstance(parent, ast.Module):
+                    value.append(ast.Pass())
+                return True
+            if value is old and not isinstance(new, list):
+                setattr(parent, name, new)
+                return True
+    return False
+
+
+def _names_loaded(tree: ast.AST) -> set[str]:
+    loaded = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+    return loaded | {n.value.id for n in ast.walk(tree) if isinstance(n, ast.Attribute)
+                     and isinstance(n.value, ast.Name)}
+
+
+def _body(stmts: list[ast.stmt]) -> list[ast.stmt]:
+    return stmts or [ast.Pass()]
+
+
+# --- generators ---------------------------------------------------------------------------------------
+
+def unwrap_main_guard(tree: ast.Module) -> Iterator[ast.Module]:
+    """`if __name__ == "__main__": body` at module level becomes `body`."""
+    for i, stmt in enumerate(tree.body):
+        if isinstance(stmt, ast.If) and "__name__" in ast.unparse(stmt.test):
+            new = copy.deepcopy(tree)
+            new.body[i : i + 1] = new.body[i].body
+            yield new
+
+
+def unwrap_try(tree: ast.Module) -> Iterator[ast.Module]:
+    """`try: body ... finally: f` becomes `body` (then `body; f`)."""
+    yield from _edits(tree, ast.Try, lambda n: [n.body, n.body + n.finalbody] if n.finalbody else [n.body])
+
+
+def unwrap_with(tree: ast.Module) -> Iterator[ast.Module]:
+    """`with ctx: body` becomes `body` (no_grad, autocast and logging contexts rarely matter)."""
+    yield from _edits(tree, ast.With, lambda n: [n.body])
+
+
+def unwrap_if(tree: ast.Module) -> Iterator[ast.Module]:
+    """`if c: a else: b` becomes `a`, or `b`: the branch taken is what a repro needs."""
+    yield from _edits(tree, ast.If, lambda n: [n.body] + ([n.orelse] if n.orelse else []))
+
+
+def unroll_loops(tree: ast.Module) -> Iterator[ast.Module]:
+    """`for x in xs: body` becomes `x = next(iter(xs)); body`; `while c: body` becomes `if c: body`."""
+
+    def one_iteration(node: ast.AST) -> list:
+        if isinstance(node, ast.For):
+            first = ast.parse(f"{ast.unparse(node.target)} = next(iter({ast.unparse(node.iter)}))").body
+            return [first + [s for s in node.body if not isinstance(s, (ast.Break, ast.Continue))]]
+        return [ast.If(node.test, node.body, [])]
+
+    yield from _edits(tree, (ast.For, ast.While), one_iteration)
+
+
+def inline_functions(tree: ast.Module) -> Iterator[ast.Module]:
+    """A module-level function called once, as a statement or `x = f(...)`, is replaced by its body."""
+    for func in [s for s in tree.body if isinstance(s, ast.FunctionDef) and not s.decorator_list]:
+        calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
+                 and n.func.id == func.name]
+        if len(calls) != 1 or _returns_early(func):
+            continue
+        new = _inline(copy.deepcopy(tree), func.name)
+        if new is not None:
+            yield new
+
+
+def _returns_early(func: ast.FunctionDef) -> bool:
+    returns = [n for n in ast.walk(func) if isinstance(n, ast.Return)]
+    return len(returns) > 1 or (bool(returns) and func.body[-1] is not returns[0])
+
+
+def _inline(tree: ast.Module, name: str) -> ast.Module | None:
+    func = next(s for s in tree.body if isinstance(s, ast.FunctionDef) and s.name == name)
+    for parent in ast.walk(tree):
+        for field in ("body", "orelse", "finalbody"):
+            block = getattr(parent, field, None)
+            if not isinstance(block, list):
+                continue
+            for i, stmt in enumerate(block):
+                call = stmt.value if isinstance(stmt, (ast.Expr, ast.Assign)) else None
+                if isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id == name:
+                    binds = _bind(func, call)
+                    if binds is None:
+                        return None
+                    body = copy.deepcopy(func.body)
+                    if body and isinstance(body[-1], ast.Return):
+                        ret = body.pop()
+                        if isinstance(stmt, ast.Assign) and ret.value is not None:
+                            body.append(ast.Assign(stmt.targets, ret.value))
+                    block[i : i + 1] = binds + body
+                    tree.body.remove(func)
+                    return tree
+    return None
+
+
+def _bind(func: ast.FunctionDef, call: ast.Call) -> list[ast.stmt] | None:
+    """Assignments binding the call's arguments to the parameters (simple signatures only)."""
+    args = func.args
+    if args.vararg or args.kwarg or args.posonlyargs or args.kwonlyargs or any(isinstance(a, ast.Starred) for a in call.args):
+        return None
+    params = [a.arg for a in args.args]
+    defaults = dict(zip(params[len(params) - len(args.defaults):], args.defaults))
+    values = dict(zip(params, call.args))
+    for kw in call.keywords:
+        if kw.arg not in params:
+            return None
+        values[kw.arg] = kw.value
+    if any(p not in values and p not in defaults for p in params):
+        return None
+    return [ast.Assign([ast.Name(p, ast.Store())], values.get(p, defaults.get(p))) for p in params]
+
+
+def remove_dead_definitions(tree: ast.Module) -> Iterator[ast.Module]:
+    """Functions, classes and assignments whose names nothing reads are dropped."""
+    loaded = _names_loaded(tree)
+    for i, stmt in enumerate(tree.body):
+        names = _defined_names(stmt)
+        if names and not names & loaded:
+            new = copy.deepcopy(tree)
+            del new.body[i]
+            yield new
+
+
+def _defined_names(stmt: ast.stmt) -> set[str]:
+    if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return {stmt.name}
+    if isinstance(stmt, (ast.Assign, ast.AnnAssign)):
+        targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+        if all(isinstance(t, ast.Name) for t in targets) and not _has_call(stmt.value):
+            return {t.id for t in targets}
+    return set()
+
+
+def _has_call(node: ast.AST | None) -> bool:
+    return node is not None and any(isinstance(n, ast.Call) for n in ast.walk(node))
+
+
+def prune_imports(tree: ast.Module) -> Iterator[ast.Module]:
+    """Each imported name nothing uses is dropped from its import (the import goes when empty)."""
+    loaded = _names_loaded(tree)
+    for i, stmt in enumerate(tree.body):
+        if not isinstance(stmt, (ast.Import, ast.ImportFrom)):
+            continue
+        for j, alias in enumerate(stmt.names):
+            bound = (alias.asname or alias.name).split(".")[0]
+            if bound not in loaded:
+                new = copy.deepcopy(tree)
+                del new.body[i].names[j]
+                if not new.body[i].names:
+                    del new.body[i]
+                yield new
+
+
+def drop_arguments(tree: ast.Module) -> Iterator[ast.Module]:
+    """Each keyword, then each positional argument from the last, is removed (back to its default)."""
+
+    def fewer(call: ast.AST) -> list:
+        options = []
+        for k in range(len(call.keywords)):
+            options.append(ast.Call(call.func, call.args, call.keywords[:k] + call.keywords[k + 1:]))
+        for k in reversed(range(len(call.args))):
+            options.append(ast.Call(call.func, call.args[:k] + call.args[k + 1:], call.keywords))
+        return options
+
+    yield from _edits(tree, ast.Call, fewer)
+
+
+def simplify_constants(tree: ast.Module) -> Iterator[ast.Module]:
+    """Integers shrink (to 0, 1, then halves); floats become 0.0 or 1.0."""
+
+    def smaller(node: ast.AST) -> list:
+        value = node.value
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            return []
+        if isinstance(value, float):
+            return [ast.Constant(v) for v in (0.0, 1.0) if v != value]
+        return [ast.Constant(v) for v in dict.fromkeys((0, 1, value // 2)) if abs(v) < abs(value)]
+
+    yield from _edits(tree, ast.Constant, smaller)
+
+
+# --- ddmin passes ------------------------------------------------------------------------------------
+
+def delete_statements(problem: Problem) -> None:
+    """ddmin over the statements of every block, outermost block first."""
+    path_count = len(_blocks(ast.parse(problem.current)))
+    for index in range(path_count):
+        blocks = _blocks(ast.parse(problem.current))
+        if index >= len(blocks):
+            break
+        size = len(blocks[index][0])
+
+        def first_interesting(candidates, index=index):
+            sources = [_with_block(problem.current, index, keep) for keep in candidates]
+            return problem.first_interesting(sources)
+
+        keep = ddmin(list(range(size)), first_interesting)
+        if len(keep) < size:
+            problem.accept(_with_block(problem.current, index, keep))
+
+
+def _blocks(tree: ast.Module) -> list[tuple[list[ast.stmt], ast.AST, str]]:
+    """Every statement list in the tree, in walk order (module body first)."""
+    out = []
+    for node in ast.walk(tree):
+        for field in ("body", "orelse", "finalbody"):
+            block = getattr(node, field, None)
+            if isinstance(block, list) and block and isinstance(block[0], ast.stmt):
+                out.append((block, node, field))
+    return out
+
+
+def _with_block(source: str, index: int, keep: list[int]) -> str:
+    tree = ast.parse(source)
+    block, node, field = _blocks(tree)[index]
+    setattr(node, field, [block[i] for i in keep] or ([] if isinstance(node, ast.Module) or field != "body" else [ast.Pass()]))
+    return ast.unparse(ast.fix_missing_locations(tree))
+
+
+def delete_lines(problem: Problem) -> None:
+    """Line-level ddmin over the unparsed source; candidates that do not parse are skipped."""
+    lines = problem.current.splitlines()
+
+    def first_interesting(candidates):
+        sources = ["\n".join(lines[i] for i in keep) + "\n" for keep in candidates]
+        return problem.first_interesting(sources)
+
+    keep = ddmin(list(range(len(lines))), first_interesting)
+    if len(keep) < len(lines):
+        problem.accept("\n".join(lines[i] for i in keep) + "\n")
+
+
+# --- the registry ------------------------------------------------------------------------------------
+
+def _render(tree: ast.Module) -> str | None:
+    """Source for a proposed tree; a proposal that cannot be rendered is dropped, not fatal."""
+    try:
+        return ast.unparse(ast.fix_missing_locations(tree))
+    except Exception:  # noqa: BLE001 - one bad proposal must not end the reduction
+        return None
+
+
+def greedy(generate: Generator) -> Pass:
+    """Run a generator pass: accept the first interesting proposal, ask again, until none is."""
+
+    def run(problem: Problem) -> None:
+        while True:
+            rendered = (_render(t) for t in generate(ast.parse(problem.current)))
+            candidates = problem.order([c for c in rendered if c is not None])
+            found = problem.first_interesting(candidates)
+            if found is None:
+                return
+            problem.accept(candidates[found])
+
+    run.__name__ = generate.__name__
+    run.__doc__ = generate.__doc__
+    return run
+
+
+# Structure first (cheap, big steps), then statements, then definitions and details.
+PASSES: list[Pass] = [
+    greedy(unwrap_main_guard),
+    greedy(unwrap_try),
+    greedy(unwrap_with),
+    greedy(unwrap_if),
+    greedy(unroll_loops),
+    delete_statements,
+    greedy(inline_functions),
+    greedy(remove_dead_definitions),
+    greedy(prune_imports),
+    greedy(drop_arguments),
+    greedy(simplify_constants),
+]
+
+FINAL_PASSES: list[Pass] = [delete_lines]

@@ -1,0 +1,81 @@
+"""The search: a `Problem` holds the current best script and answers which proposals are interesting.
+
+Passes propose; the oracle (any ``test_many(sources) -> list[bool]``) decides. Nothing here runs code,
+so executors, caching and parallelism change without touching a pass (the Lithium seam)."""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import random
+from typing import Callable, Iterable, Sequence
+
+from minrepro.catalog import code_lines
+
+TestMany = Callable[[list[str]], list[bool]]
+MAX_ROUNDS = 50
+
+
+def normalize(source: str) -> str:
+    """The canonical text of a program (what every candidate is compared and rendered as)."""
+    return ast.unparse(ast.parse(source)) + "\n"
+
+
+def _parses(source: str) -> bool:
+    try:
+        ast.parse(source)
+        return True
+    except SyntaxError:
+        return False
+
+
+class Problem:
+    def __init__(self, source: str, test_many: TestMany, jobs: int = 1, seed: int = 0,
+                 on_accept: Callable[[str], None] = lambda _: None):
+        self.current = source
+        self.test_many, self.jobs, self.seed, self.on_accept = test_many, max(1, jobs), seed, on_accept
+        self.accepted: set[str] = {source}
+
+    def order(self, candidates: Iterable[str]) -> list[str]:
+        """Unique candidates in a seeded order that depends only on (seed, current source)."""
+        unique = list(dict.fromkeys(candidates))
+        digest = hashlib.sha256(f"{self.seed}:{self.current}".encode()).hexdigest()
+        random.Random(digest).shuffle(unique)
+        return unique
+
+    def admissible(self, source: str) -> bool:
+        """Never revisit an accepted program (no cycles) and never grow in code lines."""
+        return (source not in self.accepted and _parses(source)
+                and code_lines(source) <= code_lines(self.current))
+
+    def first_interesting(self, candidates: Sequence[str]) -> int | None:
+        """Index of the first interesting candidate, testing ``jobs`` at a time in order."""
+        pending = [(i, normalize(c)) for i, c in enumerate(candidates) if self.admissible(c)]
+        for start in range(0, len(pending), self.jobs):
+            batch = pending[start : start + self.jobs]
+            answers = self.test_many([source for _, source in batch])
+            for (index, _), interesting in zip(batch, answers):
+                if interesting:
+                    return index
+        return None
+
+    def accept(self, source: str) -> None:
+        self.current = normalize(source)
+        self.accepted.add(self.current)
+        self.on_accept(self.current)
+
+
+def reduce_source(source: str, test_many: TestMany, passes: Sequence[Callable[[Problem], None]],
+                  final_passes: Sequence[Callable[[Problem], None]], jobs: int = 1, seed: int = 0,
+                  on_accept: Callable[[str], None] = lambda _: None,
+                  on_pass: Callable[[str], None] = lambda _: None) -> str:
+    """Apply the passes in order, then the final passes, until a whole round changes nothing."""
+    problem = Problem(normalize(source), test_many, jobs, seed, on_accept)
+    for _ in range(MAX_ROUNDS):
+        before = problem.current
+        for reduction in [*passes, *final_passes]:
+            on_pass(reduction.__name__)
+            reduction(problem)
+        if problem.current == before:
+            break
+    return problem.current
