@@ -129,14 +129,17 @@ def _inline(tree: ast.Module, name: str) -> ast.Module | None:
             for i, stmt in enumerate(block):
                 call = stmt.value if isinstance(stmt, (ast.Expr, ast.Assign)) else None
                 if isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id == name:
-                    binds = _bind(func, call)
+                    func_copy = copy.deepcopy(func)
+                    binds = _bind(func_copy, call)
                     if binds is None:
                         return None
-                    body = copy.deepcopy(func.body)
+                    body = func_copy.body
                     if body and isinstance(body[-1], ast.Return):
                         ret = body.pop()
                         if isinstance(stmt, ast.Assign) and ret.value is not None:
                             body.append(ast.Assign(stmt.targets, ret.value))
+                        elif ret.value is not None:
+                            body.append(ast.Expr(ret.value))  # the value may be the failing call
                     block[i : i + 1] = binds + body
                     tree.body.remove(func)
                     return tree
@@ -144,7 +147,8 @@ def _inline(tree: ast.Module, name: str) -> ast.Module | None:
 
 
 def _bind(func: ast.FunctionDef, call: ast.Call) -> list[ast.stmt] | None:
-    """Assignments binding the call's arguments to the parameters (simple signatures only)."""
+    """Bind the call's arguments to the parameters (simple signatures only): a simple argument (a name,
+    constant or attribute chain) is substituted into the body; any other gets an assignment."""
     args = func.args
     if args.vararg or args.kwarg or args.posonlyargs or args.kwonlyargs or any(isinstance(a, ast.Starred) for a in call.args):
         return None
@@ -157,7 +161,53 @@ def _bind(func: ast.FunctionDef, call: ast.Call) -> list[ast.stmt] | None:
         values[kw.arg] = kw.value
     if any(p not in values and p not in defaults for p in params):
         return None
-    return [ast.Assign([ast.Name(p, ast.Store())], values.get(p, defaults.get(p))) for p in params]
+    bound = {p: values.get(p, defaults.get(p)) for p in params}
+    simple = {p: v for p, v in bound.items() if _is_simple(v) and not _assigned(func, p)}
+    _Substitute(simple).visit(func)
+    return [ast.Assign([ast.Name(p, ast.Store())], v) for p, v in bound.items() if p not in simple]
+
+
+def _is_simple(node: ast.AST) -> bool:
+    while isinstance(node, ast.Attribute):
+        node = node.value
+    return isinstance(node, (ast.Name, ast.Constant))
+
+
+def _assigned(func: ast.FunctionDef, name: str) -> bool:
+    return any(isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Store) for n in ast.walk(func))
+
+
+class _Substitute(ast.NodeTransformer):
+    def __init__(self, values: dict[str, ast.AST]):
+        self.values = values
+
+    def visit_Name(self, node: ast.Name) -> ast.AST:
+        if isinstance(node.ctx, ast.Load) and node.id in self.values:
+            return copy.deepcopy(self.values[node.id])
+        return node
+
+
+def unwrap_calls(tree: ast.Module) -> Iterator[ast.Module]:
+    """A call statement is replaced by one of its arguments: `sys.exit(main())` becomes `main()`."""
+
+    def arguments(stmt: ast.AST) -> list:
+        call = stmt.value
+        if not isinstance(call, ast.Call):
+            return []
+        return [ast.Expr(a) for a in call.args if not isinstance(a, ast.Starred)]
+
+    yield from _edits(tree, ast.Expr, arguments)
+
+
+def constant_attributes(tree: ast.Module) -> Iterator[ast.Module]:
+    """An option read like `args.hidden` becomes a literal (1, then None): parsers and configs can go."""
+
+    def literals(node: ast.AST) -> list:
+        if isinstance(node.ctx, ast.Load) and isinstance(node.value, ast.Name):
+            return [ast.Constant(1), ast.Constant(None)]
+        return []
+
+    yield from _edits(tree, ast.Attribute, literals)
 
 
 def remove_dead_definitions(tree: ast.Module) -> Iterator[ast.Module]:
@@ -315,8 +365,10 @@ PASSES: list[Pass] = [
     greedy(unwrap_if),
     greedy(unroll_loops),
     delete_statements,
+    greedy(unwrap_calls),
     greedy(inline_functions),
     greedy(remove_dead_definitions),
+    greedy(constant_attributes),
     greedy(prune_imports),
     greedy(drop_arguments),
     greedy(simplify_constants),

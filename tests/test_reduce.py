@@ -1,0 +1,133 @@
+"""`minrepro reduce` end to end on small scripts whose failure passes through an installed library
+(`packaging`), so no heavy libraries are needed."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from minrepro.cli import main
+from minrepro.runner import run_script
+
+DECOY = '''\
+"""A user script with noise around one library failure, and a decoy."""
+import argparse
+import logging
+import os
+from packaging.version import InvalidVersion, Version
+
+log = logging.getLogger(__name__)
+state = {"parsed": False}
+
+
+def unused(x):
+    return x + 1
+
+
+def parse(text):
+    state["parsed"] = True
+    return Version(text)
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--release", default="1.0 beta")
+    args = parser.parse_args([])
+    logging.basicConfig(level=logging.INFO)
+    log.info("checking %s", args.release)
+    for attempt in range(3):
+        try:
+            parse(args.release)  # the key line: raises inside packaging
+        finally:
+            log.info("attempt %d", attempt)
+    if not state["parsed"]:
+        # decoy: the same type and message, raised from user code when the key line is gone
+        raise InvalidVersion("Invalid version: '1.0 beta'")
+
+
+if __name__ == "__main__":
+    main()
+'''
+
+
+def test_reduces_without_slipping_into_the_decoy(tmp_path, capsys):
+    script = tmp_path / "job.py"
+    script.write_text(DECOY)
+    before = script.read_text()
+    original = run_script(script).signature
+    assert main(["reduce", str(script), "--json", "--workdir", str(tmp_path / "work")]) == 0
+    summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert set(summary) >= {"input_lines", "output_lines", "oracle_calls", "seconds", "signature", "output"}
+    assert script.read_text() == before  # the input is never modified
+    out = Path(summary["output"])
+    assert out == tmp_path / "job.min.py"
+    reduced = run_script(out)
+    assert reduced.signature == original  # library frames included: not the decoy's
+    assert reduced.signature.frames
+    assert summary["output_lines"] < summary["input_lines"] and summary["output_lines"] <= 6
+    assert "Version(" in out.read_text()
+
+
+def test_second_run_resumes_from_the_cache(tmp_path, capsys):
+    script = tmp_path / "job.py"
+    script.write_text(DECOY)
+    argv = ["reduce", str(script), "--json", "--workdir", str(tmp_path / "work")]
+    assert main(argv) == 0
+    first = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert main(argv) == 0
+    second = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert second["resumed"] and second["oracle_calls"] == 0
+    assert Path(second["output"]).read_text() == Path(first["output"]).read_text()
+
+
+def test_resumes_from_an_interrupted_state(tmp_path, capsys):
+    script = tmp_path / "job.py"
+    script.write_text(DECOY)
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    import hashlib
+
+    partial = "from packaging.version import Version\nVersion('1.0 beta')\n"
+    (workdir / "state.json").write_text(json.dumps(
+        {"original": hashlib.sha256(DECOY.encode()).hexdigest(), "best": partial}))
+    assert main(["reduce", str(script), "--json", "--workdir", str(workdir)]) == 0
+    summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert summary["resumed"] and summary["output_lines"] == 2
+
+
+def test_command_oracle(tmp_path, capsys):
+    script = tmp_path / "job.py"
+    script.write_text("import os\nx = 1\nneedle = 2\ny = x + needle\n")
+    oracle = f"{sys.executable} -c \"import sys; sys.exit(0 if 'needle' in open(sys.argv[1]).read() else 1)\""
+    assert main(["reduce", str(script), "--oracle", oracle, "--json", "--workdir", str(tmp_path / "w")]) == 0
+    summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert summary["output_lines"] == 1 and "needle" in Path(summary["output"]).read_text()
+
+
+@pytest.mark.parametrize("body, message", [
+    ("print('all good')\n", "nothing to reduce"),
+    ("import os, pathlib\np = pathlib.Path(os.environ['COUNTER'])\nn = int(p.read_text())\n"
+     "p.write_text(str(n + 1))\nif n % 2 == 0:\n    raise RuntimeError('odd')\n", "fails flakily"),
+    ("def broken(:\n", "is not valid Python"),
+])
+def test_bad_input_is_a_one_line_error(tmp_path, capsys, monkeypatch, body, message):
+    counter = tmp_path / "counter"
+    counter.write_text("0")
+    monkeypatch.setenv("COUNTER", str(counter))
+    script = tmp_path / "job.py"
+    script.write_text(body)
+    assert main(["reduce", str(script), "--workdir", str(tmp_path / "w"), "--executor", "cold"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert message in err and len(err.splitlines()) == 1
+    if message == "fails flakily":
+        assert "1 of 2 runs" in err
+
+
+def test_missing_interpreter_is_a_one_line_error(tmp_path, capsys):
+    script = tmp_path / "job.py"
+    script.write_text("raise ValueError(1)\n")
+    assert main(["reduce", str(script), "--python", "/no/such/python"]) == 2
+    assert "interpreter not found" in capsys.readouterr().err

@@ -1,0 +1,79 @@
+"""Properties of the search, with pure-Python oracles (no processes): minimality, determinism."""
+
+from __future__ import annotations
+
+import ast
+
+from hypothesis import given, settings, strategies as st
+
+from minrepro.runner import RunResult
+from minrepro.oracle import Cache, SignatureOracle
+from minrepro.signature import Frame, Signature
+from reducers import FINAL_PASSES, PASSES, Problem, reduce_source
+from reducers.passes import delete_statements
+
+
+def _statements(source: str) -> set[str]:
+    return {ast.unparse(s) for s in ast.parse(source).body}
+
+
+programs = st.lists(st.integers(0, 50), min_size=1, max_size=25, unique=True).map(
+    lambda ids: [f"v{i} = {i}" for i in ids])
+
+
+@settings(max_examples=60, deadline=None)
+@given(programs, st.data())
+def test_statement_pass_is_one_minimal_around_planted_needles(lines, data):
+    needles = set(data.draw(st.lists(st.sampled_from(lines), min_size=1, max_size=4, unique=True)))
+    source = "\n".join(lines) + "\n"
+    interesting = lambda s: needles <= _statements(s)  # noqa: E731
+    problem = Problem(source, lambda batch: [interesting(s) for s in batch])
+    delete_statements(problem)
+    result = ast.parse(problem.current).body
+    assert interesting(problem.current)
+    for i in range(len(result)):  # 1-minimal: no single statement can go
+        assert not interesting(ast.unparse(ast.Module(result[:i] + result[i + 1:], [])))
+    assert _statements(problem.current) == needles
+
+
+nested = st.lists(st.sampled_from([
+    "import os", "x = 1", "y = x + 2", "def f(a):\n    return a * 2", "z = f(y)",
+    "for i in range(3):\n    w = i", "try:\n    q = z\nexcept Exception:\n    pass",
+    "if x:\n    r = q\nelse:\n    r = 0", "print(r)",
+]), min_size=3, max_size=9)
+
+
+@settings(max_examples=25, deadline=None)
+@given(nested, st.integers(0, 3))
+def test_same_seed_gives_the_same_output(blocks, seed):
+    source = "\n".join(blocks) + "\n"
+    oracle = lambda batch: ["print" in s or "z" in s for s in batch]  # noqa: E731
+    if not oracle([source])[0]:
+        return
+    first = reduce_source(source, oracle, PASSES, FINAL_PASSES, seed=seed)
+    second = reduce_source(source, oracle, PASSES, FINAL_PASSES, seed=seed)
+    assert first == second
+
+
+LIB = Frame("bitsandbytes", "bitsandbytes.functional", "QuantState.as_dict")
+frames = st.lists(st.sampled_from([LIB, Frame("accelerate", "accelerate.hooks", "attach_execution_device_hook"),
+                                   Frame("torch", "torch.nn.modules.module", "Module.state_dict")]),
+                  max_size=3, unique=True).map(tuple)
+signatures = st.builds(Signature, st.sampled_from(["exception", "signal", "timeout", "oom"]),
+                       st.sampled_from(["RuntimeError", "KeyError", "SIGSEGV"]),
+                       st.sampled_from(["Tensor.item() cannot be called on meta tensors", "<num>", ""]), frames)
+
+
+@settings(max_examples=200)
+@given(signatures, signatures, st.sampled_from([None, r"meta tensors", r".*"]))
+def test_oracle_never_accepts_a_different_signature(tmp_path_factory, original, candidate, regex):
+    oracle = SignatureOracle(Cache(tmp_path_factory.mktemp("c") / "cache.jsonl", "k"), tmp_path_factory.mktemp("w"),
+                             1.0, original=original, regex=regex)
+    result = RunResult(1, "", "", 0.0, candidate, candidate.headline)
+    if oracle.matches(result):
+        if regex is None:
+            assert candidate == original
+        else:  # a regex relaxes the message only: kind, type and library frames stay the original's
+            assert (candidate.kind, candidate.type, candidate.frames) == (original.kind, original.type, original.frames)
+    elif candidate == original and regex in (None, r".*"):
+        raise AssertionError("the original signature itself was rejected")
