@@ -67,6 +67,19 @@ def cmd_signature(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_matches(args: argparse.Namespace) -> int:
+    """Exit 0 iff the candidate fails with the expected signature: an interestingness test for other
+    reducers (Shrink Ray, pysource-minimize, C-Vise) that is the same oracle `minrepro reduce` uses."""
+    from .signature import Signature
+
+    try:
+        expected = Signature.from_dict(json.loads(Path(args.expect).read_text(encoding="utf-8")))
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise MinreproError(f"cannot read the expected signature from {args.expect}: {exc}") from None
+    result = run_script(args.candidate, python=args.python, timeout=args.timeout)
+    return 0 if result.signature == expected else 1
+
+
 def cmd_matrix(args: argparse.Namespace) -> int:
     catalog = load_catalog(args.manifest)
     table = render(catalog, load_results(Path(args.results)))
@@ -130,6 +143,13 @@ def build_parser() -> argparse.ArgumentParser:
     signature.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT)
     signature.add_argument("--json", action="store_true")
     signature.set_defaults(func=cmd_signature)
+
+    matches = sub.add_parser("matches", help="exit 0 iff a script fails with a recorded signature (an oracle)")
+    matches.add_argument("--expect", required=True, help="JSON of the signature (as `signature --json` prints)")
+    matches.add_argument("candidate")
+    matches.add_argument("--python")
+    matches.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT)
+    matches.set_defaults(func=cmd_matches)
 
     matrix = sub.add_parser("matrix", help="render the cases x version sets matrix from recorded results")
     matrix.add_argument("--results", default="results", help="directory of <set>-<machine>.json files")

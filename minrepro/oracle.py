@@ -90,10 +90,13 @@ class SignatureOracle(_Base):
     executor: Executor | None = None
     original: Signature | None = None
     regex: str | None = None
+    max_seconds: float | None = None  # a reduction must not make the repro much slower to run
 
     def matches(self, result: RunResult) -> bool:
         sig = result.signature
         if sig is None or self.original is None:
+            return False
+        if self.max_seconds is not None and result.seconds > self.max_seconds:
             return False
         if self.regex is None:
             return sig == self.original

@@ -25,6 +25,9 @@ from .runner import DEFAULT_TIMEOUT, RunResult, resolve_python
 from .signature import Signature
 
 CONFIRM_RUNS = 2  # the original runs this many times to establish (and check the stability of) its failure
+# A candidate may not run slower than SLOWDOWN x the original (or the original + GRACE_SECONDS): dropping
+# `num_hidden_layers=2` keeps the bug but makes every later candidate, and the final repro, slow.
+SLOWDOWN, GRACE_SECONDS = 3.0, 2.0
 
 
 @dataclass
@@ -126,9 +129,10 @@ def reduce_script(opts: ReduceOptions, log: Callable[[str], None] = lambda _: No
         if opts.signature and not _search(opts.signature, first_run.raw_headline):
             raise MinreproError(f"{script.name} fails with '{first_run.raw_headline.splitlines()[0]}', "
                                 f"which does not match --signature {opts.signature!r}")
-        executor = _warm_executor(opts, python, source, original, script, notes, log)
+        executor, baseline = _warm_executor(opts, python, source, original, script, first_run, notes, log)
         oracle = SignatureOracle(cache, workdir, opts.timeout, script.parent, executor=executor,
-                                 original=original, regex=opts.signature)
+                                 original=original, regex=opts.signature,
+                                 max_seconds=max(SLOWDOWN * baseline, baseline + GRACE_SECONDS))
         headline, owner = original.headline, str(original.owner or "")
         log(f"signature: {original.headline}  (owner: {original.owner})")
 
@@ -160,23 +164,24 @@ def reduce_script(opts: ReduceOptions, log: Callable[[str], None] = lambda _: No
 
 
 def _warm_executor(opts: ReduceOptions, python: str, source: str, original: Signature, script: Path,
-                   notes: list[str], log: Callable[[str], None]) -> Executor:
-    """The requested executor, if it reproduces the original signature; otherwise cold runs."""
+                   cold: RunResult, notes: list[str], log: Callable[[str], None]) -> tuple[Executor, float]:
+    """The requested executor and the original's run time under it, if it reproduces the original
+    signature; otherwise cold runs."""
     if opts.executor == "cold":
-        return ColdExecutor(python, opts.jobs)
+        return ColdExecutor(python, opts.jobs), cold.seconds
     try:
         executor = make_executor(opts.executor, python, _imports(source), opts.jobs)
     except MinreproError as exc:
         notes.append(f"{opts.executor} unavailable ({exc}); cold runs used")
-        return ColdExecutor(python, opts.jobs)
+        return ColdExecutor(python, opts.jobs), cold.seconds
     warm = executor.run_many([script], opts.timeout, script.parent)[0]
     if warm.signature != original:
         executor.close()
         notes.append(f"{opts.executor} changes the failure ({warm.signature.headline if warm.signature else 'passes'}); "
                      "cold runs used")
-        return ColdExecutor(python, opts.jobs)
-    log(f"executor: {executor.name}")
-    return executor
+        return ColdExecutor(python, opts.jobs), cold.seconds
+    log(f"executor: {executor.name} (original runs in {warm.seconds:.2f} s there)")
+    return executor, warm.seconds
 
 
 def _verify_cold(result: str, oracle: SignatureOracle, python: str, timeout: float, workdir: Path,

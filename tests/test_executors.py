@@ -1,0 +1,56 @@
+"""Warm executors give the same answers as cold runs, one process per candidate, crashes included."""
+
+from __future__ import annotations
+
+import pytest
+
+from minrepro.executors import ColdExecutor, ForkServerExecutor, WarmPoolExecutor
+
+SCRIPTS = {
+    "library": "from packaging.version import Version\nVersion('x y')\n",
+    "user": "raise KeyError(3)\n",
+    "pass": "print('ok')\n",
+    "segfault": "import ctypes\nctypes.string_at(0)\n",
+    "exit": "import sys\nsys.exit(4)\n",
+    # a monkeypatch must not leak into the next candidate: each runs in a fresh process
+    "patch": "import packaging.version as v\nv.Version = None\nraise RuntimeError('patched')\n",
+    "after-patch": "import packaging.version as v\nassert v.Version is not None\n",
+}
+
+
+@pytest.fixture(scope="module")
+def scripts(tmp_path_factory):
+    root = tmp_path_factory.mktemp("scripts")
+    paths = []
+    for name, body in SCRIPTS.items():
+        path = root / f"{name.replace('-', '_')}.py"
+        path.write_text(body)
+        paths.append(path)
+    return paths
+
+
+@pytest.mark.parametrize("make", [ForkServerExecutor, WarmPoolExecutor], ids=["forkserver", "warm-pool"])
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_warm_answers_equal_cold_answers(scripts, make, jobs):
+    cold = ColdExecutor(jobs=2).run_many(scripts, 30)
+    executor = make(None, ["packaging.version"], jobs)
+    try:
+        warm = executor.run_many(scripts, 30)
+    finally:
+        executor.close()
+    assert [r.signature for r in warm] == [r.signature for r in cold]
+    assert warm[2].signature is None and warm[-1].signature is None  # "after-patch" saw a clean module
+
+
+def test_fork_server_times_out_and_keeps_serving(tmp_path):
+    hang = tmp_path / "hang.py"
+    hang.write_text("import time\ntime.sleep(300)\n")
+    fine = tmp_path / "fine.py"
+    fine.write_text("print(1)\n")
+    executor = ForkServerExecutor(None, [], 1)
+    try:
+        timed_out, after = executor.run_many([hang, fine], 2)
+    finally:
+        executor.close()
+    assert timed_out.signature.kind == "timeout"
+    assert after.signature is None
