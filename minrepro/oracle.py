@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
+import signal
 import shlex
 import subprocess
 import time
@@ -115,12 +117,14 @@ class CommandOracle(_Base):
 
     def _judge(self, paths: list[Path]) -> list[tuple[bool, str]]:
         def one(path: Path) -> tuple[bool, str]:
+            proc = subprocess.Popen([*self.command, str(path)], stdout=subprocess.DEVNULL,
+                                    stderr=subprocess.DEVNULL, cwd=self.cwd, start_new_session=True)
             try:
-                proc = subprocess.run([*self.command, str(path)], capture_output=True, timeout=self.timeout,
-                                      cwd=self.cwd, start_new_session=True)
+                return proc.wait(self.timeout) == 0, f"exit {proc.returncode}"
             except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)  # the command and everything it started
+                proc.wait()
                 return False, "timeout"
-            return proc.returncode == 0, f"exit {proc.returncode}"
 
         with ThreadPoolExecutor(max(1, self.jobs)) as pool:
             return list(pool.map(one, paths))

@@ -130,9 +130,10 @@ def reduce_script(opts: ReduceOptions, log: Callable[[str], None] = lambda _: No
             raise MinreproError(f"{script.name} fails with '{first_run.raw_headline.splitlines()[0]}', "
                                 f"which does not match --signature {opts.signature!r}")
         executor, baseline = _warm_executor(opts, python, source, original, script, first_run, notes, log)
-        oracle = SignatureOracle(cache, workdir, opts.timeout, script.parent, executor=executor,
-                                 original=original, regex=opts.signature,
-                                 max_seconds=max(SLOWDOWN * baseline, baseline + GRACE_SECONDS))
+        budget = max(SLOWDOWN * baseline, baseline + GRACE_SECONDS)
+        # a candidate past the budget is uninteresting anyway: stop it there, not at --timeout
+        oracle = SignatureOracle(cache, workdir, min(opts.timeout, budget + 1), script.parent, executor=executor,
+                                 original=original, regex=opts.signature, max_seconds=budget)
         headline, owner = original.headline, str(original.owner or "")
         log(f"signature: {original.headline}  (owner: {original.owner})")
 
