@@ -32,7 +32,9 @@ WARMUP_TIMEOUT = 300.0
 class Executor(Protocol):
     name: str
 
-    def run_many(self, scripts: Sequence[Path], timeout: float, cwd: Path | None = None) -> list[RunResult]: ...
+    def run_many(self, scripts: Sequence[Path], timeout: float, home: Path | None = None) -> list[RunResult]:
+        """Run each script in its own process and in an empty scratch directory (what one candidate
+        writes cannot feed the next), importing first from ``home`` (the original script's directory)."""
 
     def close(self) -> None: ...
 
@@ -43,9 +45,14 @@ class ColdExecutor:
     def __init__(self, python: str | None = None, jobs: int = 1):
         self.python, self.jobs = resolve_python(python), max(1, jobs)
 
-    def run_many(self, scripts: Sequence[Path], timeout: float, cwd: Path | None = None) -> list[RunResult]:
+    def run_many(self, scripts: Sequence[Path], timeout: float, home: Path | None = None) -> list[RunResult]:
+        def one(script: Path) -> RunResult:
+            with tempfile.TemporaryDirectory(prefix="minrepro-cwd-") as scratch:
+                return run_script(script, python=self.python, timeout=timeout, cwd=scratch,
+                                  path0=home or Path(script).parent)
+
         with ThreadPoolExecutor(self.jobs) as pool:
-            return list(pool.map(lambda s: run_script(s, python=self.python, timeout=timeout, cwd=cwd), scripts))
+            return list(pool.map(one, scripts))
 
     def close(self) -> None:
         pass
@@ -56,15 +63,16 @@ class _Job:
     index: int
     script: Path
     workdir: Path
-    cwd: Path | None = None
+    home: Path | None = None
     started: float = field(default_factory=time.monotonic)
     pid: int | None = None
     usr1_at: float | None = None  # when the stack dump was requested (timeout)
 
     def spec(self) -> dict:
-        home = str((self.cwd or self.script.parent).resolve())
-        return {"id": self.index, "script": str(self.script.resolve()), "args": [], "cwd": home, "path0": home,
-                "report": str(self.workdir / "report.json"),
+        scratch = self.workdir / "cwd"
+        scratch.mkdir(exist_ok=True)
+        return {"id": self.index, "script": str(self.script.resolve()), "args": [], "cwd": str(scratch),
+                "path0": str((self.home or self.script.parent).resolve()), "report": str(self.workdir / "report.json"),
                 "stdout": str(self.workdir / "stdout"), "stderr": str(self.workdir / "stderr")}
 
     def result(self, code: int, timeout: float) -> RunResult:
@@ -138,7 +146,7 @@ class ForkServerExecutor:
                     return record
         raise MinreproError("the fork server did not start in time")
 
-    def run_many(self, scripts: Sequence[Path], timeout: float, cwd: Path | None = None) -> list[RunResult]:
+    def run_many(self, scripts: Sequence[Path], timeout: float, home: Path | None = None) -> list[RunResult]:
         results: list[RunResult | None] = [None] * len(scripts)
         queue = list(enumerate(scripts))
         by_id: dict[int, _Job] = {}
@@ -146,7 +154,7 @@ class ForkServerExecutor:
         while queue or by_id or by_pid:
             while queue and len(by_id) + len(by_pid) < self.jobs:
                 index, script = queue.pop(0)
-                job = _Job(index, Path(script), Path(tempfile.mkdtemp(dir=self._tmp.name)), cwd)
+                job = _Job(index, Path(script), Path(tempfile.mkdtemp(dir=self._tmp.name)), home)
                 by_id[index] = job
                 self.proc.stdin.write((json.dumps(job.spec()) + "\n").encode())
                 self.proc.stdin.flush()
@@ -198,13 +206,13 @@ class WarmPoolExecutor:
                 return proc
         raise MinreproError("a warm worker did not start in time")
 
-    def run_many(self, scripts: Sequence[Path], timeout: float, cwd: Path | None = None) -> list[RunResult]:
+    def run_many(self, scripts: Sequence[Path], timeout: float, home: Path | None = None) -> list[RunResult]:
         results: list[RunResult | None] = [None] * len(scripts)
         queue, running = list(enumerate(scripts)), []
         while queue or running:
             while queue and len(running) < self.jobs:
                 index, script = queue.pop(0)
-                job = _Job(index, Path(script), Path(tempfile.mkdtemp(dir=self._tmp.name)), cwd)
+                job = _Job(index, Path(script), Path(tempfile.mkdtemp(dir=self._tmp.name)), home)
                 proc = self._take()
                 job.started, job.pid = time.monotonic(), proc.pid
                 proc.stdin.write((json.dumps(job.spec()) + "\n").encode())

@@ -15,6 +15,7 @@ import re
 import signal
 import shlex
 import subprocess
+import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -60,7 +61,7 @@ class _Base:
     cache: Cache
     workdir: Path
     timeout: float
-    cwd: Path | None = None  # where the original script lives: candidates run as if they were it
+    home: Path | None = None  # the original script's directory: candidates import from it first
     stats: OracleStats = field(default_factory=OracleStats)
 
     def test_many(self, sources: list[str]) -> list[bool]:
@@ -106,7 +107,7 @@ class SignatureOracle(_Base):
         return same_place and re.search(self.regex, result.raw_headline) is not None
 
     def _judge(self, paths: list[Path]) -> list[tuple[bool, str]]:
-        results = self.executor.run_many(paths, self.timeout, self.cwd)
+        results = self.executor.run_many(paths, self.timeout, self.home)
         return [(self.matches(r), r.signature.headline if r.signature else "pass") for r in results]
 
 
@@ -117,14 +118,15 @@ class CommandOracle(_Base):
 
     def _judge(self, paths: list[Path]) -> list[tuple[bool, str]]:
         def one(path: Path) -> tuple[bool, str]:
-            proc = subprocess.Popen([*self.command, str(path)], stdout=subprocess.DEVNULL,
-                                    stderr=subprocess.DEVNULL, cwd=self.cwd, start_new_session=True)
-            try:
-                return proc.wait(self.timeout) == 0, f"exit {proc.returncode}"
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)  # the command and everything it started
-                proc.wait()
-                return False, "timeout"
+            with tempfile.TemporaryDirectory(prefix="minrepro-cwd-") as scratch:
+                proc = subprocess.Popen([*self.command, str(path)], stdout=subprocess.DEVNULL,
+                                        stderr=subprocess.DEVNULL, cwd=scratch, start_new_session=True)
+                try:
+                    return proc.wait(self.timeout) == 0, f"exit {proc.returncode}"
+                except subprocess.TimeoutExpired:
+                    os.killpg(proc.pid, signal.SIGKILL)  # the command and everything it started
+                    proc.wait()
+                    return False, "timeout"
 
         with ThreadPoolExecutor(max(1, self.jobs)) as pool:
             return list(pool.map(one, paths))

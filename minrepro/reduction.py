@@ -84,9 +84,9 @@ def _imports(source: str) -> list[str]:
     return list(dict.fromkeys(names))
 
 
-def establish(script: Path, python: str, timeout: float, cwd: Path) -> tuple[Signature, RunResult]:
+def establish(script: Path, python: str, timeout: float, home: Path) -> tuple[Signature, RunResult]:
     """Run the original CONFIRM_RUNS times, cold: its signature, or a one-line error."""
-    runs = ColdExecutor(python, CONFIRM_RUNS).run_many([script] * CONFIRM_RUNS, timeout, cwd)
+    runs = ColdExecutor(python, CONFIRM_RUNS).run_many([script] * CONFIRM_RUNS, timeout, home)
     failing = [r for r in runs if r.signature is not None]
     if not failing:
         raise MinreproError(f"nothing to reduce: {script} does not fail (passed {len(runs)} of {len(runs)} runs)")
@@ -186,10 +186,10 @@ def _warm_executor(opts: ReduceOptions, python: str, source: str, original: Sign
 
 
 def _verify_cold(result: str, oracle: SignatureOracle, python: str, timeout: float, workdir: Path,
-                 cwd: Path) -> bool:
+                 home: Path) -> bool:
     path = workdir / "verify.py"
     path.write_text(result, encoding="utf-8")
-    run = ColdExecutor(python, 1).run_many([path], timeout, cwd)[0]
+    run = ColdExecutor(python, 1).run_many([path], timeout, home)[0]
     return oracle.matches(run)
 
 

@@ -68,11 +68,12 @@ def run_script(
     args: Sequence[str] = (),
     env: dict[str, str] | None = None,
     cwd: str | os.PathLike[str] | None = None,
+    path0: str | os.PathLike[str] | None = None,
 ) -> RunResult:
     """Run ``script`` under ``python`` via the bootstrap and classify how it ended.
 
-    With ``cwd`` the script runs there and imports from there first (as a candidate stands in for the
-    original script, which lives in ``cwd``); otherwise from its own directory."""
+    It runs in ``cwd`` (default: its own directory) and imports first from ``path0`` (default: its own
+    directory): a candidate stands in for an original that lives elsewhere."""
     script = Path(script)
     if not script.is_file():
         raise MinreproError(f"no such script: {script}")
@@ -80,8 +81,8 @@ def run_script(
     with tempfile.TemporaryDirectory(prefix="minrepro-run-") as tmp:
         report_path = Path(tmp) / "report.json"
         child_env = {**os.environ, **(env or {}), "MINREPRO_REPORT": str(report_path), "PYTHONUNBUFFERED": "1"}
-        if cwd is not None:
-            child_env["MINREPRO_PATH0"] = str(Path(cwd).resolve())
+        if path0 is not None:
+            child_env["MINREPRO_PATH0"] = str(Path(path0).resolve())
         command = [interpreter, str(BOOTSTRAP), str(script.resolve()), *args]
         start = time.monotonic()
         proc = subprocess.Popen(

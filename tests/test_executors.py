@@ -54,3 +54,18 @@ def test_fork_server_times_out_and_keeps_serving(tmp_path):
         executor.close()
     assert timed_out.signature.kind == "timeout"
     assert after.signature is None
+
+
+@pytest.mark.parametrize("make", [lambda: ColdExecutor(jobs=1), lambda: ForkServerExecutor(None, [], 1),
+                                  lambda: WarmPoolExecutor(None, [], 1)], ids=["cold", "forkserver", "warm-pool"])
+def test_what_one_candidate_writes_cannot_feed_the_next(tmp_path, make):
+    script = tmp_path / "writes.py"
+    script.write_text("import os\nseen = os.path.exists('marker')\nopen('marker', 'w').close()\n"
+                      "raise RuntimeError(f'seen={seen}')\n")
+    executor = make()
+    try:
+        first, second = executor.run_many([script, script], 30, tmp_path)
+    finally:
+        executor.close()
+    assert first.raw_headline == second.raw_headline == "RuntimeError: seen=False"
+    assert not (tmp_path / "marker").exists()  # nothing lands in the user's directory
