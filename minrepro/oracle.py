@@ -95,11 +95,12 @@ class SignatureOracle(_Base):
     regex: str | None = None
     max_seconds: float | None = None  # a reduction must not make the repro much slower to run
 
-    def matches(self, result: RunResult) -> bool:
+    def matches(self, result: RunResult, timed: bool = True) -> bool:
+        """Same failure (and, when ``timed``, within the run-time budget of the warm executor)."""
         sig = result.signature
         if sig is None or self.original is None:
             return False
-        if self.max_seconds is not None and result.seconds > self.max_seconds:
+        if timed and self.max_seconds is not None and result.seconds > self.max_seconds:
             return False
         if self.regex is None:
             return sig == self.original

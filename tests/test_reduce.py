@@ -131,3 +131,14 @@ def test_missing_interpreter_is_a_one_line_error(tmp_path, capsys):
     script.write_text("raise ValueError(1)\n")
     assert main(["reduce", str(script), "--python", "/no/such/python"]) == 2
     assert "interpreter not found" in capsys.readouterr().err
+
+
+def test_slow_imports_do_not_fail_the_cold_verification(tmp_path, capsys):
+    # Warm, the original runs in milliseconds; cold, the import costs more than the warm budget allows.
+    helper = tmp_path / "slowlib.py"
+    helper.write_text("import time\ntime.sleep(2.5)\n")
+    script = tmp_path / "job.py"
+    script.write_text("import slowlib\nfrom packaging.version import Version\nx = 1\nVersion('a b')\n")
+    assert main(["reduce", str(script), "--json", "--workdir", str(tmp_path / "w")]) == 0
+    summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert summary["output_lines"] <= 3
