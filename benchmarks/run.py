@@ -40,22 +40,27 @@ PROBE = "import torch, transformers, accelerate, peft, bitsandbytes\nraise Value
 # pysource-minimize's API in its own interpreter: the checker calls the shared oracle command and keeps
 # the smallest interesting source on disk, so a capped run still leaves its best result.
 PYSOURCE_DRIVER = r"""
-import json, subprocess, sys
+import json, os, subprocess, sys
 from pysource_minimize import minimize
 source, oracle, best, count = open(sys.argv[1]).read(), json.loads(sys.argv[2]), sys.argv[3], sys.argv[4]
+smallest = [len(source)]
+def keep(text):
+    with open(best + ".tmp", "w") as fh:
+        fh.write(text)
+    os.replace(best + ".tmp", best)  # atomic: a kill at the cap never leaves a half-written file
 def checker(candidate):
     with open(best + ".candidate.py", "w") as fh:
         fh.write(candidate)
     with open(count, "a") as fh:
         fh.write("x")
     ok = subprocess.run(oracle + [best + ".candidate.py"], capture_output=True).returncode == 0
-    if ok and len(candidate) < len(open(best).read()):
-        open(best, "w").write(candidate)
+    if ok and len(candidate) < smallest[0]:
+        smallest[0] = len(candidate)
+        keep(candidate)
     return ok
-open(best, "w").write(source)
-open(best, "w").write(minimize(source, checker))
+keep(source)
+keep(minimize(source, checker))
 """
-
 
 def overhead(python: str, runs: int) -> list[tuple[str, float, float]]:
     """(approach, seconds per candidate, setup seconds), all on the same failing probe script."""
@@ -162,6 +167,8 @@ def main() -> int:
     parser.add_argument("--scripts", help="comma-separated script stems (default: all in benchmarks/scripts)")
     parser.add_argument("--overhead-runs", type=int, default=10)
     parser.add_argument("--json", help="also write the raw numbers here")
+    parser.add_argument("--tools", default="minrepro,shrinkray,pysource-minimize",
+                        help="comma-separated subset of: minrepro, shrinkray, pysource-minimize")
     args = parser.parse_args()
 
     rows = overhead(args.python, args.overhead_runs)
@@ -176,10 +183,11 @@ def main() -> int:
         expect.write_text(json.dumps(original.to_dict()))
         oracle = [sys.executable, "-m", "minrepro", "matches", "--expect", str(expect), "--python", args.python]
         os.environ["PYTHONPATH"] = str(ROOT)
-        tools = {"minrepro reduce": lambda: run_minrepro(script, args.python, work)}
-        if args.shrinkray:
+        wanted = set(args.tools.split(","))
+        tools = {"minrepro reduce": lambda: run_minrepro(script, args.python, work)} if "minrepro" in wanted else {}
+        if args.shrinkray and "shrinkray" in wanted:
             tools["Shrink Ray"] = lambda: run_shrinkray(script, oracle, args.shrinkray, work, args.cap)
-        if args.pysource_python:
+        if args.pysource_python and "pysource-minimize" in wanted:
             tools["pysource-minimize"] = lambda: run_pysource(script, oracle, args.pysource_python, work, args.cap)
         for tool, run in tools.items():
             print(f"  {script.stem}: {tool} ...", file=sys.stderr, flush=True)
