@@ -109,8 +109,9 @@ def test_command_oracle(tmp_path, capsys):
 
 @pytest.mark.parametrize("body, message", [
     ("print('all good')\n", "nothing to reduce"),
-    ("import os, pathlib\np = pathlib.Path(os.environ['COUNTER'])\nn = int(p.read_text())\n"
-     "p.write_text(str(n + 1))\nif n % 2 == 0:\n    raise RuntimeError('odd')\n", "fails flakily"),
+    # fails in whichever run creates the marker first (atomic, so also when the runs are concurrent)
+    ("import os\ntry:\n    os.close(os.open(os.environ['COUNTER'] + '.marker', os.O_CREAT | os.O_EXCL))\n"
+     "except FileExistsError:\n    pass\nelse:\n    raise RuntimeError('first run only')\n", "fails flakily"),
     ("def broken(:\n", "is not valid Python"),
 ])
 def test_bad_input_is_a_one_line_error(tmp_path, capsys, monkeypatch, body, message):
