@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from minrepro.catalog import code_lines  # noqa: E402
-from minrepro.executors import ColdExecutor, ForkServerExecutor, WarmPoolExecutor  # noqa: E402
+from minrepro.executors import ForkServerExecutor, WarmPoolExecutor  # noqa: E402
 from minrepro.oracle import Cache, SignatureOracle  # noqa: E402
 from minrepro.runner import run_script  # noqa: E402
 

@@ -210,15 +210,20 @@ def code_lines(source: str) -> int:
     return len(lines - skip)
 
 
-def imported_modules(source: str) -> set[str]:
-    """Top-level names of every module the script imports."""
-    names = set()
+def module_imports(source: str) -> list[str]:
+    """Every module the script imports, dotted, in order of first appearance."""
+    names: list[str] = []
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Import):
-            names.update(alias.name.split(".")[0] for alias in node.names)
+            names += [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            names.add(node.module.split(".")[0])
-    return names
+            names.append(node.module)
+    return list(dict.fromkeys(names))
+
+
+def imported_modules(source: str) -> set[str]:
+    """Top-level names of every module the script imports."""
+    return {name.split(".")[0] for name in module_imports(source)}
 
 
 def check_case(case: Case, catalog: Catalog) -> list[str]:

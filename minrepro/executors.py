@@ -118,6 +118,16 @@ class _Lines:
         return [json.loads(line) for line in lines if line.strip()]
 
 
+def _await_ready(lines: _Lines, what: str) -> dict:
+    """The worker's ready line (it has imported the preload), or a one-line error after WARMUP_TIMEOUT."""
+    deadline = time.monotonic() + WARMUP_TIMEOUT
+    while time.monotonic() < deadline:
+        for record in lines.read(deadline - time.monotonic()):
+            if "ready" in record:
+                return record
+    raise MinreproError(f"{what} did not start in time")
+
+
 def _start_worker(python: str, mode: str, preload: Sequence[str], log) -> subprocess.Popen:
     return subprocess.Popen([python, str(FORKSERVER), mode, ",".join(preload)], stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, stderr=log, start_new_session=True)
@@ -132,19 +142,10 @@ class ForkServerExecutor:
         self._log = open(Path(self._tmp.name) / "server.log", "wb")
         self.proc = _start_worker(resolve_python(python), "fork", preload, self._log)
         self._lines = _Lines(self.proc.stdout.fileno())
-        ready = self._await(lambda r: "ready" in r, WARMUP_TIMEOUT)
-        self.loaded = ready["loaded"]
+        ready = _await_ready(self._lines, "the fork server")
         if ready["cuda_initialized"]:
             self.close()
             raise MinreproError("CUDA was initialized while preloading; a fork server cannot be used")
-
-    def _await(self, match, limit: float) -> dict:
-        deadline = time.monotonic() + limit
-        while time.monotonic() < deadline:
-            for record in self._lines.read(deadline - time.monotonic()):
-                if match(record):
-                    return record
-        raise MinreproError("the fork server did not start in time")
 
     def run_many(self, scripts: Sequence[Path], timeout: float, home: Path | None = None) -> list[RunResult]:
         results: list[RunResult | None] = [None] * len(scripts)
@@ -200,11 +201,8 @@ class WarmPoolExecutor:
     def _take(self) -> subprocess.Popen:
         proc, lines = self._idle.pop(0)
         self._idle.append(self._spawn())  # warm the replacement while this one works
-        deadline = time.monotonic() + WARMUP_TIMEOUT
-        while time.monotonic() < deadline:
-            if any("ready" in r for r in lines.read(deadline - time.monotonic())):
-                return proc
-        raise MinreproError("a warm worker did not start in time")
+        _await_ready(lines, "a warm worker")
+        return proc
 
     def run_many(self, scripts: Sequence[Path], timeout: float, home: Path | None = None) -> list[RunResult]:
         results: list[RunResult | None] = [None] * len(scripts)

@@ -13,7 +13,6 @@ import json
 import os
 import re
 import signal
-import shlex
 import subprocess
 import tempfile
 import time
@@ -70,9 +69,10 @@ class _Base:
         self.stats.cache_hits += len(sources) - len(todo)
         if todo:
             paths = []
+            folder = self.workdir / "candidates"
+            folder.mkdir(parents=True, exist_ok=True)
             for digest, source in todo.items():
-                path = self.workdir / "candidates" / f"{digest[:16]}.py"
-                path.parent.mkdir(parents=True, exist_ok=True)
+                path = folder / f"{digest[:16]}.py"
                 path.write_text(source, encoding="utf-8")
                 paths.append(path)
             start = time.monotonic()
@@ -95,12 +95,10 @@ class SignatureOracle(_Base):
     regex: str | None = None
     max_seconds: float | None = None  # a reduction must not make the repro much slower to run
 
-    def matches(self, result: RunResult, timed: bool = True) -> bool:
-        """Same failure (and, when ``timed``, within the run-time budget of the warm executor)."""
+    def matches(self, result: RunResult) -> bool:
+        """Same failure: equal signature, or with a regex the same kind, type and library frames."""
         sig = result.signature
         if sig is None or self.original is None:
-            return False
-        if timed and self.max_seconds is not None and result.seconds > self.max_seconds:
             return False
         if self.regex is None:
             return sig == self.original
@@ -109,7 +107,11 @@ class SignatureOracle(_Base):
 
     def _judge(self, paths: list[Path]) -> list[tuple[bool, str]]:
         results = self.executor.run_many(paths, self.timeout, self.home)
-        return [(self.matches(r), r.signature.headline if r.signature else "pass") for r in results]
+        return [(self.matches(r) and self._in_budget(r), r.signature.headline if r.signature else "pass")
+                for r in results]
+
+    def _in_budget(self, result: RunResult) -> bool:
+        return self.max_seconds is None or result.seconds <= self.max_seconds
 
 
 @dataclass
@@ -132,6 +134,3 @@ class CommandOracle(_Base):
         with ThreadPoolExecutor(max(1, self.jobs)) as pool:
             return list(pool.map(one, paths))
 
-
-def split_command(command: str) -> list[str]:
-    return shlex.split(command)

@@ -9,18 +9,20 @@ from __future__ import annotations
 import ast
 import hashlib
 import json
+import re
+import shlex
 import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from reducers import FINAL_PASSES, PASSES, normalize, reduce_source
+from reducers import FINAL_PASSES, PASSES, reduce_source
 
-from .catalog import code_lines
+from .catalog import code_lines, module_imports
 from .errors import MinreproError
 from .executors import ColdExecutor, Executor, make_executor
-from .oracle import Cache, CommandOracle, SignatureOracle, split_command
+from .oracle import Cache, CommandOracle, SignatureOracle
 from .runner import DEFAULT_TIMEOUT, RunResult, resolve_python
 from .signature import Signature
 
@@ -74,16 +76,6 @@ def _read_script(path: Path) -> str:
     return source
 
 
-def _imports(source: str) -> list[str]:
-    names = []
-    for node in ast.walk(ast.parse(source)):
-        if isinstance(node, ast.Import):
-            names += [a.name for a in node.names]
-        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            names.append(node.module)
-    return list(dict.fromkeys(names))
-
-
 def establish(script: Path, python: str, timeout: float, home: Path) -> tuple[Signature, RunResult]:
     """Run the original CONFIRM_RUNS times, cold: its signature, or a one-line error."""
     runs = ColdExecutor(python, CONFIRM_RUNS).run_many([script] * CONFIRM_RUNS, timeout, home)
@@ -117,7 +109,7 @@ def reduce_script(opts: ReduceOptions, log: Callable[[str], None] = lambda _: No
 
     executor: Executor | None = None
     if opts.oracle:
-        oracle = CommandOracle(cache, workdir, opts.timeout, script.parent, command=split_command(opts.oracle),
+        oracle = CommandOracle(cache, workdir, opts.timeout, script.parent, command=shlex.split(opts.oracle),
                                jobs=opts.jobs)
         if not oracle.test_many([source])[0]:
             raise MinreproError(f"nothing to reduce: the oracle does not accept {script.name} itself")
@@ -171,7 +163,7 @@ def _warm_executor(opts: ReduceOptions, python: str, source: str, original: Sign
     if opts.executor == "cold":
         return ColdExecutor(python, opts.jobs), cold.seconds
     try:
-        executor = make_executor(opts.executor, python, _imports(source), opts.jobs)
+        executor = make_executor(opts.executor, python, module_imports(source), opts.jobs)
     except MinreproError as exc:
         notes.append(f"{opts.executor} unavailable ({exc}); cold runs used")
         return ColdExecutor(python, opts.jobs), cold.seconds
@@ -190,7 +182,7 @@ def _verify_cold(result: str, oracle: SignatureOracle, python: str, timeout: flo
     path = workdir / "verify.py"
     path.write_text(result, encoding="utf-8")
     run = ColdExecutor(python, 1).run_many([path], timeout, home)[0]
-    return oracle.matches(run, timed=False)  # a cold run pays the imports the budget was set without
+    return oracle.matches(run)  # no run-time budget here: a cold run pays the imports the budget excludes
 
 
 def _load_state(path: Path, original: str) -> dict | None:
@@ -206,8 +198,6 @@ def _digest(text: str) -> str:
 
 
 def _search(regex: str, text: str) -> bool:
-    import re
-
     try:
         return re.search(regex, text) is not None
     except re.error as exc:

@@ -25,10 +25,9 @@ Pass = Callable[[Problem], None]
 def _edits(tree: ast.Module, wanted: type | tuple[type, ...], rewrite: Callable[[ast.AST], list]) -> Iterator[ast.Module]:
     """For each node of type ``wanted`` (in walk order) and each replacement ``rewrite`` offers for it,
     a copy of the tree with that one node replaced (a list of statements splices into its block)."""
-    count = sum(isinstance(n, wanted) for n in ast.walk(tree))
-    for target in range(count):
-        options = len(rewrite(_nth(copy.deepcopy(tree), wanted, target)))
-        for choice in range(options):
+    nodes = [n for n in ast.walk(tree) if isinstance(n, wanted)]
+    for target, original in enumerate(nodes):
+        for choice in range(len(rewrite(original))):
             new = copy.deepcopy(tree)
             node = _nth(new, wanted, target)
             if _replace(new, node, rewrite(node)[choice]):

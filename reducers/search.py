@@ -21,12 +21,11 @@ def normalize(source: str) -> str:
     return ast.unparse(ast.parse(source)) + "\n"
 
 
-def _parses(source: str) -> bool:
+def _normalized(source: str) -> str | None:
     try:
-        ast.parse(source)
-        return True
+        return normalize(source)
     except SyntaxError:
-        return False
+        return None
 
 
 class Problem:
@@ -35,6 +34,7 @@ class Problem:
         self.current = source
         self.test_many, self.jobs, self.seed, self.on_accept = test_many, max(1, jobs), seed, on_accept
         self.accepted: set[str] = {source}
+        self.lines = code_lines(source)
 
     def order(self, candidates: Iterable[str]) -> list[str]:
         """Unique candidates in a seeded order that depends only on (seed, current source)."""
@@ -43,14 +43,14 @@ class Problem:
         random.Random(digest).shuffle(unique)
         return unique
 
-    def admissible(self, source: str) -> bool:
+    def admissible(self, normalized: str) -> bool:
         """Never revisit an accepted program (no cycles) and never grow in code lines."""
-        return (source not in self.accepted and _parses(source)
-                and code_lines(source) <= code_lines(self.current))
+        return normalized not in self.accepted and code_lines(normalized) <= self.lines
 
     def first_interesting(self, candidates: Sequence[str]) -> int | None:
         """Index of the first interesting candidate, testing ``jobs`` at a time in order."""
-        pending = [(i, normalize(c)) for i, c in enumerate(candidates) if self.admissible(c)]
+        normalized = ((i, _normalized(c)) for i, c in enumerate(candidates))
+        pending = [(i, n) for i, n in normalized if n is not None and self.admissible(n)]
         for start in range(0, len(pending), self.jobs):
             batch = pending[start : start + self.jobs]
             answers = self.test_many([source for _, source in batch])
@@ -62,6 +62,7 @@ class Problem:
     def accept(self, source: str) -> None:
         self.current = normalize(source)
         self.accepted.add(self.current)
+        self.lines = code_lines(self.current)
         self.on_accept(self.current)
 
 
