@@ -25,7 +25,7 @@ LIBRARIES = frozenset({"torch", "bitsandbytes", "accelerate", "peft", "transform
 MAX_CODE_LINES = 30
 
 REQUIRED = ("id", "script", "family", "device", "signature", "pinned", "newest", "fixed_in", "upstream")
-OPTIONAL = ("owner", "seed_trace", "notes", "requires_cpu_flags")
+OPTIONAL = ("owner", "seed_trace", "notes", "requires_cpu_flags", "patches")
 
 
 @dataclass(frozen=True)
@@ -54,6 +54,7 @@ class Case:
     seed_trace: Path | None = None
     notes: str = ""
     requires_cpu_flags: tuple[str, ...] = ()
+    patches: tuple[str, ...] = ()  # logical patch ids (`library/name`), in the order they stack
 
     def declared(self, set_name: str) -> str:
         """The outcome declared for a named version set."""
@@ -145,7 +146,7 @@ def _case(root: Path, index: int, raw: dict[str, Any]) -> Case:
         id=raw["id"], script=script, family=raw["family"], device=raw["device"], signature=raw["signature"],
         pinned=raw["pinned"], newest=raw["newest"], fixed_in=tuple(raw["fixed_in"]),
         upstream=tuple(raw["upstream"]), owner=raw.get("owner"), seed_trace=seed, notes=raw.get("notes", ""),
-        requires_cpu_flags=tuple(raw.get("requires_cpu_flags", ())),
+        requires_cpu_flags=tuple(raw.get("requires_cpu_flags", ())), patches=tuple(raw.get("patches", ())),
     )
 
 

@@ -112,6 +112,79 @@ def cmd_reduce(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_env_create(args: argparse.Namespace) -> int:
+    from .envs import create_env
+
+    catalog = load_catalog(args.manifest)
+    if args.set not in catalog.sets:
+        raise MinreproError(f"unknown version set {args.set!r} (known: {', '.join(catalog.sets)})")
+    python = create_env(Path(args.dir), [str(r) for r in catalog.sets[args.set].requirements],
+                        Path(args.wheelhouse) if args.wheelhouse else None, label=args.set)
+    print(python)
+    return 0
+
+
+def _case_patch_ids(catalog, ids: list[str]) -> list[str]:
+    if ids:
+        return ids
+    return sorted({pid for case in catalog.cases for pid in case.patches})
+
+
+def cmd_patch_list(args: argparse.Namespace) -> int:
+    from .patching import load_patches
+
+    catalog = load_catalog(args.manifest)
+    users = {}
+    for case in catalog.cases:
+        for pid in case.patches:
+            users.setdefault(pid, []).append(case.id)
+    for patch in load_patches():
+        print(f"{patch.library}/{patch.name:38} made against {patch.made_against:22} applies to "
+              f"{', '.join(patch.applies_to):45} cases: {', '.join(users.get(patch.id, [])) or '-'}")
+    return 0
+
+
+def cmd_patch_apply(args: argparse.Namespace) -> int:
+    from .envs import require_tool_env
+    from .patching import apply_patches, select
+
+    catalog = load_catalog(args.manifest)
+    require_tool_env(Path(args.into))
+    env = probe(str(Path(args.into) / "bin" / "python"))
+    check_set(catalog, args.set, env)
+    chosen = select(_case_patch_ids(catalog, args.patches), env.versions)
+    for report in apply_patches(chosen, Path(args.into)):
+        where = f"at line {report.line}" + (f" (offset {report.offset:+d})" if report.offset else "") if report.line else ""
+        print(f"{report.patch:45} {report.file:40} hunk {report.hunk}: {report.status} {where}".rstrip())
+    print(f"{len(chosen)} patch(es) applied to {args.into}", file=sys.stderr)
+    return 0
+
+
+def cmd_patch_revert(args: argparse.Namespace) -> int:
+    from .patching import revert_patches
+
+    for name in revert_patches(Path(args.env)):
+        print(f"reverted {name}")
+    return 0
+
+
+def cmd_patch_prove(args: argparse.Namespace) -> int:
+    from .proof import format_proof, prepare, prove
+
+    catalog = load_catalog(args.manifest)
+    if args.set not in catalog.sets:
+        raise MinreproError(f"unknown version set {args.set!r} (known: {', '.join(catalog.sets)})")
+    clean, patched = prepare(catalog, args.set, Path(args.envs), Path(args.wheelhouse) if args.wheelhouse else None,
+                             _progress)
+    document = prove(catalog, catalog.select(args.cases), args.set, clean, patched, args.timeout, _progress)
+    if args.results:
+        write_results(Path(args.results.format(machine=document["machine"])), document)
+    print(format_proof(document))
+    bad = [c["case"] for c in document["cases"] if c["verdict"] == "differs"]
+    print(f"\n{len(document['cases'])} patched cases on {args.set}: {len(bad)} differ" + (f" ({', '.join(bad)})" if bad else ""))
+    return 1 if bad else 0
+
+
 def cmd_list(args: argparse.Namespace) -> int:
     for case in load_catalog(args.manifest).cases:
         print(f"{case.id:34} {case.family:3} {case.device:5} pinned={case.pinned:12} newest={case.newest}")
@@ -176,6 +249,35 @@ def build_parser() -> argparse.ArgumentParser:
     reduce.add_argument("--json", action="store_true", help="end with a JSON summary line")
     reduce.add_argument("-v", "--verbose", action="store_true", help="log passes and accepted steps")
     reduce.set_defaults(func=cmd_reduce)
+
+    env = sub.add_parser("env", help="isolated environments that minrepro creates (the only ones it patches)")
+    env_sub = env.add_subparsers(dest="env_command", required=True)
+    create = env_sub.add_parser("create", help="create a venv with a version set installed")
+    create.add_argument("dir")
+    create.add_argument("--set", required=True)
+    create.add_argument("--wheelhouse", help="install offline from this directory")
+    create.set_defaults(func=cmd_env_create)
+
+    patch = sub.add_parser("patch", help="the fix prototypes in patches/")
+    patch_sub = patch.add_subparsers(dest="patch_command", required=True)
+    plist = patch_sub.add_parser("list", help="every diff, the release it was made against, its cases")
+    plist.set_defaults(func=cmd_patch_list)
+    apply = patch_sub.add_parser("apply", help="apply patches to a minrepro-created env, reporting per hunk")
+    apply.add_argument("patches", nargs="*", metavar="LIB/NAME", help="patch ids (default: every case's patches)")
+    apply.add_argument("--set", required=True, help="the version set installed in the env")
+    apply.add_argument("--into", required=True, metavar="ENV", help="a venv made by `minrepro env create`")
+    apply.set_defaults(func=cmd_patch_apply)
+    revert = patch_sub.add_parser("revert", help="undo every patch applied to a minrepro-created env")
+    revert.add_argument("env")
+    revert.set_defaults(func=cmd_patch_revert)
+    prove = patch_sub.add_parser("prove", help="patched cases pass while their unpatched twins fail, in one run")
+    prove.add_argument("cases", nargs="*", metavar="CASE")
+    prove.add_argument("--set", required=True)
+    prove.add_argument("--envs", default=".minrepro/envs", help="where the clean and patched envs live")
+    prove.add_argument("--wheelhouse", help="install offline from this directory")
+    prove.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, help="seconds per case")
+    prove.add_argument("--results", help="write the proof as JSON here ({machine} is replaced)")
+    prove.set_defaults(func=cmd_patch_prove)
 
     listing = sub.add_parser("list", help="list catalog cases")
     listing.set_defaults(func=cmd_list)

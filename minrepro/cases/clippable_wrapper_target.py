@@ -21,7 +21,9 @@ class ClippableLinear(torch.nn.Module):
         return self.linear(x.clamp(self.input_min, self.input_max))
 
 
-model = torch.nn.Sequential()
+model, x = torch.nn.Sequential(), torch.randn(2, 16)
 model.add_module("q_proj", ClippableLinear(16))
-get_peft_model(model, LoraConfig(target_modules=["q_proj"]))
-print("adapter attached")
+before = model(x)
+model = get_peft_model(model, LoraConfig(target_modules=["q_proj"], init_lora_weights=False))
+assert not torch.allclose(model(x), before), "the adapter is attached but does not change the output"
+print("adapter attached and active")

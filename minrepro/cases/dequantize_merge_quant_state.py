@@ -9,6 +9,7 @@ the PEFT wrapper is still the bnb LoRA layer, whose `merge` reads `base_layer.we
 """
 import tempfile
 
+import torch
 from peft import LoraConfig, get_peft_model
 from transformers import BitsAndBytesConfig, LlamaConfig, LlamaForCausalLM
 
@@ -19,5 +20,8 @@ LlamaForCausalLM(config).save_pretrained(path)
 base = LlamaForCausalLM.from_pretrained(path, quantization_config=BitsAndBytesConfig(load_in_4bit=True), device_map="cpu")
 model = get_peft_model(base, LoraConfig(target_modules=["q_proj"], init_lora_weights=False))
 model.dequantize()
-model.merge_and_unload()
-print("merged")
+ids = torch.tensor([[1, 2, 3]])
+expected = model(ids).logits  # the dequantized model with the adapter, before merging
+out = model.merge_and_unload()(ids).logits
+assert torch.allclose(out, expected, atol=1e-4), f"merged output differs: max error {(out - expected).abs().max():.4f}"
+print("merged output matches the adapter's")

@@ -20,5 +20,8 @@ class Tower(torch.nn.Module):
         self.q_proj = Gemma4ClippableLinear(Gemma4AudioConfig(), 16, 16)
 
 
-get_peft_model(Tower(), LoraConfig(target_modules=["q_proj"]))
-print("adapter attached")
+tower, x = Tower(), torch.randn(2, 16)
+before = tower.q_proj(x)
+model = get_peft_model(tower, LoraConfig(target_modules=["q_proj"], init_lora_weights=False))
+assert not torch.allclose(model.base_model.model.q_proj(x), before), "the adapter does not change the output"
+print("adapter attached and active")

@@ -22,8 +22,11 @@ cfg = Gemma4TextConfig(
 )
 adapter = tempfile.mkdtemp()
 get_peft_model(Gemma4ForCausalLM(cfg), LoraConfig(target_modules=["q_proj"])).save_pretrained(adapter)
-base = Gemma4ForCausalLM(cfg)
+base, ids = Gemma4ForCausalLM(cfg), torch.tensor([[1, 2, 3]])
+expected = base.generate(ids, max_new_tokens=2, do_sample=False)  # the adapter starts as a no-op (lora_B = 0)
 base.hf_device_map = {"": "cpu"}  # what from_pretrained(device_map=...) records; PEFT redispatches on cpu/disk
 device_map = {"": "cpu", "base_model.model.lm_head": "disk"}
 model = PeftModel.from_pretrained(base, adapter, device_map=device_map, offload_dir=adapter + "/offload")
-print(model.generate(torch.tensor([[1, 2, 3]]), max_new_tokens=2))
+out = model.generate(ids, max_new_tokens=2, do_sample=False)
+assert torch.equal(out, expected), f"generated {out.tolist()}, the unoffloaded model {expected.tolist()}"
+print("generation matches the reference")

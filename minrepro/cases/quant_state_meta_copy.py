@@ -13,5 +13,9 @@ import torch
 from accelerate import cpu_offload
 
 model = torch.nn.Sequential(bnb.nn.Linear4bit(64, 64, compute_dtype=torch.float32)).to("cpu")  # quantizes
+x = torch.randn(2, 64)
+expected = model(x)  # the same layer, not offloaded
 cpu_offload(model, execution_device="cpu")
-print(model(torch.randn(2, 64)).shape)
+out = model(x)
+assert torch.allclose(out, expected), f"offloaded output differs: max error {(out - expected).abs().max():.3f}"
+print("output matches the reference")

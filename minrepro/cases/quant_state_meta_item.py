@@ -17,5 +17,9 @@ from accelerate import dispatch_model
 
 inner = torch.nn.Sequential(bnb.nn.Linear4bit(64, 64, compress_statistics=True))  # double quant
 model = torch.nn.Sequential(torch.nn.Sequential(inner), torch.nn.Linear(64, 64)).to("cpu")  # .to quantizes
+x = torch.randn(2, 64)
+expected = model(x)  # the same model, not offloaded
 dispatch_model(model, device_map={"0": "disk", "1": "cpu"}, offload_dir=tempfile.mkdtemp())
-print("dispatched")
+out = model(x)
+assert torch.allclose(out, expected), f"offloaded output differs: max error {(out - expected).abs().max():.3f}"
+print("output matches the reference")

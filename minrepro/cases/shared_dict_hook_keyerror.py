@@ -40,5 +40,9 @@ class Model(torch.nn.Module):
         return x
 
 
-model = dispatch_model(Model(), device_map={"layers.0": "cpu", "layers.1": "disk"}, offload_dir=tempfile.mkdtemp())
-print(model(torch.randn(2, 8)).shape)
+model, x = Model(), torch.randn(2, 8)
+expected = model(x)  # the same model, no hooks
+model = dispatch_model(model, device_map={"layers.0": "cpu", "layers.1": "disk"}, offload_dir=tempfile.mkdtemp())
+out = model(x)
+assert torch.allclose(out, expected), f"dispatched output differs: max error {(out - expected).abs().max():.3f}"
+print("output matches the reference")
