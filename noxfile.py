@@ -1,5 +1,5 @@
-"""nox sessions: the catalog on each version set (`minrepro`), the test suite (`tests`), and an offline
-wheelhouse for GPU boxes without network (`wheelhouse`).
+"""nox sessions: the catalog on each version set (`minrepro`), the patches proved on each set (`patched`),
+the test suite (`tests`), and an offline wheelhouse for GPU boxes without network (`wheelhouse`).
 
 Environment:
   MINREPRO_WHEELHOUSE=DIR  install the HF libraries from DIR only (pip --no-index), for offline GPU boxes.
@@ -68,6 +68,21 @@ def minrepro(session: nox.Session, vset: str) -> None:
     machine = "cuda" if probe.strip().endswith("True") else "cpu"
     session.run("python", "-m", "minrepro", "run", "--set", vset,
                 "--results", str(results).format(machine=machine), *session.posargs, env=env)
+    session.run("python", "-m", "minrepro", "matrix", "--readme", str(ROOT / "README.md"), env=env)
+
+
+@nox.session(venv_params=VENV_PARAMS)
+@nox.parametrize("vset", list(SETS), ids=list(SETS))
+def patched(session: nox.Session, vset: str) -> None:
+    """Prove the patches on one version set: every case with a patch passes in a minrepro-created venv with
+    the patches applied, and still fails as declared in its unpatched twin (both venvs under .minrepro/envs)."""
+    _torch(session)
+    session.install("packaging>=23")
+    env = {"PYTHONPATH": str(ROOT)}
+    wheelhouse = ["--wheelhouse", WHEELHOUSE] if WHEELHOUSE else []
+    session.run("python", "-m", "minrepro", "patch", "prove", "--set", vset, "--envs", str(ROOT / ".minrepro" / "envs"),
+                "--results", str(ROOT / "results" / "patched" / f"{vset}-{{machine}}.json"), *wheelhouse,
+                *session.posargs, env=env)
     session.run("python", "-m", "minrepro", "matrix", "--readme", str(ROOT / "README.md"), env=env)
 
 

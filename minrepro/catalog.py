@@ -257,3 +257,18 @@ def _check_pins(case: Case, meta: dict[str, Any], catalog: Catalog, libraries: s
         if dist in pins and spec != f"=={pins[dist]}":
             problems.append(f"script block pins {dist}{spec or ' (unpinned)'}, the {failing} set has =={pins[dist]}")
     return problems
+
+
+def record_fixed_in(manifest: Path, case_id: str, fixed_in: list[str]) -> None:
+    """Rewrite one case's `fixed_in` line in place (the rest of the file, comments included, is kept)."""
+    text = manifest.read_text(encoding="utf-8")
+    start = text.find(f'id = "{case_id}"')
+    if start < 0:
+        raise MinreproError(f"{manifest}: no case {case_id!r}")
+    match = re.compile(r"^fixed_in = \[.*\]$", re.M).search(text, start)
+    nxt = text.find("[[case]]", start)
+    if match is None or (nxt >= 0 and match.start() > nxt):
+        raise MinreproError(f"{manifest}: case {case_id!r} has no fixed_in line")
+    line = "fixed_in = [" + ", ".join(f'"{f}"' for f in fixed_in) + "]"
+    manifest.write_text(text[: match.start()] + line + text[match.end():], encoding="utf-8")
+    load_catalog(manifest)  # still valid

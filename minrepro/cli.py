@@ -81,13 +81,18 @@ def cmd_matches(args: argparse.Namespace) -> int:
 
 
 def cmd_matrix(args: argparse.Namespace) -> int:
+    from .matrix import PATCHED_BEGIN, PATCHED_END, render_patched
+
     catalog = load_catalog(args.manifest)
     table = render(catalog, load_results(Path(args.results)))
+    patched_dir = Path(args.results) / "patched"
+    patched = render_patched(catalog, load_results(patched_dir) if patched_dir.is_dir() else {})
     if args.readme is None:
-        print(table)
+        print(table + "\n\n" + patched)
         return 0
     readme = Path(args.readme)
     new = update_readme(readme, table)
+    new = update_readme(readme, patched, PATCHED_BEGIN, PATCHED_END, text=new)
     if args.check:
         if new != readme.read_text(encoding="utf-8"):
             raise MinreproError(f"{readme}'s matrix is stale: run `minrepro matrix --readme {readme}`")
@@ -185,6 +190,105 @@ def cmd_patch_prove(args: argparse.Namespace) -> int:
     return 1 if bad else 0
 
 
+def cmd_upstream_tests(args: argparse.Namespace) -> int:
+    from .envs import pip_install
+    from .patching import apply_patches, select
+    from .proof import prepare
+    from .upstream import SELECTIONS, TAGS, TEST_REQUIREMENTS, new_failures, run_tests, tests_checkout
+
+    catalog = load_catalog(args.manifest)
+    if args.set not in catalog.sets:
+        raise MinreproError(f"unknown version set {args.set!r} (known: {', '.join(catalog.sets)})")
+    version = catalog.sets[args.set].pins().get(args.library)
+    if args.library not in SELECTIONS or version is None:
+        raise MinreproError(f"no upstream tests known for {args.library!r} (known: {', '.join(SELECTIONS)})")
+    wheelhouse = Path(args.wheelhouse) if args.wheelhouse else None
+    clean, patched = prepare(catalog, args.set, Path(args.envs), wheelhouse, _progress)
+    ids = [pid for pid in _case_patch_ids(catalog, []) if pid.startswith(args.library + "/")]
+    chosen = select(ids, catalog.sets[args.set].pins())
+    apply_patches(chosen, patched)
+    for env in (clean, patched):
+        pip_install(env, TEST_REQUIREMENTS[args.library], wheelhouse)
+    ref = args.ref or TAGS[args.library].format(version)
+    cache = Path(args.envs).parent / "upstream"
+    checkout = tests_checkout(args.library, ref, Path(args.source) if args.source else None, cache)
+    selection = args.select or SELECTIONS[args.library]
+    runs = {}
+    for label, env in (("baseline", clean), ("patched", patched)):
+        _progress(f"{args.library} tests at {ref}, {label}: {' '.join(selection)}")
+        runs[label] = run_tests(env, checkout, selection, cache / f"{args.library}-{ref}-{label}.xml", args.timeout)
+    fresh = new_failures(runs["baseline"], runs["patched"])
+    print(f"{args.library} {version} ({args.set}), tests from {ref}; patches: {', '.join(p.path.name for p in chosen)}")
+    print("| run | passed | failed | skipped | s |\n|---|---|---|---|---|")
+    for label, run in runs.items():
+        print(f"| {label} | {run.count('passed')} | {run.count('failed')} | {run.count('skipped')} | {run.seconds:.0f} |")
+    print(f"new failures with the patches: {len(fresh)}" + "".join(f"\n  {t}" for t in fresh))
+    if args.results:
+        write_results(Path(args.results), {
+            "library": args.library, "version": version, "set": args.set, "ref": ref, "selection": selection,
+            "patches": [p.path.name for p in chosen], "new_failures": fresh,
+            "runs": {k: {"passed": v.count("passed"), "failed": v.count("failed"), "skipped": v.count("skipped"),
+                         "seconds": round(v.seconds), "failed_tests": sorted(t for t, o in v.outcomes.items() if o == "failed")}
+                     for k, v in runs.items()}})
+    return 1 if fresh else 0
+
+
+def cmd_bisect(args: argparse.Namespace) -> int:
+    from packaging.version import Version
+
+    from .bisection import Judge, bisect_package, minimal_upgrades, releases
+    from .catalog import script_metadata
+    from packaging.requirements import Requirement
+
+    catalog = load_catalog(args.manifest)
+    [case] = catalog.select([args.case])
+    packages = [p.strip().lower() for p in (args.packages or args.package).split(",") if p.strip()]
+    meta = script_metadata(case.script.read_text(encoding="utf-8")) or {}
+    base = {}
+    for dep in meta.get("dependencies", []):
+        req = Requirement(dep)
+        if req.specifier and req.name.lower() != "torch":
+            base[req.name.lower()] = next(iter(req.specifier)).version
+    missing = [p for p in packages if p not in base]
+    if missing:
+        raise MinreproError(f"{case.id}'s script does not depend on {', '.join(missing)} (its pins: "
+                            f"{', '.join(f'{k}=={v}' for k, v in base.items())})")
+    wheelhouse = Path(args.wheelhouse) if args.wheelhouse else None
+    work = Path(args.envs)
+    judge = Judge(catalog, case, base, work / "bisect", work.parent / "bisect" / f"{case.id}.json", args.timeout,
+                  wheelhouse, _progress)
+    results = []
+    for package in packages:
+        versions = releases(package, args.pre, wheelhouse)
+        bad = Version(args.bad) if args.bad else Version(base[package])
+        good = Version(args.good) if args.good else None
+        results.append(bisect_package(judge, package, versions, bad, good))
+    document = {"case": case.id, "base": base, "packages": [r.__dict__ for r in results]}
+    for r in results:
+        if r.first_fixed:
+            print(f"{case.id}: {r.package} first fixed in {r.first_fixed} (last bad {r.last_bad}; fails at {r.bad})")
+        else:
+            print(f"{case.id}: {r.package} still fails at {r.good} (fails at {r.bad})")
+    if len(packages) > 1:
+        targets = {r.package: Version(r.first_fixed or r.good) for r in results}
+        minimal = minimal_upgrades(judge, packages, targets)
+        document["minimal_upgrades"] = [[f"{p}>={targets[p]}" for p in subset] for subset in minimal]
+        print("minimal upgrades that make it pass: "
+              + ("; ".join(" + ".join(f"{p}>={targets[p]}" for p in subset) for subset in minimal) or "none"))
+    write_results(Path(args.results) / "bisect" / f"{case.id}.json", document)
+    if args.record:
+        from .catalog import record_fixed_in
+
+        fixed = [f"{r.package}=={r.first_fixed}" for r in results if r.first_fixed]
+        record_fixed_in(catalog.path, case.id, fixed)
+        print(f"recorded fixed_in = {fixed} for {case.id} in {catalog.path}", file=sys.stderr)
+        readme = Path(args.readme)
+        if readme.is_file():
+            from .matrix import update_readme
+            readme.write_text(update_readme(readme, render(load_catalog(args.manifest), load_results(Path("results")))))
+    return 0
+
+
 def cmd_list(args: argparse.Namespace) -> int:
     for case in load_catalog(args.manifest).cases:
         print(f"{case.id:34} {case.family:3} {case.device:5} pinned={case.pinned:12} newest={case.newest}")
@@ -278,6 +382,34 @@ def build_parser() -> argparse.ArgumentParser:
     prove.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, help="seconds per case")
     prove.add_argument("--results", help="write the proof as JSON here ({machine} is replaced)")
     prove.set_defaults(func=cmd_patch_prove)
+
+    upstream = sub.add_parser("upstream-tests", help="a library's own tests without and with its patches")
+    upstream.add_argument("library", choices=["accelerate", "peft", "bitsandbytes"])
+    upstream.add_argument("--set", required=True)
+    upstream.add_argument("--source", help="a checkout or git directory of the library (default: clone the tag)")
+    upstream.add_argument("--ref", help="tag or commit of the tests (default: the set's release tag)")
+    upstream.add_argument("--select", nargs="+", help="pytest arguments selecting tests (default: the known ones)")
+    upstream.add_argument("--envs", default=".minrepro/envs")
+    upstream.add_argument("--wheelhouse")
+    upstream.add_argument("--timeout", type=float, default=3600)
+    upstream.add_argument("--results", help="write the comparison as JSON here")
+    upstream.set_defaults(func=cmd_upstream_tests)
+
+    bisect = sub.add_parser("bisect", help="find the release of a package that fixed (or broke) a case")
+    bisect.add_argument("case")
+    target = bisect.add_mutually_exclusive_group(required=True)
+    target.add_argument("--package", help="the package whose releases are searched")
+    target.add_argument("--packages", metavar="A,B", help="joint mode: each alone, then minimal upgrade sets")
+    bisect.add_argument("--bad", help="a release on which the case fails (default: its pin)")
+    bisect.add_argument("--good", help="a release on which it passes (default: the newest release)")
+    bisect.add_argument("--pre", action="store_true", help="include prereleases")
+    bisect.add_argument("--envs", default=".minrepro/envs", help="where the per-release venvs live")
+    bisect.add_argument("--wheelhouse")
+    bisect.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT)
+    bisect.add_argument("--results", default="results", help="writes <results>/bisect/<case>.json")
+    bisect.add_argument("--record", action="store_true", help="write fixed_in into the manifest")
+    bisect.add_argument("--readme", default="README.md", help="README whose matrix --record regenerates")
+    bisect.set_defaults(func=cmd_bisect)
 
     listing = sub.add_parser("list", help="list catalog cases")
     listing.set_defaults(func=cmd_list)

@@ -67,6 +67,12 @@ def _torch_site() -> str | None:
     return str(Path(spec.origin).parents[1]) if spec is not None and spec.origin else None
 
 
+def pip_install(env: Path, requirements: Sequence[str], wheelhouse: Path | None = None) -> None:
+    """Install into a minrepro-created env (extra tools such as pytest; never into another env)."""
+    require_tool_env(env)
+    _pip(env, list(requirements), wheelhouse)
+
+
 def _pip(env: Path, args: Sequence[str], wheelhouse: Path | None) -> None:
     index = ["--no-index", "--find-links", str(wheelhouse)] if wheelhouse else []
     cmd = [str(env_python(env)), "-m", "pip", "install", "-q", "--disable-pip-version-check", *index, *args]

@@ -122,15 +122,16 @@ def _run_patch(patch: Patch, site: Path, *, dry_run: bool, reverse: bool = False
            "--no-backup-if-mismatch", "--reject-file=-", "-i", str(patch.path)]
     cmd += ["--dry-run"] * dry_run + ["--reverse"] * reverse
     proc = subprocess.run(cmd, capture_output=True, text=True, stdin=subprocess.DEVNULL)
-    reports, current = [], ""
+    reports, current, skipping = [], "", False
     for line in proc.stdout.splitlines():
         if line.startswith(("checking file ", "patching file ")):
-            current = line.split(" file ", 1)[1]
+            current, skipping = line.split(" file ", 1)[1], False
         elif line.startswith("can't find file to patch"):
             current = "(file not found)"
         elif "previously applied" in line:
             reports.append(HunkReport(patch.id, current, 0, "already applied", None))
-        elif match := _HUNK.search(line):
+            skipping = True  # its hunks are then reported "ignored"
+        elif (match := _HUNK.search(line)) and not skipping:
             offset = int(match[5] or 0)
             # "ignored": GNU patch found no file to patch (batch mode skips it)
             status = ("applied with offset" if offset else "applied") if match[2] == "succeeded" else "FAILED"

@@ -114,3 +114,13 @@ def test_expected_outcome_follows_sets_then_fixed_in():
 def test_installed_versions_select_a_set():
     assert CATALOG.detect_set(CATALOG.sets["newest"].pins()) == "newest"
     assert CATALOG.detect_set({"transformers": "5.17.0"}) is None
+
+
+def test_no_module_shadows_the_standard_library():
+    # the fork server runs with minrepro/ on sys.path: a minrepro/bisect.py once replaced stdlib bisect there
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    names = {p.stem for d in ("minrepro", "reducers") for p in (root / d).glob("*.py")}
+    assert not names & set(sys.stdlib_module_names)

@@ -1,0 +1,146 @@
+"""Patches: headers and ids are consistent with the catalog; application is whole-or-nothing, reversible,
+and refused outside minrepro-created environments."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+from minrepro import envs, patching
+from minrepro.catalog import load_catalog
+from minrepro.errors import MinreproError
+
+needs_gnu_patch = pytest.mark.skipif(shutil.which("patch") is None, reason="GNU patch not installed")
+
+ORIGINAL = "".join(f"line {i}\n" for i in range(1, 21))
+DIFF = """Subject: [PATCH] demo: change line 10
+Case: demo-case
+Made-against: demo==1.0
+Applies-to: demo==1.0, demo==1.1
+
+Body.
+---
+--- a/src/demo/mod.py
++++ b/src/demo/mod.py
+@@ -8,5 +8,5 @@
+ line 8
+ line 9
+-line 10
++line ten
+ line 11
+ line 12
+"""
+
+
+def test_every_patch_has_a_header_and_every_case_patch_resolves():
+    patches = patching.load_patches()
+    assert patches, "patches/ is empty"
+    ids = {p.id for p in patches}
+    for patch in patches:
+        assert patch.made_against.split("==")[0] == patch.library, patch.path
+        assert patch.made_against in patch.applies_to, f"{patch.path}: not stated to apply to its own release"
+        assert patch.files and all(f.startswith(patch.library + "/") for f in patch.files), patch.path
+    catalog = load_catalog()
+    for case in catalog.cases:
+        assert set(case.patches) <= ids, f"{case.id}: unknown patch ids {set(case.patches) - ids}"
+
+
+def test_live_cases_have_a_patch_for_the_newest_release():
+    catalog = load_catalog()
+    newest = catalog.sets["newest"].pins()
+    for case in catalog.cases:
+        if case.newest == "fail":
+            chosen = patching.select(list(case.patches), newest)
+            assert chosen and len(chosen) == len(case.patches), f"{case.id} fails on newest without a full patch"
+
+
+def test_select_picks_the_variant_for_the_installed_release():
+    catalog = load_catalog()
+    pinned, newest = catalog.sets["pinned"].pins(), catalog.sets["newest"].pins()
+    [old] = patching.select(["bitsandbytes/linear4bit-repack-rewrite"], pinned)
+    [new] = patching.select(["bitsandbytes/linear4bit-repack-rewrite"], newest)
+    assert old.name.endswith("@0.49.2") and "@" not in new.name
+    assert patching.select(["accelerate/params4bit-hf-initialized"], newest) == []  # fixed upstream in 1.14.0
+    with pytest.raises(MinreproError, match="unknown patch id"):
+        patching.select(["accelerate/nope"], newest)
+
+
+def _fake_env(tmp_path: Path, monkeypatch, marker: bool = True) -> tuple[Path, Path]:
+    env, site = tmp_path / "env", tmp_path / "site"
+    (site / "demo").mkdir(parents=True)
+    (site / "demo" / "mod.py").write_text(ORIGINAL)
+    env.mkdir()
+    (env / "pyvenv.cfg").write_text("home = /usr/bin\n")
+    if marker:
+        envs.write_marker(env, {"created_by": "minrepro", "requirements": [], "patches": []})
+    monkeypatch.setattr(patching, "site_packages", lambda _env: site)
+    patches_dir = tmp_path / "patches" / "demo"
+    patches_dir.mkdir(parents=True)
+    (patches_dir / "demo-case.diff").write_text(DIFF)
+    monkeypatch.setattr(patching, "PATCHES_DIR", tmp_path / "patches")
+    return env, site
+
+
+@needs_gnu_patch
+def test_apply_reports_hunks_is_idempotent_and_reverts(tmp_path, monkeypatch):
+    env, site = _fake_env(tmp_path, monkeypatch)
+    patch = patching.load_patch(tmp_path / "patches" / "demo" / "demo-case.diff")
+    assert patch.files == ("demo/mod.py",)
+    [report] = patching.apply_patches([patch], env)
+    assert (report.file, report.hunk, report.status, report.line) == ("demo/mod.py", 1, "applied", 8)
+    assert "line ten\n" in (site / "demo" / "mod.py").read_text()
+    assert json.loads((env / envs.MARKER).read_text())["patches"] == ["demo/demo-case.diff"]
+    [again] = patching.apply_patches([patch], env)
+    assert again.status == "already applied"
+    assert patching.revert_patches(env) == ["demo/demo-case.diff"]
+    assert (site / "demo" / "mod.py").read_text() == ORIGINAL
+
+
+@needs_gnu_patch
+def test_a_hunk_that_needs_fuzz_fails_whole_and_leaves_the_file(tmp_path, monkeypatch):
+    env, site = _fake_env(tmp_path, monkeypatch)
+    drifted = ORIGINAL.replace("line 12\n", "line twelve\n")
+    (site / "demo" / "mod.py").write_text(drifted)
+    patch = patching.load_patch(tmp_path / "patches" / "demo" / "demo-case.diff")
+    with pytest.raises(MinreproError, match="does not apply cleanly"):
+        patching.apply_patches([patch], env)
+    assert (site / "demo" / "mod.py").read_text() == drifted
+
+
+@needs_gnu_patch
+def test_an_offset_is_reported(tmp_path, monkeypatch):
+    env, site = _fake_env(tmp_path, monkeypatch)
+    (site / "demo" / "mod.py").write_text("extra\n" * 3 + ORIGINAL)
+    patch = patching.load_patch(tmp_path / "patches" / "demo" / "demo-case.diff")
+    [report] = patching.apply_patches([patch], env)
+    assert (report.status, report.offset) == ("applied with offset", 3)
+
+
+def test_refuses_an_env_minrepro_did_not_create(tmp_path, monkeypatch):
+    env, site = _fake_env(tmp_path, monkeypatch, marker=False)
+    patch = patching.load_patch(tmp_path / "patches" / "demo" / "demo-case.diff")
+    with pytest.raises(MinreproError, match="not created by minrepro"):
+        patching.apply_patches([patch], env)
+    with pytest.raises(MinreproError, match="not a virtual environment"):
+        patching.apply_patches([patch], tmp_path / "patches")
+    assert (site / "demo" / "mod.py").read_text() == ORIGINAL
+
+
+def test_refuses_the_running_environment(tmp_path, monkeypatch):
+    env = Path(sys.prefix)
+    if not (env / "pyvenv.cfg").is_file():
+        pytest.skip("the test interpreter is not a venv")
+    monkeypatch.setattr(envs, "read_marker", lambda _env: {"created_by": "minrepro"})
+    with pytest.raises(MinreproError, match="environment running minrepro"):
+        envs.require_tool_env(env)
+
+
+def test_env_create_refuses_a_foreign_directory(tmp_path):
+    (tmp_path / "mine.txt").write_text("user data")
+    with pytest.raises(MinreproError, match="not created by minrepro"):
+        envs.create_env(tmp_path, ["demo==1.0"])
+    assert (tmp_path / "mine.txt").read_text() == "user data"
