@@ -14,6 +14,7 @@ NVML, and the ready line says whether CUDA got initialized anyway so the client 
 import importlib
 import json
 import os
+import tempfile
 import select
 import signal
 import sys
@@ -52,6 +53,11 @@ def _redirect(job):
     os.dup2(null, 0)
     os.close(null)
     os.chdir(job["cwd"])
+    # temp files the script makes go into its scratch directory, which the executor removes
+    tmp = os.path.join(job["cwd"], ".tmp")
+    os.makedirs(tmp, exist_ok=True)
+    os.environ["TMPDIR"] = tmp
+    tempfile.tempdir = tmp
 
 
 def _run_job(job):

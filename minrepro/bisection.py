@@ -22,7 +22,7 @@ from typing import Callable
 from packaging.version import InvalidVersion, Version
 
 from .catalog import Case, Catalog
-from .envs import create_env
+from .envs import EnvCreationError, create_env
 from .errors import MinreproError
 from .harness import observe
 from .runner import run_script
@@ -54,6 +54,7 @@ class Judge:
     catalog: Catalog
     case: Case
     base: dict[str, str]  # {dist: version}: the pins the other packages keep
+    libraries: frozenset[str]  # the HF libraries among the pins; the others only support the base set
     envs: Path
     cache_file: Path
     timeout: float
@@ -66,6 +67,10 @@ class Judge:
 
     def requirements(self, overrides: dict[str, Version]) -> list[str]:
         pins = {**self.base, **{k: str(v) for k, v in overrides.items()}}
+        if pins != self.base:
+            # support pins (tokenizers for transformers 5.6.2) only hold the base versions together;
+            # other releases pick their own
+            pins = {k: v for k, v in pins.items() if k in self.libraries or k in overrides}
         return [f"{dist}=={version}" for dist, version in sorted(pins.items())]
 
     def __call__(self, overrides: dict[str, Version]) -> Outcome:
@@ -80,6 +85,8 @@ class Judge:
             observed, _ = observe(self.case, run)
             outcome = {"fail": "bad", "pass": "good"}.get(observed, "skip")
             headline = run.raw_headline.split("\n", 1)[0]
+        except EnvCreationError:
+            raise  # the machine's problem, not the release's: nothing is cached
         except MinreproError as exc:  # a release that will not install is a skip, not a crash
             outcome, headline = "skip", str(exc)
         self.log(f"{key}: {outcome} {headline[:80]}")
@@ -133,6 +140,8 @@ def bisect_package(judge: Judge, package: str, versions: list[Version], bad: Ver
     if at(bad) != "bad":
         raise MinreproError(f"{judge.case.id} does not fail with {package}=={bad} ({judged[str(bad)]}); "
                             "choose another --bad")
+    if at(good) == "skip":
+        raise MinreproError(f"cannot judge {package}=={good}: {judge.cache[' '.join(judge.requirements({package: good}))]['headline'][:160]}")
     if at(good) != "good":
         return BisectResult(package, str(bad), str(good), None, str(good), judged)
     span = [v for v in versions if bad <= v <= good]

@@ -255,7 +255,10 @@ def cmd_bisect(args: argparse.Namespace) -> int:
                             f"{', '.join(f'{k}=={v}' for k, v in base.items())})")
     wheelhouse = Path(args.wheelhouse) if args.wheelhouse else None
     work = Path(args.envs)
-    judge = Judge(catalog, case, base, work / "bisect", work.parent / "bisect" / f"{case.id}.json", args.timeout,
+    from .catalog import LIBRARIES
+
+    libraries = frozenset(d for d in base if d in LIBRARIES)  # tokenizers & co. only support a base pin
+    judge = Judge(catalog, case, base, libraries, work / "bisect", work.parent / "bisect" / f"{case.id}.json", args.timeout,
                   wheelhouse, _progress)
     results = []
     for package in packages:
@@ -286,6 +289,28 @@ def cmd_bisect(args: argparse.Namespace) -> int:
         if readme.is_file():
             from .matrix import update_readme
             readme.write_text(update_readme(readme, render(load_catalog(args.manifest), load_results(Path("results")))))
+    return 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from .report import draft, render_markdown
+
+    catalog = load_catalog(args.manifest)
+    if args.all == bool(args.cases):
+        raise MinreproError("name one or more cases, or --all")
+    cases = catalog.cases if args.all else catalog.select(args.cases)
+    out_dir = Path(args.out) if args.out else None
+    for case in cases:
+        python = Path(args.python) if args.python else None
+        report = draft(case, catalog, Path(args.results), python)
+        text = json.dumps(report, indent=2) if args.format == "json" else render_markdown(report)
+        if out_dir is None:
+            print(text)
+        else:
+            out_dir.mkdir(parents=True, exist_ok=True)
+            target = out_dir / f"{case.id}.{'json' if args.format == 'json' else 'md'}"
+            target.write_text(text + "\n", encoding="utf-8")
+            print(f"{target}: {report['repository']}: {report['title']}")
     return 0
 
 
@@ -410,6 +435,15 @@ def build_parser() -> argparse.ArgumentParser:
     bisect.add_argument("--record", action="store_true", help="write fixed_in into the manifest")
     bisect.add_argument("--readme", default="README.md", help="README whose matrix --record regenerates")
     bisect.set_defaults(func=cmd_bisect)
+
+    report = sub.add_parser("report", help="draft an issue for the right repository (never posts anything)")
+    report.add_argument("cases", nargs="*", metavar="CASE")
+    report.add_argument("--all", action="store_true", help="every catalog case")
+    report.add_argument("--format", choices=["md", "json"], default="md")
+    report.add_argument("--out", help="write one file per case into this directory (default: print)")
+    report.add_argument("--results", default="results", help="recorded runs, bisections and proofs")
+    report.add_argument("--python", help="interpreter of the env the case ran in, for `transformers env` etc.")
+    report.set_defaults(func=cmd_report)
 
     listing = sub.add_parser("list", help="list catalog cases")
     listing.set_defaults(func=cmd_list)

@@ -20,6 +20,10 @@ from typing import Any, Sequence
 from .errors import MinreproError
 
 MARKER = "minrepro-env.json"
+
+
+class EnvCreationError(MinreproError):
+    """The machine could not make a venv at all (disk, permissions): not a property of any version."""
 CPU_TORCH = "torch==2.13.0"  # what pip finds locally on the CPU machines (see NOTES)
 _SYSTEM_SITE_PTH = "_minrepro_system_site.pth"
 
@@ -91,7 +95,10 @@ def create_env(env: Path, requirements: Sequence[str], wheelhouse: Path | None =
         return env_python(env)
     if env.exists() and any(env.iterdir()) and marker is None:
         raise MinreproError(f"{env} exists and was not created by minrepro; choose another directory")
-    venv.EnvBuilder(clear=True, with_pip=True).create(env)
+    try:
+        venv.EnvBuilder(clear=True, with_pip=True).create(env)
+    except (OSError, subprocess.CalledProcessError) as exc:
+        raise EnvCreationError(f"cannot create a venv at {env}: {exc}") from None
     torch_site = _torch_site()
     if torch_site:
         Path(site_packages(env), _SYSTEM_SITE_PTH).write_text(torch_site + "\n", encoding="utf-8")

@@ -80,7 +80,11 @@ def run_script(
     interpreter = resolve_python(python)
     with tempfile.TemporaryDirectory(prefix="minrepro-run-") as tmp:
         report_path = Path(tmp) / "report.json"
-        child_env = {**os.environ, **(env or {}), "MINREPRO_REPORT": str(report_path), "PYTHONUNBUFFERED": "1"}
+        scratch_tmp = Path(tmp) / "tmp"
+        scratch_tmp.mkdir()
+        # the script's own temp files (checkpoints, offload folders) go where they are removed after the run
+        child_env = {**os.environ, **(env or {}), "MINREPRO_REPORT": str(report_path), "PYTHONUNBUFFERED": "1",
+                     "TMPDIR": str(scratch_tmp)}
         if path0 is not None:
             child_env["MINREPRO_PATH0"] = str(Path(path0).resolve())
         command = [interpreter, str(BOOTSTRAP), str(script.resolve()), *args]
