@@ -107,6 +107,10 @@ def cmd_reduce(args: argparse.Namespace) -> int:
 
     if args.jobs < 1:
         raise MinreproError("--jobs must be at least 1")
+    if (args.script is None) == (args.scenario is None):
+        raise MinreproError("give a SCRIPT to reduce or --scenario PRESET (not both)")
+    if args.scenario is not None:
+        return _reduce_scenario(args)
     options = ReduceOptions(
         script=Path(args.script), out=Path(args.out) if args.out else None, signature=args.signature,
         oracle=args.oracle, python=args.python, jobs=args.jobs, timeout=args.timeout, seed=args.seed,
@@ -314,6 +318,64 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def _reduce_scenario(args: argparse.Namespace) -> int:
+    from .reduction import ReduceOptions, print_summary
+    from .scenario_reduction import reduce_scenario
+
+    options = ReduceOptions(script=Path("-"), out=Path(args.out) if args.out else None, python=args.python,
+                            jobs=args.jobs, timeout=args.timeout, seed=args.seed, executor=args.executor,
+                            workdir=Path(args.workdir) if args.workdir else None, fresh=args.fresh)
+    trip, summary = reduce_scenario(args.scenario, args.scale, args.device, options, args.keep_steps,
+                                    _progress if args.verbose else lambda _: None)
+    print(f"scenario {args.scenario} ({args.scale}, {args.device}): {len(trip.steps) - 1} spec steps "
+          f"({', '.join(name for name, _, _ in trip.steps[1:]) or 'none accepted'}), {trip.runs} scenario runs")
+    print_summary(summary, args.json)
+    return 0
+
+
+def cmd_scenario(args: argparse.Namespace) -> int:
+    from reducers.scenario import presets, render, scaled
+
+    available = presets(args.device)
+    if args.action == "list":
+        for name, spec in available.items():
+            print(f"{name:22} {spec.peft.call:16} {spec.action:17} device_map={spec.placement.device_map}")
+        return 0
+    names = args.presets or list(available)
+    unknown = [n for n in names if n not in available]
+    if unknown:
+        raise MinreproError(f"unknown scenario preset(s): {', '.join(unknown)} (known: {', '.join(available)})")
+    if args.action == "render":
+        for name in names:
+            print(render(scaled(available[name], args.scale)))
+        return 0
+    # table: run each preset here; the signature each hits
+    import os
+    import tempfile
+
+    rows = []
+    env = probe(args.python)
+    set_name = catalog_set = load_catalog(args.manifest).detect_set(env.versions)
+    os.environ.setdefault("MINREPRO_SCENARIO_CACHE", str(Path(".minrepro/scenario-checkpoints").resolve()))
+    with tempfile.TemporaryDirectory(prefix="minrepro-scenarios-") as tmp:
+        for name in names:
+            path = Path(tmp) / f"{name}.py"
+            path.write_text(render(scaled(available[name], args.scale)), encoding="utf-8")
+            result = run_script(path, python=env.python, timeout=args.timeout)
+            sig = result.signature
+            rows.append({"preset": name, "set": catalog_set, "scale": args.scale, "device": args.device,
+                         "outcome": "fail" if sig else "pass", "headline": result.raw_headline.split("\n", 1)[0],
+                         "owner": str(sig.owner) if sig else "", "seconds": round(result.seconds, 1)})
+            _progress(f"{name}: {rows[-1]['outcome']} {rows[-1]['headline'][:80]} ({result.seconds:.0f} s)")
+    print("| preset | set | scale | outcome | signature | owner | s |\n|---|---|---|---|---|---|---|")
+    for r in rows:
+        print(f"| {r['preset']} | {r['set']} | {r['scale']} | {r['outcome']} | {r['headline'][:90]} | {r['owner']} | {r['seconds']} |")
+    if args.results:
+        write_results(Path(args.results), {"set": None, "scenario_set": set_name, "machine": env.machine, "gpu": env.gpu,
+                                           "versions": env.versions, "rows": rows})
+    return 0
+
+
 def cmd_list(args: argparse.Namespace) -> int:
     for case in load_catalog(args.manifest).cases:
         print(f"{case.id:34} {case.family:3} {case.device:5} pinned={case.pinned:12} newest={case.newest}")
@@ -360,7 +422,11 @@ def build_parser() -> argparse.ArgumentParser:
     matrix.set_defaults(func=cmd_matrix)
 
     reduce = sub.add_parser("reduce", help="shrink a failing script, keeping its failure signature")
-    reduce.add_argument("script")
+    reduce.add_argument("script", nargs="?")
+    reduce.add_argument("--scenario", metavar="PRESET", help="start from a seed scenario (see `minrepro scenario list`)")
+    reduce.add_argument("--scale", default="tiny", choices=["tiny", "e2b", "e4b"], help="scenario model scale")
+    reduce.add_argument("--device", default="cpu", choices=["cpu", "cuda"], help="scenario placement family")
+    reduce.add_argument("--keep-steps", action="store_true", help="keep every accepted scenario step beside the output")
     reduce.add_argument("-o", "--out", help="output path (default: <stem>.min.py beside SCRIPT)")
     reduce.add_argument("--signature", metavar="REGEX",
                         help="keep candidates whose final exception line matches REGEX (type and library "
@@ -444,6 +510,16 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--results", default="results", help="recorded runs, bisections and proofs")
     report.add_argument("--python", help="interpreter of the env the case ran in, for `transformers env` etc.")
     report.set_defaults(func=cmd_report)
+
+    scenario = sub.add_parser("scenario", help="the seeds' Gemma 4 scenarios as specs: list, render, run")
+    scenario.add_argument("action", choices=["list", "render", "table"])
+    scenario.add_argument("presets", nargs="*", metavar="PRESET")
+    scenario.add_argument("--scale", default="tiny", choices=["tiny", "e2b", "e4b"])
+    scenario.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    scenario.add_argument("--python")
+    scenario.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT)
+    scenario.add_argument("--results", help="table: also write the rows as JSON here")
+    scenario.set_defaults(func=cmd_scenario)
 
     listing = sub.add_parser("list", help="list catalog cases")
     listing.set_defaults(func=cmd_list)

@@ -10,6 +10,7 @@ the bug is known to live below the model: a stack of `Linear4bit` layers dispatc
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
@@ -23,17 +24,17 @@ E2B_TEXT = dict(hidden_size=1536, intermediate_size=6144, num_hidden_layers=35, 
 E4B_TEXT = dict(E2B_TEXT, hidden_size=2560, intermediate_size=10240, num_hidden_layers=42, num_key_value_heads=2,
                 num_kv_shared_layers=18, layer_types=["sliding_attention"] * 5 + ["full_attention"], layer_repeat=7)
 TINY_TEXT = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=4, num_attention_heads=2,
-                 num_key_value_heads=1, head_dim=32, global_head_dim=32, sliding_window=512,
-                 hidden_size_per_layer_input=16, vocab_size=128, vocab_size_per_layer_input=128,
+                 num_key_value_heads=1, head_dim=64, global_head_dim=64, sliding_window=512,
+                 hidden_size_per_layer_input=64, vocab_size=128, vocab_size_per_layer_input=128,
                  final_logit_softcapping=30.0, num_kv_shared_layers=2, use_double_wide_mlp=False,
                  layer_types=["sliding_attention", "full_attention"], layer_repeat=2)
 VISION = {"e2b": dict(hidden_size=768, intermediate_size=3072, num_hidden_layers=16, num_attention_heads=12,
                       num_key_value_heads=12, head_dim=64, use_clipped_linears=False),
-          "tiny": dict(hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2,
-                       num_key_value_heads=2, head_dim=16, use_clipped_linears=False)}
+          "tiny": dict(hidden_size=64, intermediate_size=128, num_hidden_layers=1, num_attention_heads=2,
+                       num_key_value_heads=2, head_dim=32, use_clipped_linears=False)}
 AUDIO = {"e2b": dict(hidden_size=1024, num_hidden_layers=12, num_attention_heads=8, use_clipped_linears=True,
                      output_proj_dims=1536),
-         "tiny": dict(hidden_size=32, num_hidden_layers=1, num_attention_heads=2, use_clipped_linears=True,
+         "tiny": dict(hidden_size=64, num_hidden_layers=1, num_attention_heads=2, use_clipped_linears=True,
                       output_proj_dims=64)}
 SEEDS_INNER_LINEAR = (r".*language_model.*\.(q_proj|k_proj|v_proj|o_proj|gate_proj|up_proj|down_proj)"
                       r"|.*(vision_tower|audio_tower).*\.(q_proj|k_proj|v_proj|o_proj)\.linear")
@@ -115,7 +116,10 @@ def presets(device: str) -> dict[str, Scenario]:
     """The seeds' scenarios; `device` "cuda" gives their GPU/CPU layouts, "cpu" the CPU-only analogues
     (cpu + disk entries, which make PEFT redispatch as the split does)."""
     gpu = device == "cuda"
-    split = GPU_SPLIT if gpu else {"model.vision_tower": "disk", "model.audio_tower": "disk", "": "cpu"}
+    # On a CPU-only box from_pretrained cannot put towers on disk ("... is on the meta device", a separate
+    # bug); {"": "cpu"} still records an hf_device_map with cpu in it, so PEFT redispatches as on the split.
+    split = GPU_SPLIT if gpu else {"": "cpu"}
+    peft_split = GPU_SPLIT if gpu else {"": "cpu", "base_model.model.lm_head": "disk"}
     whole = {"": 0} if gpu else "cpu"
     offload = {"offload_dir": "OFFLOAD"}
     return {
@@ -123,9 +127,9 @@ def presets(device: str) -> dict[str, Scenario]:
         "r03-split": Scenario("r03-split", placement=PlacementSpec(split, offload_folder=True), peft=PeftCallSpec(kwargs=offload)),
         "r03-split-no-dq": Scenario("r03-split-no-dq", quant=QuantSpec(double_quant=False),
                                     placement=PlacementSpec(split, offload_folder=True), peft=PeftCallSpec(kwargs=offload)),
-        "r06-peft-device-map": Scenario("r06-peft-device-map", quant=None if not gpu else QuantSpec(),
+        "r06-peft-device-map": Scenario("r06-peft-device-map",
                                         placement=PlacementSpec(split, offload_folder=True),
-                                        peft=PeftCallSpec(kwargs={"device_map": split, **offload})),
+                                        peft=PeftCallSpec(kwargs={"device_map": peft_split, **offload})),
         "broad-targets": Scenario("broad-targets", placement=PlacementSpec(whole), adapter=AdapterSpec(targets=BROAD_TARGETS),
                                   action="forward"),
         "merge-parity": Scenario("merge-parity", placement=PlacementSpec(whole), action="parity"),
@@ -173,16 +177,19 @@ def _gemma4_lines(s: Scenario) -> list[str]:
         towers.append(f"vision_config=Gemma4VisionConfig(**{VISION[m.tower_scale]!r})")
     if "audio" in m.towers:
         towers.append(f"audio_config=Gemma4AudioConfig(**{AUDIO[m.tower_scale]!r})")
+    key = hashlib.sha1(json.dumps([asdict(m), asdict(s.adapter)], sort_keys=True).encode()).hexdigest()[:12]
     lines += [f"config = Gemma4Config(text_config=Gemma4TextConfig(**{_text_config(m.text)!r}), {', '.join(towers)})".replace(", )", ")"),
-              "root = tempfile.mkdtemp()",
-              "torch.manual_seed(0)",
-              "torch.set_default_dtype(torch.bfloat16)  # random weights, saved as the checkpoints are",
-              "model = Gemma4ForConditionalGeneration(config)",
-              'model.save_pretrained(root + "/base")',
               f"lora = LoraConfig(r={s.adapter.r}, lora_alpha={s.adapter.alpha}, target_modules={s.adapter.targets!r}, init_lora_weights=False)",
-              'get_peft_model(model, lora).save_pretrained(root + "/adapter")',
-              "del model",
-              "torch.set_default_dtype(torch.float32)"]
+              "cache = os.environ.get('MINREPRO_SCENARIO_CACHE')  # reuse a checkpoint built for the same model",
+              f"root = os.path.join(cache, {key!r}) if cache else tempfile.mkdtemp()",
+              'if not os.path.exists(root + "/adapter/adapter_config.json"):',
+              "    torch.manual_seed(0)",
+              "    torch.set_default_dtype(torch.bfloat16)  # random weights, saved as the checkpoints are",
+              "    model = Gemma4ForConditionalGeneration(config)",
+              '    model.save_pretrained(root + "/base")',
+              '    get_peft_model(model, lora).save_pretrained(root + "/adapter")',
+              "    del model",
+              "    torch.set_default_dtype(torch.float32)"]
     load = [f'root + "/base"', f"device_map={_device_map(s.placement.device_map)}", "dtype=torch.bfloat16"]
     if quantized:
         q = s.quant
@@ -193,7 +200,7 @@ def _gemma4_lines(s: Scenario) -> list[str]:
     if s.placement.max_memory:
         load.append(f"max_memory={s.placement.max_memory!r}")
     if s.placement.offload_folder:
-        load.append('offload_folder=root + "/offload"')
+        load.append('offload_folder=tempfile.mkdtemp()')
     lines.append(f"base = Gemma4ForConditionalGeneration.from_pretrained({', '.join(load)})")
     lines += _peft_lines(s)
     lines.append("ids = torch.tensor([[2, 3, 4, 5]], device=base.get_input_embeddings().weight.device)")
@@ -214,11 +221,11 @@ def _peft_lines(s: Scenario) -> list[str]:
     # what PeftModel.from_pretrained does on a model whose hf_device_map names cpu/disk, without PEFT's wrapper
     return ["model = get_peft_model(base, lora)",
             f"dispatch_model(model, device_map={_device_map(s.peft.kwargs.get('device_map', s.placement.device_map))}, "
-            'offload_dir=root + "/offload2")']
+            "offload_dir=tempfile.mkdtemp())"]
 
 
 def _kwarg(value: Any) -> str:
-    return 'root + "/offload2"' if value == "OFFLOAD" else repr(value)
+    return "tempfile.mkdtemp()" if value == "OFFLOAD" else repr(value)
 
 
 ACTION_LINES = {
