@@ -367,6 +367,9 @@ def cmd_scenario(args: argparse.Namespace) -> int:
                          "outcome": "fail" if sig else "pass", "headline": result.raw_headline.split("\n", 1)[0],
                          "owner": str(sig.owner) if sig else "", "seconds": round(result.seconds, 1)})
             _progress(f"{name}: {rows[-1]['outcome']} {rows[-1]['headline'][:80]} ({result.seconds:.0f} s)")
+            if args.results:  # after every preset: a run cut short keeps what it measured
+                write_results(Path(args.results), {"set": None, "scenario_set": set_name, "machine": env.machine,
+                                                   "gpu": env.gpu, "versions": env.versions, "rows": rows})
     print("| preset | set | scale | outcome | signature | owner | s |\n|---|---|---|---|---|---|---|")
     for r in rows:
         print(f"| {r['preset']} | {r['set']} | {r['scale']} | {r['outcome']} | {r['headline'][:90]} | {r['owner']} | {r['seconds']} |")

@@ -130,6 +130,11 @@ def presets(device: str) -> dict[str, Scenario]:
         "r06-peft-device-map": Scenario("r06-peft-device-map",
                                         placement=PlacementSpec(split, offload_folder=True),
                                         peft=PeftCallSpec(kwargs={"device_map": peft_split, **offload})),
+        # memory pressure on PEFT's redispatch: infer_auto_device_map then offloads quantized text layers,
+        # which is what reaches families A/B (a roomy GPU keeps every Linear4bit on it)
+        **{f"r03-split-peft-{budget}": Scenario(f"r03-split-peft-{budget}", placement=PlacementSpec(split, offload_folder=True),
+                                                 peft=PeftCallSpec(kwargs={**offload, "max_memory": {0 if gpu else "cpu": budget, "cpu": "100GiB"}}))
+           for budget in ("1GiB", "200MiB")},
         "broad-targets": Scenario("broad-targets", placement=PlacementSpec(whole), adapter=AdapterSpec(targets=BROAD_TARGETS),
                                   action="forward"),
         "merge-parity": Scenario("merge-parity", placement=PlacementSpec(whole), action="parity"),

@@ -23,6 +23,15 @@ def to_toy(s: Scenario) -> Iterator[Scenario]:
             yield replace(s, model=replace(s.model, kind=toy))
 
 
+def jump_to_tiny(s: Scenario) -> Iterator[Scenario]:
+    """The biggest cut first: tiny dimensions in one step (an E2B checkpoint takes minutes to build; most
+    failures do not depend on scale)."""
+    from .scenario import TINY_TEXT
+
+    if s.model.kind == "gemma4" and (s.model.text != TINY_TEXT or s.model.tower_scale != "tiny"):
+        yield replace(s, model=replace(s.model, text=dict(TINY_TEXT), tower_scale="tiny"))
+
+
 def drop_towers(s: Scenario) -> Iterator[Scenario]:
     if s.model.kind == "gemma4":
         if s.model.towers:
@@ -101,6 +110,6 @@ def simpler_action(s: Scenario) -> Iterator[Scenario]:
 
 
 SCENARIO_PASSES: list[ScenarioPass] = [
-    to_toy, drop_towers, shrink_towers, halve_layers, halve_vocab, halve_widths, ddmin_device_map,
+    to_toy, jump_to_tiny, drop_towers, shrink_towers, halve_layers, halve_vocab, halve_widths, ddmin_device_map,
     drop_memory_options, drop_quant_options, raw_dispatch, drop_peft_kwargs, simpler_action,
 ]
