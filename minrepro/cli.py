@@ -356,7 +356,9 @@ def cmd_scenario(args: argparse.Namespace) -> int:
     rows = []
     env = probe(args.python)
     set_name = catalog_set = load_catalog(args.manifest).detect_set(env.versions)
-    os.environ.setdefault("MINREPRO_SCENARIO_CACHE", str(Path(".minrepro/scenario-checkpoints").resolve()))
+    from .scenario_reduction import CHECKPOINTS
+
+    os.environ.setdefault("MINREPRO_SCENARIO_CACHE", str(Path(CHECKPOINTS).resolve()))
     with tempfile.TemporaryDirectory(prefix="minrepro-scenarios-") as tmp:
         for name in names:
             path = Path(tmp) / f"{name}.py"

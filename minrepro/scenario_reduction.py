@@ -23,6 +23,8 @@ from .reduction import ReduceOptions, ReduceSummary, reduce_script
 from .runner import resolve_python, run_script
 from .signature import Signature
 
+CHECKPOINTS = ".minrepro/scenario-checkpoints"
+
 
 @dataclass
 class ScenarioTrip:
@@ -38,7 +40,8 @@ def reduce_scenario(preset: str, scale: str, device: str, opts: ReduceOptions, k
     spec = scaled(available[preset], scale)
     workdir = (opts.workdir or Path(".minrepro") / f"scenario-{preset}-{scale}-{device}").resolve()
     (workdir / "candidates").mkdir(parents=True, exist_ok=True)
-    os.environ.setdefault("MINREPRO_SCENARIO_CACHE", str(workdir / "checkpoints"))  # inherited by every run
+    # checkpoints shared with `minrepro scenario table` (an E2B build takes minutes); inherited by every run
+    os.environ.setdefault("MINREPRO_SCENARIO_CACHE", str(Path(CHECKPOINTS).resolve()))
     python = resolve_python(opts.python)
     cache_path = workdir / "judged.json"
     judged: dict[str, dict] = json.loads(cache_path.read_text()) if cache_path.is_file() and not opts.fresh else {}
@@ -61,6 +64,11 @@ def reduce_scenario(preset: str, scale: str, device: str, opts: ReduceOptions, k
     target = run(spec)
     if target is None:
         raise MinreproError(f"scenario {preset} ({scale}, {device}) passes here: nothing to reduce")
+    if target.kind == "timeout":  # a first run also builds the checkpoint; its timeout is not the bug
+        judged.pop(next(reversed(judged)))
+        cache_path.write_text(json.dumps(judged))
+        raise MinreproError(f"scenario {preset} ({scale}) timed out after {opts.timeout:.0f} s; raise --timeout "
+                            "(the first run builds the checkpoint) or reduce a timeout with a script and --signature")
     log(f"{preset}: {target.headline}")
     trip.steps.append(("preset", spec, target.headline))
     changed = True
@@ -83,6 +91,9 @@ def reduce_scenario(preset: str, scale: str, device: str, opts: ReduceOptions, k
             (steps_dir / f"{i:02d}-{name}.py").write_text(render(step), encoding="utf-8")
             (steps_dir / f"{i:02d}-{name}.json").write_text(step.to_json() + "\n", encoding="utf-8")
     out = opts.out or Path(f"{preset}.min.py")
+    # the script phase builds its own checkpoint: with the cache visible the reducer would delete the build
+    # and leave a script that only runs on this machine
+    os.environ.pop("MINREPRO_SCENARIO_CACHE", None)
     summary = reduce_script(ReduceOptions(**{**opts.__dict__, "script": final, "out": out, "workdir": workdir / "script"}), log)
     if keep_steps:
         (steps_dir / f"{len(trip.steps):02d}-script-reducer.py").write_text(Path(summary.output).read_text(), encoding="utf-8")
