@@ -170,7 +170,7 @@ def _docstring(source: str) -> str:
     import ast
 
     # the catalog's family labels mean nothing to a maintainer
-    return re.sub(r"^Family [A-Z]'?(, [\w ]+)?: ", "", ast.get_docstring(ast.parse(source)) or "")
+    return re.sub(r"^Family [A-Z]'?[^:`]*: ", "", ast.get_docstring(ast.parse(source)) or "")
 
 
 def _owner(signature: dict[str, Any]) -> str:

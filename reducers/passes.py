@@ -89,6 +89,11 @@ def unwrap_if(tree: ast.Module) -> Iterator[ast.Module]:
     yield from _edits(tree, ast.If, lambda n: [n.body] + ([n.orelse] if n.orelse else []))
 
 
+def unwrap_conditional_expressions(tree: ast.Module) -> Iterator[ast.Module]:
+    """`a if c else b` becomes `a`, or `b` (a rendered scenario's `cache if cache else tempfile.mkdtemp()`)."""
+    yield from _edits(tree, ast.IfExp, lambda n: [n.body, n.orelse])
+
+
 def unroll_loops(tree: ast.Module) -> Iterator[ast.Module]:
     """`for x in xs: body` becomes `x = next(iter(xs)); body`; `while c: body` becomes `if c: body`."""
 
@@ -362,6 +367,7 @@ PASSES: list[Pass] = [
     greedy(unwrap_try),
     greedy(unwrap_with),
     greedy(unwrap_if),
+    greedy(unwrap_conditional_expressions),
     greedy(unroll_loops),
     delete_statements,
     greedy(unwrap_calls),

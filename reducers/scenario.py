@@ -91,14 +91,19 @@ class Scenario:
     action: str = "generate"
 
     def to_json(self) -> str:
-        return json.dumps(asdict(self), sort_keys=True)
+        return json.dumps(asdict(self))
 
     @classmethod
     def from_json(cls, text: str) -> "Scenario":
-        raw = json.loads(text)
+        raw = json.loads(text, object_hook=_device_keys)
         return cls(raw["name"], ModelSpec(**{**raw["model"], "towers": tuple(raw["model"]["towers"])}),
                    QuantSpec(**raw["quant"]) if raw["quant"] else None, PlacementSpec(**raw["placement"]),
                    AdapterSpec(**raw["adapter"]), PeftCallSpec(**raw["peft"]), raw["action"])
+
+
+def _device_keys(mapping: dict[str, Any]) -> dict[Any, Any]:
+    # JSON keys are strings; max_memory names GPUs by index
+    return {int(k) if k.isdigit() else k: v for k, v in mapping.items()}
 
 
 def scaled(scenario: Scenario, scale: str) -> Scenario:

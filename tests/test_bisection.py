@@ -1,0 +1,71 @@
+"""Bisection: the search finds the flip with skips in the way, minimal upgrade sets are minimal, support
+pins are dropped off the base, and recording rewrites only one line of the manifest."""
+
+from __future__ import annotations
+
+import shutil
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from packaging.version import Version
+
+from minrepro.bisection import Judge, first_flip, minimal_upgrades
+from minrepro.catalog import MANIFEST, load_catalog, record_fixed_in
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(2, 40).flatmap(lambda n: st.tuples(st.just(n), st.integers(1, n - 1),
+                                                      st.sets(st.integers(0, n - 1), max_size=n))))
+def test_first_flip_finds_the_first_good_release_despite_skips(params):
+    n, flip, skips = params
+    versions = [Version(f"1.{i}") for i in range(n)]
+    calls = []
+
+    def judge(v: Version) -> str:
+        i = versions.index(v)
+        calls.append(i)
+        if i in skips and 0 < i < n - 1:
+            return "skip"
+        return "bad" if i < flip else "good"
+
+    found = versions.index(first_flip(versions, judge, "bad"))
+    # the answer is the first good release, or the first judged release after a run of skips hiding it
+    assert found >= flip
+    assert all(i in skips for i in range(flip, found))
+    assert len(calls) == len(set(calls))  # no release is judged twice
+
+
+def test_minimal_upgrades_are_minimal():
+    fixes = [{"a"}, {"b"}, {"c", "d"}]
+
+    class FakeJudge:
+        def __call__(self, overrides):
+            return "good" if any(f <= set(overrides) for f in fixes) else "bad"
+
+    targets = {p: Version("2") for p in "abcd"}
+    assert minimal_upgrades(FakeJudge(), list("abcd"), targets) == [("a",), ("b",), ("c", "d")]
+
+
+def test_support_pins_hold_only_the_base(tmp_path):
+    catalog = load_catalog()
+    [case] = catalog.select(["gemma4-shared-kv-keyerror"])
+    base = {"transformers": "5.6.2", "tokenizers": "0.22.2", "peft": "0.19.1"}
+    judge = Judge(catalog, case, base, frozenset({"transformers", "peft"}), tmp_path, tmp_path / "c.json", 10)
+    assert "tokenizers==0.22.2" in judge.requirements({})
+    reqs = judge.requirements({"transformers": Version("5.23.0")})
+    assert "transformers==5.23.0" in reqs and "peft==0.19.1" in reqs
+    assert not any(r.startswith("tokenizers") for r in reqs)
+
+
+def test_record_fixed_in_rewrites_one_line(tmp_path):
+    cases = tmp_path / "cases"
+    shutil.copytree(MANIFEST.parent, cases)
+    manifest = cases / MANIFEST.name
+    before = manifest.read_text().splitlines()
+    record_fixed_in(manifest, "params4bit-hf-initialized", ["accelerate==1.14.0"])
+    after = manifest.read_text().splitlines()
+    changed = [(a, b) for a, b in zip(before, after) if a != b]
+    assert len(before) == len(after) and len(changed) == 1
+    assert changed[0][1] == 'fixed_in = ["accelerate==1.14.0"]'
+    [case] = load_catalog(manifest).select(["params4bit-hf-initialized"])
+    assert case.fixed_in == ("accelerate==1.14.0",)
