@@ -64,8 +64,10 @@ class Signature:
         """Same failure entered lower down: same kind, type, message and causes, and these library frames are
         the innermost frames of ``other`` (a toy that calls `dispatch_model` itself instead of through PEFT)."""
         n = len(self.frames)
-        return (n > 0 and (self.kind, self.type, self.message, self.causes) == (other.kind, other.type, other.message, other.causes)
-                and other.frames[len(other.frames) - n:] == self.frames)
+        same = (self.kind, self.type, self.message, self.causes) == (other.kind, other.type, other.message, other.causes)
+        if not other.frames:  # raised in the script itself (an assertion): nothing below it to enter
+            return same and n == 0
+        return same and n > 0 and other.frames[len(other.frames) - n:] == self.frames
 
     def coarse(self) -> "Signature":
         """The origin with a bare owner function name: what can be compared with a pasted report."""

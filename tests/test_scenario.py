@@ -50,3 +50,6 @@ def test_tail_of_means_entered_lower_down():
     assert not Signature("exception", "RuntimeError", "boom", frames[:2]).is_tail_of(original)
     assert not Signature("exception", "RuntimeError", "bang", frames[2:]).is_tail_of(original)
     assert not Signature("exception", "RuntimeError", "boom", ()).is_tail_of(original)
+    own = Signature("exception", "AssertionError", "diverges", ())  # raised by the script itself
+    assert Signature("exception", "AssertionError", "diverges", ()).is_tail_of(own)
+    assert not Signature("exception", "AssertionError", "diverges", frames[3:]).is_tail_of(own)
