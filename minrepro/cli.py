@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import sys
 from pathlib import Path
 from typing import Sequence
@@ -216,7 +217,7 @@ def cmd_upstream_tests(args: argparse.Namespace) -> int:
     ref = args.ref or TAGS[args.library].format(version)
     cache = Path(args.envs).parent / "upstream"
     checkout = tests_checkout(args.library, ref, Path(args.source) if args.source else None, cache)
-    selection = args.select or SELECTIONS[args.library]
+    selection = shlex.split(args.select) if args.select else SELECTIONS[args.library]
     runs = {}
     for label, env in (("baseline", clean), ("patched", patched)):
         _progress(f"{args.library} tests at {ref}, {label}: {' '.join(selection)}")
@@ -484,7 +485,8 @@ def build_parser() -> argparse.ArgumentParser:
     upstream.add_argument("--set", required=True)
     upstream.add_argument("--source", help="a checkout or git directory of the library (default: clone the tag)")
     upstream.add_argument("--ref", help="tag or commit of the tests (default: the set's release tag)")
-    upstream.add_argument("--select", nargs="+", help="pytest arguments selecting tests (default: the known ones)")
+    upstream.add_argument("--select", metavar="ARGS", help='pytest arguments selecting tests, one string '
+                          '(default: the known ones), e.g. --select "tests/test_functional.py -k 4bit"')
     upstream.add_argument("--envs", default=".minrepro/envs")
     upstream.add_argument("--wheelhouse")
     upstream.add_argument("--timeout", type=float, default=3600)

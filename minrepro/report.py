@@ -55,7 +55,13 @@ def target_library(case: Case, signature: dict[str, Any] | None) -> str:
     if case.owner:
         return case.owner.split(".", 1)[0]
     frames = (signature or {}).get("frames") or []
-    return frames[-1]["package"] if frames else "transformers"
+    if frames:
+        return frames[-1]["package"]
+    for ref in case.upstream:  # where the existing reports live (peft#3169 for E)
+        library = ref.split("#")[0].split("/")[-1]
+        if library in REPOSITORIES:
+            return library
+    return "transformers"
 
 
 def area(modules: list[str]) -> str:
@@ -137,8 +143,12 @@ def draft(case: Case, catalog: Catalog, results_dir: Path, python: Path | None =
                              for ref in case.upstream) or "- none found",
         "Suggested fix": _patches(case),
     }
-    title = f"{headline.split(':', 1)[0] or 'Wrong result'} in {signature and _owner(signature) or library}: " \
-            f"{(docstring.splitlines()[0] if docstring else case.id).rstrip('.')}"
+    summary = (docstring.splitlines()[0] if docstring else case.id).rstrip(".")
+    if case.pinned == case.newest == "unreproduced":
+        title = f"[not reproduced yet] {summary}"
+        sections["Expected behavior"] += f"\n\nNote: this script has not reproduced the report yet. {case.notes}"
+    else:
+        title = f"{headline.split(':', 1)[0] or 'Wrong result'} in {signature and _owner(signature) or library}: {summary}"
     return {"case": case.id, "repository": repo, "title": title, "template": TEMPLATES[library] if library in TEMPLATES else TEMPLATES["transformers"],
             "sections": sections, "extra": extra}
 

@@ -18,6 +18,7 @@ def build():
     return model.to("cpu").eval()  # quantizes
 
 
+torch.manual_seed(1)
 x = torch.randn(4, 64)
 reference = build()
 reference[0].support_avx512bf16_for_cpu = False
