@@ -28,6 +28,11 @@ def _normalized(source: str) -> str | None:
         return None
 
 
+def assert_conditions(source: str) -> list[str]:
+    """The conditions of the script's `assert` statements, in order (their messages may shrink)."""
+    return [ast.unparse(node.test) for node in ast.walk(ast.parse(source)) if isinstance(node, ast.Assert)]
+
+
 class Problem:
     def __init__(self, source: str, test_many: TestMany, jobs: int = 1, seed: int = 0,
                  on_accept: Callable[[str], None] = lambda _: None):
@@ -35,6 +40,7 @@ class Problem:
         self.test_many, self.jobs, self.seed, self.on_accept = test_many, max(1, jobs), seed, on_accept
         self.accepted: set[str] = {source}
         self.lines = code_lines(source)
+        self.checks = assert_conditions(source)
 
     def order(self, candidates: Iterable[str]) -> list[str]:
         """Unique candidates in a seeded order that depends only on (seed, current source)."""
@@ -44,8 +50,11 @@ class Problem:
         return unique
 
     def admissible(self, normalized: str) -> bool:
-        """Never revisit an accepted program (no cycles) and never grow in code lines."""
-        return normalized not in self.accepted and code_lines(normalized) <= self.lines
+        """Never revisit an accepted program (no cycles), never grow in code lines, and keep every assertion
+        condition as written: they are the script's own oracle (a reducer that turns `error < 0.05` into
+        `error < 0.0` gets a "repro" that fails on anything)."""
+        return (normalized not in self.accepted and code_lines(normalized) <= self.lines
+                and assert_conditions(normalized) == self.checks)
 
     def first_interesting(self, candidates: Sequence[str]) -> int | None:
         """Index of the first interesting candidate, testing ``jobs`` at a time in order."""

@@ -77,3 +77,26 @@ def test_oracle_never_accepts_a_different_signature(tmp_path_factory, original, 
             assert (candidate.kind, candidate.type, candidate.frames) == (original.kind, original.type, original.frames)
     elif candidate == original and regex in (None, r".*"):
         raise AssertionError("the original signature itself was rejected")
+
+
+def test_assertion_conditions_are_never_weakened():
+    # the F scenario once reduced `assert error < 0.05` to `assert error < 0.0`: a repro that fails on anything
+    from reducers.passes import FINAL_PASSES, PASSES
+    from reducers.search import reduce_source
+
+    source = "import math\nerror = math.sqrt(2) * 0.1\nx = 1\nassert error < 0.05, f'diverges {error}'\n"
+
+    def interesting(candidates):
+        out = []
+        for candidate in candidates:
+            try:
+                exec(compile(candidate, "<candidate>", "exec"), {})
+                out.append(False)
+            except AssertionError:
+                out.append(True)
+            except Exception:
+                out.append(False)
+        return out
+
+    result = reduce_source(source, interesting, PASSES, FINAL_PASSES)
+    assert "assert error < 0.05" in result
