@@ -25,7 +25,7 @@ LIBRARIES = frozenset({"torch", "bitsandbytes", "accelerate", "peft", "transform
 MAX_CODE_LINES = 30
 
 REQUIRED = ("id", "script", "family", "device", "signature", "pinned", "newest", "fixed_in", "upstream")
-OPTIONAL = ("owner", "seed_trace", "notes", "requires_cpu_flags", "patches")
+OPTIONAL = ("owner", "seed_trace", "notes", "requires_cpu_flags", "requires_no_cuda", "patches")
 
 
 @dataclass(frozen=True)
@@ -55,6 +55,7 @@ class Case:
     notes: str = ""
     requires_cpu_flags: tuple[str, ...] = ()
     patches: tuple[str, ...] = ()  # logical patch ids (`library/name`), in the order they stack
+    requires_no_cuda: bool = False  # the bug needs a machine where bitsandbytes loads its CPU library
 
     def declared(self, set_name: str) -> str:
         """The outcome declared for a named version set."""
@@ -147,6 +148,7 @@ def _case(root: Path, index: int, raw: dict[str, Any]) -> Case:
         pinned=raw["pinned"], newest=raw["newest"], fixed_in=tuple(raw["fixed_in"]),
         upstream=tuple(raw["upstream"]), owner=raw.get("owner"), seed_trace=seed, notes=raw.get("notes", ""),
         requires_cpu_flags=tuple(raw.get("requires_cpu_flags", ())), patches=tuple(raw.get("patches", ())),
+        requires_no_cuda=bool(raw.get("requires_no_cuda", False)),
     )
 
 

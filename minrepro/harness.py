@@ -104,9 +104,15 @@ def verdict(expected: str | None, observed: str) -> str:
     return "as declared" if ok else "differs"
 
 
+NO_CUDA_REASON = ("needs a machine without CUDA: with CUDA, bitsandbytes loads its CUDA library, which has no "
+                  "AVX512-BF16 CPU path")
+
+
 def skip_reason(case: Case, env: Environment) -> str | None:
     if case.device == "cuda" and not env.cuda:
         return "needs CUDA; none in this environment"
+    if case.requires_no_cuda and env.cuda:
+        return NO_CUDA_REASON
     missing = [flag for flag in case.requires_cpu_flags if flag not in env.cpu_flags]
     if missing:
         return f"needs CPU feature(s) {', '.join(missing)}"

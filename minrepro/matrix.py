@@ -45,8 +45,13 @@ def render(catalog: Catalog, results: dict[tuple[str, str], dict[str, Any]]) -> 
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     by_column = {col: {c["case"]: c for c in doc["cases"]} for col, doc in results.items()}
     for case in catalog.cases:
-        cells = [_cell(by_column[col].get(case.id), case.declared(col[0])) if col in by_column else "not run"
-                 for col in COLUMNS]
+        cells = []
+        for col in COLUMNS:
+            entry = by_column[col].get(case.id) if col in by_column else None
+            if case.requires_no_cuda and col[1] == "cuda":  # the manifest now skips it there
+                cells.append("skipped" + (f" (observed {entry['observed']})" if entry and entry["observed"] != "skipped" else ""))
+            else:
+                cells.append(_cell(entry, case.declared(col[0])) if col in by_column else "not run")
         lines.append("| " + " | ".join([f"`{case.id}`", case.family, f"{case.pinned} / {case.newest}", *cells]) + " |")
     lines.append("")
     for (set_name, machine), doc in sorted(results.items()):

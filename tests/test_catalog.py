@@ -124,3 +124,16 @@ def test_no_module_shadows_the_standard_library():
     root = Path(__file__).resolve().parents[1]
     names = {p.stem for d in ("minrepro", "reducers") for p in (root / d).glob("*.py")}
     assert not names & set(sys.stdlib_module_names)
+
+
+def test_cpu_only_cases_are_skipped_where_cuda_is_present():
+    from minrepro.catalog import load_catalog
+    from minrepro.harness import Environment, skip_reason
+
+    [case] = load_catalog().select(["linear4bit-cpu-repack-rewrite"])
+    gpu_box = Environment("python", "3.12", {}, True, "H100", ("avx512_bf16",))
+    cpu_box = Environment("python", "3.11", {}, False, None, ("avx512_bf16",))
+    old_cpu = Environment("python", "3.11", {}, False, None, ("avx2",))
+    assert "without CUDA" in skip_reason(case, gpu_box)
+    assert skip_reason(case, cpu_box) is None
+    assert "avx512_bf16" in skip_reason(case, old_cpu)
