@@ -1,0 +1,19 @@
+# Reduced by minrepro from final-spec.py: 30 -> 17 code lines.
+# Failure: AssertionError: merge into <num>-bit diverges from the adapter output: relative error <num>
+import tempfile
+import torch
+from peft import LoraConfig, get_peft_model
+from transformers import BitsAndBytesConfig, Gemma4Config, Gemma4ForConditionalGeneration, Gemma4TextConfig
+config = Gemma4Config(text_config=Gemma4TextConfig(**{'hidden_size': 64, 'intermediate_size': 64, 'num_hidden_layers': 4, 'num_attention_heads': 2, 'num_key_value_heads': 1, 'head_dim': 32, 'global_head_dim': 0, 'sliding_window': 1, 'hidden_size_per_layer_input': 0, 'vocab_size': 2, 'vocab_size_per_layer_input': 0, 'final_logit_softcapping': 1.0, 'num_kv_shared_layers': 0, 'use_double_wide_mlp': False, 'layer_types': ['sliding_attention', 'full_attention', 'sliding_attention', 'full_attention']}))
+lora = LoraConfig()
+root = tempfile.mkdtemp()
+model = Gemma4ForConditionalGeneration(config)
+model.save_pretrained(root + '/base')
+quant = BitsAndBytesConfig()
+base = Gemma4ForConditionalGeneration.from_pretrained(root + '/base', quantization_config=quant)
+model = get_peft_model(base, lora)
+ids = torch.tensor([[0, 1, 0, 0]])
+adapter_out = model(input_ids=ids).logits.float()
+merged_out = model.merge_and_unload()(input_ids=ids).logits.float()
+error = ((merged_out - adapter_out).norm() / adapter_out.norm()).item()
+assert error < 0.05, f'merge into 4-bit diverges from the adapter output: relative error {error:.3f}'
