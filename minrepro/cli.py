@@ -356,7 +356,7 @@ def cmd_scenario(args: argparse.Namespace) -> int:
 
     rows = []
     env = probe(args.python)
-    set_name = catalog_set = load_catalog(args.manifest).detect_set(env.versions)
+    set_name = load_catalog(args.manifest).detect_set(env.versions)
     from .scenario_reduction import CHECKPOINTS
 
     os.environ.setdefault("MINREPRO_SCENARIO_CACHE", str(Path(CHECKPOINTS).resolve()))
@@ -366,7 +366,7 @@ def cmd_scenario(args: argparse.Namespace) -> int:
             path.write_text(render(scaled(available[name], args.scale)), encoding="utf-8")
             result = run_script(path, python=env.python, timeout=args.timeout)
             sig = result.signature
-            rows.append({"preset": name, "set": catalog_set, "scale": args.scale, "device": args.device,
+            rows.append({"preset": name, "set": set_name, "scale": args.scale, "device": args.device,
                          "outcome": "fail" if sig else "pass", "headline": result.raw_headline.split("\n", 1)[0],
                          "owner": str(sig.owner) if sig else "", "seconds": round(result.seconds, 1)})
             _progress(f"{name}: {rows[-1]['outcome']} {rows[-1]['headline'][:80]} ({result.seconds:.0f} s)")
@@ -376,9 +376,6 @@ def cmd_scenario(args: argparse.Namespace) -> int:
     print("| preset | set | scale | outcome | signature | owner | s |\n|---|---|---|---|---|---|---|")
     for r in rows:
         print(f"| {r['preset']} | {r['set']} | {r['scale']} | {r['outcome']} | {r['headline'][:90]} | {r['owner']} | {r['seconds']} |")
-    if args.results:
-        write_results(Path(args.results), {"set": None, "scenario_set": set_name, "machine": env.machine, "gpu": env.gpu,
-                                           "versions": env.versions, "rows": rows})
     return 0
 
 
