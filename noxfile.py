@@ -11,7 +11,6 @@ is installed as the CPU build `torch==2.13.0`, which pip finds locally on the CP
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import sys
 from pathlib import Path
@@ -21,17 +20,14 @@ import nox
 ROOT = Path(__file__).parent
 sys.path.insert(0, str(ROOT))
 from minrepro.catalog import load_catalog  # noqa: E402  (the manifest is the single source of versions)
+from minrepro.envs import CPU_TORCH, SYSTEM_SITE_PTH, torch_site  # noqa: E402
 
 nox.options.sessions = ["minrepro", "tests"]
 nox.options.default_venv_backend = "virtualenv"
 
 SETS = load_catalog().sets
-CPU_TORCH = "torch==2.13.0"
-_TORCH_SPEC = importlib.util.find_spec("torch")
-SYSTEM_TORCH = _TORCH_SPEC is not None
-# Where the system torch lives. On some GPU images "the system python" is itself a venv
-# (/opt/torch/.venv), whose packages `--system-site-packages` does not reach; a .pth file does.
-SYSTEM_SITE = str(Path(_TORCH_SPEC.origin).parents[1]) if SYSTEM_TORCH and _TORCH_SPEC.origin else None
+SYSTEM_SITE = torch_site()  # where the interpreter running nox has torch (GPU images), or None
+SYSTEM_TORCH = SYSTEM_SITE is not None
 WHEELHOUSE = os.environ.get("MINREPRO_WHEELHOUSE")
 VENV_PARAMS = ["--system-site-packages"] if SYSTEM_TORCH else []
 
@@ -50,7 +46,7 @@ def _torch(session: nox.Session) -> None:
         purelib = session.run("python", "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])",
                               silent=True).strip().splitlines()[-1]
         # appended after the venv's own site-packages: the set's libraries installed here still win
-        Path(purelib, "_minrepro_system_site.pth").write_text(SYSTEM_SITE + "\n")
+        Path(purelib, SYSTEM_SITE_PTH).write_text(SYSTEM_SITE + "\n")
         session.log(f"reusing the system torch from {SYSTEM_SITE}")
     else:
         session.install(CPU_TORCH)

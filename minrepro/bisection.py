@@ -21,7 +21,7 @@ from typing import Callable
 
 from packaging.version import InvalidVersion, Version
 
-from .catalog import Case, Catalog
+from .catalog import LIBRARIES, Case, script_pins
 from .envs import EnvCreationError, create_env
 from .errors import MinreproError
 from .harness import observe
@@ -51,7 +51,6 @@ def releases(package: str, pre: bool = False, wheelhouse: Path | None = None) ->
 class Judge:
     """Installs a requirement set in a cached venv and runs the case there."""
 
-    catalog: Catalog
     case: Case
     base: dict[str, str]  # {dist: version}: the pins the other packages keep
     libraries: frozenset[str]  # the HF libraries among the pins; the others only support the base set
@@ -94,6 +93,19 @@ class Judge:
         self.cache_file.parent.mkdir(parents=True, exist_ok=True)
         self.cache_file.write_text(json.dumps(self.cache, indent=1))
         return outcome
+
+
+def judge_for(case: Case, packages: list[str], envs: Path, timeout: float, wheelhouse: Path | None,
+              log: Callable[[str], None]) -> Judge:
+    """A judge that keeps the other packages at the case script's PEP 723 pins."""
+    base = script_pins(case.script.read_text(encoding="utf-8"))
+    missing = [p for p in packages if p not in base]
+    if missing:
+        raise MinreproError(f"{case.id}'s script does not depend on {', '.join(missing)} (its pins: "
+                            f"{', '.join(f'{k}=={v}' for k, v in base.items())})")
+    libraries = frozenset(d for d in base if d in LIBRARIES)  # tokenizers & co. only support a base pin
+    return Judge(case, base, libraries, envs / "bisect", envs.parent / "bisect" / f"{case.id}.json", timeout,
+                 wheelhouse, log)
 
 
 def first_flip(versions: list[Version], judge: Callable[[Version], Outcome], start: Outcome) -> Version | None:

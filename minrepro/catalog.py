@@ -61,6 +61,10 @@ class Case:
         """The outcome declared for a named version set."""
         return {"pinned": self.pinned, "newest": self.newest}[set_name]
 
+    def failing_set(self) -> str:
+        """The first version set on which the case fails (its script's PEP 723 pins are that set's)."""
+        return next((s for s in ("pinned", "newest") if self.declared(s) == "fail"), "pinned")
+
 
 @dataclass(frozen=True)
 class Catalog:
@@ -78,6 +82,11 @@ class Catalog:
         if unknown:
             raise MinreproError(f"unknown case id: {', '.join(unknown)} (known: {', '.join(by_id)})")
         return tuple(by_id[i] for i in ids)
+
+    def version_set(self, name: str) -> VersionSet:
+        if name not in self.sets:
+            raise MinreproError(f"unknown version set {name!r} (known: {', '.join(self.sets)})")
+        return self.sets[name]
 
     def detect_set(self, installed: dict[str, str | None]) -> str | None:
         """The name of the version set the installed distributions match exactly, if any."""
@@ -246,13 +255,23 @@ def check_case(case: Case, catalog: Catalog) -> list[str]:
     return problems
 
 
+def script_pins(source: str) -> dict[str, str]:
+    """{distribution: version} for the exact pins of a script's PEP 723 block (torch is never pinned)."""
+    pins = {}
+    for dep in (script_metadata(source) or {}).get("dependencies", []):
+        req = Requirement(dep)
+        if len(req.specifier) == 1 and next(iter(req.specifier)).operator == "==":
+            pins[req.name.lower()] = next(iter(req.specifier)).version
+    return pins
+
+
 def _check_pins(case: Case, meta: dict[str, Any], catalog: Catalog, libraries: set[str]) -> list[str]:
     """The block pins each HF library the script imports to the first set on which the case fails."""
     deps = {}
     for dep in meta.get("dependencies", []):
         req = Requirement(dep)
         deps[req.name.lower()] = str(req.specifier)
-    failing = next((s for s in ("pinned", "newest") if case.declared(s) == "fail"), "pinned")
+    failing = case.failing_set()
     pins = catalog.sets[failing].pins()
     problems = [f"imports {lib} but the script block does not list it" for lib in sorted(libraries - set(deps))]
     for dist, spec in deps.items():

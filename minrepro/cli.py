@@ -13,7 +13,7 @@ from . import __version__
 from .catalog import check_case, code_lines, load_catalog
 from .errors import MinreproError
 from .harness import check_set, format_table, probe, results_document, run_cases, write_results
-from .matrix import load_results, render, update_readme
+from .matrix import readme_with_matrices, tables, write_matrices
 from .runner import DEFAULT_TIMEOUT, run_script
 
 
@@ -82,23 +82,16 @@ def cmd_matches(args: argparse.Namespace) -> int:
 
 
 def cmd_matrix(args: argparse.Namespace) -> int:
-    from .matrix import PATCHED_BEGIN, PATCHED_END, render_patched
-
     catalog = load_catalog(args.manifest)
-    table = render(catalog, load_results(Path(args.results)))
-    patched_dir = Path(args.results) / "patched"
-    patched = render_patched(catalog, load_results(patched_dir) if patched_dir.is_dir() else {})
     if args.readme is None:
-        print(table + "\n\n" + patched)
+        print("\n\n".join(tables(catalog, Path(args.results))))
         return 0
     readme = Path(args.readme)
-    new = update_readme(readme, table)
-    new = update_readme(readme, patched, PATCHED_BEGIN, PATCHED_END, text=new)
     if args.check:
-        if new != readme.read_text(encoding="utf-8"):
+        if readme_with_matrices(catalog, Path(args.results), readme) != readme.read_text(encoding="utf-8"):
             raise MinreproError(f"{readme}'s matrix is stale: run `minrepro matrix --readme {readme}`")
         return 0
-    readme.write_text(new, encoding="utf-8")
+    write_matrices(catalog, Path(args.results), readme)
     print(f"matrix written to {readme}", file=sys.stderr)
     return 0
 
@@ -126,9 +119,7 @@ def cmd_env_create(args: argparse.Namespace) -> int:
     from .envs import create_env
 
     catalog = load_catalog(args.manifest)
-    if args.set not in catalog.sets:
-        raise MinreproError(f"unknown version set {args.set!r} (known: {', '.join(catalog.sets)})")
-    python = create_env(Path(args.dir), [str(r) for r in catalog.sets[args.set].requirements],
+    python = create_env(Path(args.dir), [str(r) for r in catalog.version_set(args.set).requirements],
                         Path(args.wheelhouse) if args.wheelhouse else None, label=args.set)
     print(python)
     return 0
@@ -155,12 +146,12 @@ def cmd_patch_list(args: argparse.Namespace) -> int:
 
 
 def cmd_patch_apply(args: argparse.Namespace) -> int:
-    from .envs import require_tool_env
+    from .envs import env_python, require_tool_env
     from .patching import apply_patches, select
 
     catalog = load_catalog(args.manifest)
     require_tool_env(Path(args.into))
-    env = probe(str(Path(args.into) / "bin" / "python"))
+    env = probe(str(env_python(Path(args.into))))
     check_set(catalog, args.set, env)
     chosen = select(_case_patch_ids(catalog, args.patches), env.versions)
     for report in apply_patches(chosen, Path(args.into)):
@@ -182,8 +173,6 @@ def cmd_patch_prove(args: argparse.Namespace) -> int:
     from .proof import format_proof, prepare, prove
 
     catalog = load_catalog(args.manifest)
-    if args.set not in catalog.sets:
-        raise MinreproError(f"unknown version set {args.set!r} (known: {', '.join(catalog.sets)})")
     clean, patched = prepare(catalog, args.set, Path(args.envs), Path(args.wheelhouse) if args.wheelhouse else None,
                              _progress)
     document = prove(catalog, catalog.select(args.cases), args.set, clean, patched, args.timeout, _progress)
@@ -202,9 +191,7 @@ def cmd_upstream_tests(args: argparse.Namespace) -> int:
     from .upstream import SELECTIONS, TAGS, TEST_REQUIREMENTS, new_failures, run_tests, tests_checkout
 
     catalog = load_catalog(args.manifest)
-    if args.set not in catalog.sets:
-        raise MinreproError(f"unknown version set {args.set!r} (known: {', '.join(catalog.sets)})")
-    version = catalog.sets[args.set].pins().get(args.library)
+    version = catalog.version_set(args.set).pins().get(args.library)
     if args.library not in SELECTIONS or version is None:
         raise MinreproError(f"no upstream tests known for {args.library!r} (known: {', '.join(SELECTIONS)})")
     wheelhouse = Path(args.wheelhouse) if args.wheelhouse else None
@@ -241,30 +228,14 @@ def cmd_upstream_tests(args: argparse.Namespace) -> int:
 def cmd_bisect(args: argparse.Namespace) -> int:
     from packaging.version import Version
 
-    from .bisection import Judge, bisect_package, minimal_upgrades, releases
-    from .catalog import script_metadata
-    from packaging.requirements import Requirement
+    from .bisection import bisect_package, judge_for, minimal_upgrades, releases
 
     catalog = load_catalog(args.manifest)
     [case] = catalog.select([args.case])
     packages = [p.strip().lower() for p in (args.packages or args.package).split(",") if p.strip()]
-    meta = script_metadata(case.script.read_text(encoding="utf-8")) or {}
-    base = {}
-    for dep in meta.get("dependencies", []):
-        req = Requirement(dep)
-        if req.specifier and req.name.lower() != "torch":
-            base[req.name.lower()] = next(iter(req.specifier)).version
-    missing = [p for p in packages if p not in base]
-    if missing:
-        raise MinreproError(f"{case.id}'s script does not depend on {', '.join(missing)} (its pins: "
-                            f"{', '.join(f'{k}=={v}' for k, v in base.items())})")
     wheelhouse = Path(args.wheelhouse) if args.wheelhouse else None
-    work = Path(args.envs)
-    from .catalog import LIBRARIES
-
-    libraries = frozenset(d for d in base if d in LIBRARIES)  # tokenizers & co. only support a base pin
-    judge = Judge(catalog, case, base, libraries, work / "bisect", work.parent / "bisect" / f"{case.id}.json", args.timeout,
-                  wheelhouse, _progress)
+    judge = judge_for(case, packages, Path(args.envs), args.timeout, wheelhouse, _progress)
+    base = judge.base
     results = []
     for package in packages:
         versions = releases(package, args.pre, wheelhouse)
@@ -290,10 +261,8 @@ def cmd_bisect(args: argparse.Namespace) -> int:
         fixed = [f"{r.package}=={r.first_fixed}" for r in results if r.first_fixed]
         record_fixed_in(catalog.path, case.id, fixed)
         print(f"recorded fixed_in = {fixed} for {case.id} in {catalog.path}", file=sys.stderr)
-        readme = Path(args.readme)
-        if readme.is_file():
-            from .matrix import update_readme
-            readme.write_text(update_readme(readme, render(load_catalog(args.manifest), load_results(Path("results")))))
+        if Path(args.readme).is_file():
+            write_matrices(load_catalog(args.manifest), Path(args.results), Path(args.readme))
     return 0
 
 

@@ -25,7 +25,7 @@ MARKER = "minrepro-env.json"
 class EnvCreationError(MinreproError):
     """The machine could not make a venv at all (disk, permissions): not a property of any version."""
 CPU_TORCH = "torch==2.13.0"  # what pip finds locally on the CPU machines (see NOTES)
-_SYSTEM_SITE_PTH = "_minrepro_system_site.pth"
+SYSTEM_SITE_PTH = "_minrepro_system_site.pth"
 
 
 def env_python(env: Path) -> Path:
@@ -63,8 +63,10 @@ def site_packages(env: Path) -> Path:
     return Path(out.stdout.strip())
 
 
-def _torch_site() -> str | None:
-    """The site-packages holding the creating interpreter's torch, if it has one."""
+def torch_site() -> str | None:
+    """The site-packages holding this interpreter's torch, if it has one. On some GPU images "the system
+    python" is itself a venv (/opt/torch/.venv), whose packages `--system-site-packages` does not reach; a
+    .pth file naming this directory does."""
     import importlib.util
 
     spec = importlib.util.find_spec("torch")
@@ -99,9 +101,9 @@ def create_env(env: Path, requirements: Sequence[str], wheelhouse: Path | None =
         venv.EnvBuilder(clear=True, with_pip=True).create(env)
     except (OSError, subprocess.CalledProcessError) as exc:
         raise EnvCreationError(f"cannot create a venv at {env}: {exc}") from None
-    torch_site = _torch_site()
-    if torch_site:
-        Path(site_packages(env), _SYSTEM_SITE_PTH).write_text(torch_site + "\n", encoding="utf-8")
+    torch_from = torch_site()
+    if torch_from:
+        Path(site_packages(env), SYSTEM_SITE_PTH).write_text(torch_from + "\n", encoding="utf-8")
     else:
         _pip(env, [CPU_TORCH], None)
     # The set's own pins go into this env even when the torch site (visible through the .pth) has the same
@@ -109,6 +111,6 @@ def create_env(env: Path, requirements: Sequence[str], wheelhouse: Path | None =
     _pip(env, ["--ignore-installed", "--no-deps", *requirements], wheelhouse)
     _pip(env, list(requirements), wheelhouse)
     write_marker(env, {"created_by": "minrepro", "label": label, "requirements": list(requirements),
-                       "torch_from": torch_site or CPU_TORCH, "patches": [],
+                       "torch_from": torch_from or CPU_TORCH, "patches": [],
                        "created": _dt.datetime.now().isoformat(timespec="seconds")})
     return env_python(env)

@@ -150,10 +150,8 @@ def run_cases(
 
 def check_set(catalog: Catalog, set_name: str, env: Environment) -> None:
     """A one-line error unless the installed versions are exactly the named set's pins."""
-    if set_name not in catalog.sets:
-        raise MinreproError(f"unknown version set {set_name!r} (known: {', '.join(catalog.sets)})")
     wrong = [f"{dist} {env.versions.get(dist)} != {version}"
-             for dist, version in catalog.sets[set_name].pins().items() if env.versions.get(dist) != version]
+             for dist, version in catalog.version_set(set_name).pins().items() if env.versions.get(dist) != version]
     if wrong:
         raise MinreproError(f"installed versions are not the {set_name} set: {'; '.join(wrong)}")
 

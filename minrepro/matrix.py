@@ -81,10 +81,26 @@ def render_patched(catalog: Catalog, results: dict[tuple[str, str], dict[str, An
     return "\n".join(lines)
 
 
-def update_readme(readme: Path, table: str, begin: str = BEGIN, end_marker: str = END,
-                  text: str | None = None) -> str:
-    """The README text with the block between the markers replaced by ``table``."""
-    text = readme.read_text(encoding="utf-8") if text is None else text
+def tables(catalog: Catalog, results_dir: Path) -> tuple[str, str]:
+    """The catalog matrix (from `results/`) and the patched matrix (from `results/patched/`)."""
+    patched_dir = results_dir / "patched"
+    return (render(catalog, load_results(results_dir)),
+            render_patched(catalog, load_results(patched_dir) if patched_dir.is_dir() else {}))
+
+
+def readme_with_matrices(catalog: Catalog, results_dir: Path, readme: Path) -> str:
+    text = readme.read_text(encoding="utf-8")
+    for table, (begin, end) in zip(tables(catalog, results_dir), ((BEGIN, END), (PATCHED_BEGIN, PATCHED_END))):
+        text = _replace_block(readme, text, table, begin, end)
+    return text
+
+
+def write_matrices(catalog: Catalog, results_dir: Path, readme: Path) -> None:
+    readme.write_text(readme_with_matrices(catalog, results_dir, readme), encoding="utf-8")
+
+
+def _replace_block(readme: Path, text: str, table: str, begin: str, end_marker: str) -> str:
+    """The text with the block between the markers replaced by ``table``."""
     start, end = text.find(begin), text.find(end_marker)
     if start < 0 or end < start:
         raise MinreproError(f"{readme} has no markers ({begin} ... {end_marker})")

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from packaging.requirements import Requirement
 
-from .envs import read_marker, require_tool_env, site_packages, write_marker
+from .envs import require_tool_env, site_packages, write_marker
 from .errors import MinreproError
 
 PATCHES_DIR = Path(__file__).resolve().parents[1] / "patches"
@@ -45,6 +45,11 @@ class Patch:
     def id(self) -> str:
         """The logical patch: every port of one fix shares it."""
         return f"{self.library}/{self.name.partition('@')[0]}"
+
+    @property
+    def rel(self) -> str:
+        """`library/file.diff`, as results and env markers record it."""
+        return f"{self.library}/{self.path.name}"
 
     @property
     def files(self) -> tuple[str, ...]:
@@ -161,7 +166,7 @@ def apply_patches(patches: list[Patch], env: Path) -> list[HunkReport]:
                                 + "; ".join(f"{r.file} hunk {r.hunk} {r.status}" for r in dry if r.status == "FAILED"))
         _run_patch(patch, site, dry_run=False)
         _drop_bytecode(site, patch.files)
-        marker["patches"].append(str(patch.path.relative_to(patch.path.parents[1])))
+        marker["patches"].append(patch.rel)
     write_marker(env, marker)
     return reports
 
@@ -187,6 +192,3 @@ def _drop_bytecode(site: Path, files: tuple[str, ...]) -> None:
         for pyc in (source.parent / "__pycache__").glob(f"{source.stem}.*.pyc"):
             pyc.unlink(missing_ok=True)
 
-
-def applied(env: Path) -> list[str]:
-    return list((read_marker(env) or {}).get("patches", []))

@@ -11,7 +11,7 @@ from typing import Any, Callable
 
 from . import patching
 from .catalog import Case, Catalog
-from .envs import create_env, read_marker
+from .envs import create_env, env_python, read_marker
 from .harness import Environment, check_set, observe, probe, skip_reason
 from .runner import run_script
 
@@ -62,33 +62,34 @@ def prepare(catalog: Catalog, set_name: str, envs: Path, wheelhouse: Path | None
 
 def prove(catalog: Catalog, cases: tuple[Case, ...], set_name: str, clean: Path, patched: Path,
           timeout: float, log: Callable[[str], None]) -> dict[str, Any]:
-    clean_env, patched_env = probe(str(clean / "bin/python")), probe(str(patched / "bin/python"))
+    clean_env, patched_env = probe(str(env_python(clean))), probe(str(env_python(patched)))
     check_set(catalog, set_name, clean_env)
     check_set(catalog, set_name, patched_env)
     versions = clean_env.versions
     patched_cases = [c for c in cases if c.patches]
+    chosen = {c.id: patching.select(list(c.patches), versions) for c in patched_cases}
     rows: dict[str, ProofRow] = {}
     for case in patched_cases:
-        chosen = patching.select(list(case.patches), versions)
-        complete = len(chosen) == len(case.patches)
+        complete = len(chosen[case.id]) == len(case.patches)
         declared = case.declared(set_name)
-        rows[case.id] = ProofRow(case.id, case.family, [str(p.path.relative_to(patching.PATCHES_DIR)) for p in chosen],
+        rows[case.id] = ProofRow(case.id, case.family, [p.rel for p in chosen[case.id]],
                                  declared, "", "", "pass" if complete or declared == "pass" else "fail", "", "", "")
     runnable = [c for c in patched_cases if not _skip(rows[c.id], c, clean_env)]
     for case in runnable:  # the unpatched twins
         rows[case.id].unpatched, rows[case.id].unpatched_headline = _outcome(case, clean_env, timeout)
         log(f"{case.id}: unpatched {rows[case.id].unpatched}")
     for case in runnable:  # chains: the case's own patches, added one at a time
-        chosen = patching.select(list(case.patches), versions)
-        if len(chosen) < 2:
+        own = chosen[case.id]
+        if len(own) < 2:
             continue
-        for step in range(1, len(chosen) + 1):
-            patching.apply_patches(chosen[:step], patched)
+        for step in range(1, len(own) + 1):
+            patching.apply_patches(own[:step], patched)
             observed, headline = _outcome(case, patched_env, timeout)
-            rows[case.id].chain.append({"patches": " + ".join(p.id for p in chosen[:step]),
+            rows[case.id].chain.append({"patches": " + ".join(p.id for p in own[:step]),
                                         "observed": observed, "headline": headline})
         patching.revert_patches(patched)
-    every = patching.select(sorted({pid for c in patched_cases for pid in c.patches}, key=_stack_order), versions)
+    # every patch at once, in the order the cases list them (a case lists its patches in stacking order)
+    every = list(dict.fromkeys(p for c in patched_cases for p in chosen[c.id]))
     reports = patching.apply_patches(every, patched)
     for case in runnable:  # every patch at once: they must stack
         row = rows[case.id]
@@ -98,17 +99,10 @@ def prove(catalog: Catalog, cases: tuple[Case, ...], set_name: str, clean: Path,
     return {
         "set": set_name, "machine": clean_env.machine, "gpu": clean_env.gpu, "python": clean_env.python_version,
         "versions": versions, "date": _dt.date.today().isoformat(),
-        "applied": [str(p.path.relative_to(patching.PATCHES_DIR)) for p in every],
+        "applied": [p.rel for p in every],
         "hunks": [asdict(r) for r in reports],
         "cases": [asdict(rows[c.id]) for c in patched_cases],
     }
-
-
-def _stack_order(patch_id: str) -> tuple[int, str]:
-    # lower libraries first, so a chain's later patch never lands before the one it builds on
-    order = ("bitsandbytes", "accelerate", "transformers", "peft")
-    library = patch_id.split("/", 1)[0]
-    return (order.index(library) if library in order else len(order), patch_id)
 
 
 def _skip(row: ProofRow, case: Case, env: Environment) -> bool:

@@ -13,8 +13,13 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+from packaging.version import Version
+
 from .catalog import Case, Catalog, script_metadata
+from .envs import env_python
+from .matrix import load_results
 from .patching import PATCHES_DIR, load_patches
+from .signature import Signature
 
 REPOSITORIES = {
     "transformers": "huggingface/transformers",
@@ -54,9 +59,9 @@ def target_library(case: Case, signature: dict[str, Any] | None) -> str:
         return case.patches[0].split("/", 1)[0]
     if case.owner:
         return case.owner.split(".", 1)[0]
-    frames = (signature or {}).get("frames") or []
-    if frames:
-        return frames[-1]["package"]
+    owner = Signature.from_dict(signature).owner if signature else None
+    if owner is not None:
+        return owner.package
     for ref in case.upstream:  # where the existing reports live (peft#3169 for E)
         library = ref.split("#")[0].split("/")[-1]
         if library in REPOSITORIES:
@@ -114,11 +119,11 @@ def expected_line(source: str) -> str:
 
 def draft(case: Case, catalog: Catalog, results_dir: Path, python: Path | None = None) -> dict[str, Any]:
     """The report as a dict (title, repository, sections, body); `render_markdown` turns it into text."""
-    runs = _recorded(results_dir)
-    failing_set = next((s for s in ("pinned", "newest") if case.declared(s) == "fail"), "pinned")
+    runs = load_results(results_dir)
+    failing_set = case.failing_set()
     run = runs.get((failing_set, case.device)) or runs.get((failing_set, "cpu")) or runs.get((failing_set, "cuda"))
-    if python is None and (results_dir.parent / ".minrepro" / "envs" / failing_set / "bin" / "python").exists():
-        python = results_dir.parent / ".minrepro" / "envs" / failing_set / "bin" / "python"  # the env it ran in
+    if python is None:  # the env `minrepro patch prove` ran the unpatched case in, if it is there
+        python = env_python(results_dir.parent / ".minrepro" / "envs" / failing_set)
     entry = _entry(run, case.id)
     signature = entry.get("signature") if entry else None
     headline = entry.get("headline", "") if entry else ""
@@ -126,6 +131,7 @@ def draft(case: Case, catalog: Catalog, results_dir: Path, python: Path | None =
     repo = REPOSITORIES.get(library, "huggingface/transformers")
     source = case.script.read_text(encoding="utf-8")
     docstring = _docstring(source)
+    summary = (docstring.splitlines()[0] if docstring else case.id).rstrip(".")
     modules = [f["module"] for f in reversed((signature or {}).get("frames", []))]
     pins = [d for d in (script_metadata(source) or {}).get("dependencies", [])]
     sections: dict[str, str] = {
@@ -134,8 +140,7 @@ def draft(case: Case, catalog: Catalog, results_dir: Path, python: Path | None =
         "Information": "- [ ] The official example scripts\n- [x] My own modified scripts",
         "Tasks": "- [x] My own task or dataset (give details below)",
         "Reproduction": _reproduction(case, source, pins, headline, signature, failing_set),
-        "Expected behavior": (f"{docstring.splitlines()[0] if docstring else case.id}\n\nExpected: "
-                              f"{expected_line(source)}.\nActual: `{headline or 'see above'}`."),
+        "Expected behavior": f"{summary}.\n\nExpected: {expected_line(source)}.\nActual: `{headline or 'see above'}`.",
     }
     extra = {
         "Versions": _version_table(case, runs, results_dir),
@@ -143,12 +148,13 @@ def draft(case: Case, catalog: Catalog, results_dir: Path, python: Path | None =
                              for ref in case.upstream) or "- none found",
         "Suggested fix": _patches(case),
     }
-    summary = (docstring.splitlines()[0] if docstring else case.id).rstrip(".")
     if case.pinned == case.newest == "unreproduced":
         title = f"[not reproduced yet] {summary}"
         sections["Expected behavior"] += f"\n\nNote: this script has not reproduced the report yet. {case.notes}"
     else:
-        title = f"{headline.split(':', 1)[0] or 'Wrong result'} in {signature and _owner(signature) or library}: {summary}"
+        owner = Signature.from_dict(signature).owner if signature else None
+        where = f"`{owner.function}`" if owner else library
+        title = f"{headline.split(':', 1)[0] or 'Wrong result'} in {where}: {summary}"
     return {"case": case.id, "repository": repo, "title": title, "template": TEMPLATES[library] if library in TEMPLATES else TEMPLATES["transformers"],
             "sections": sections, "extra": extra}
 
@@ -163,15 +169,6 @@ def render_markdown(report: dict[str, Any]) -> str:
     return "\n".join(out)
 
 
-def _recorded(results_dir: Path) -> dict[tuple[str, str], dict[str, Any]]:
-    found = {}
-    for path in sorted(results_dir.glob("*.json")):
-        doc = json.loads(path.read_text(encoding="utf-8"))
-        if doc.get("set"):
-            found[(doc["set"], doc["machine"])] = doc
-    return found
-
-
 def _entry(run: dict[str, Any] | None, case_id: str) -> dict[str, Any] | None:
     return next((c for c in (run or {}).get("cases", []) if c["case"] == case_id), None)
 
@@ -181,11 +178,6 @@ def _docstring(source: str) -> str:
 
     # the catalog's family labels mean nothing to a maintainer
     return re.sub(r"^Family [A-Z]'?[^:`]*: ", "", ast.get_docstring(ast.parse(source)) or "")
-
-
-def _owner(signature: dict[str, Any]) -> str:
-    frames = [f for f in signature.get("frames", []) if f["package"] != "torch"]
-    return f"`{frames[-1]['function']}`" if frames else ""
 
 
 def _reproduction(case: Case, source: str, pins: list[str], headline: str, signature: dict[str, Any] | None,
@@ -214,18 +206,12 @@ def _version_table(case: Case, runs: dict[tuple[str, str], dict[str, Any]], resu
         rows.append("")
         rows.append("Bisection over releases (other packages at the script's pins):")
         for p in doc["packages"]:
-            judged = ", ".join(f"{v}: {o}" for v, o in sorted(p["judged"].items(), key=lambda kv: _vkey(kv[0])))
+            judged = ", ".join(f"{v}: {o}" for v, o in sorted(p["judged"].items(), key=lambda kv: Version(kv[0])))
             fixed = f"first fixed in {p['first_fixed']}" if p["first_fixed"] else f"still fails at {p['good']}"
             rows.append(f"- {p['package']}: {fixed} ({judged})")
         for subset in doc.get("minimal_upgrades", []):
             rows.append(f"- minimal upgrade that makes it pass: {' + '.join(subset)}")
     return "\n".join(rows)
-
-
-def _vkey(text: str):
-    from packaging.version import Version
-
-    return Version(text)
 
 
 def _patches(case: Case) -> str:

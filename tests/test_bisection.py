@@ -50,7 +50,7 @@ def test_support_pins_hold_only_the_base(tmp_path):
     catalog = load_catalog()
     [case] = catalog.select(["gemma4-shared-kv-keyerror"])
     base = {"transformers": "5.6.2", "tokenizers": "0.22.2", "peft": "0.19.1"}
-    judge = Judge(catalog, case, base, frozenset({"transformers", "peft"}), tmp_path, tmp_path / "c.json", 10)
+    judge = Judge(case, base, frozenset({"transformers", "peft"}), tmp_path, tmp_path / "c.json", 10)
     assert "tokenizers==0.22.2" in judge.requirements({})
     reqs = judge.requirements({"transformers": Version("5.23.0")})
     assert "transformers==5.23.0" in reqs and "peft==0.19.1" in reqs
