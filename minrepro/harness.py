@@ -48,11 +48,18 @@ class Environment:
     versions: dict[str, str | None]
     cuda: bool
     gpu: str | None
-    cpu_flags: tuple[str, ...]
+    cpu_flags: tuple[str, ...] | None  # None: not known (a results document recorded without them)
 
     @property
     def machine(self) -> str:
         return "cuda" if self.cuda else "cpu"
+
+    @classmethod
+    def recorded(cls, document: dict[str, Any]) -> "Environment":
+        """The environment a results document was recorded in (what `skip_reason` needs of it)."""
+        return cls(document.get("python", ""), document.get("python", ""), document.get("versions", {}),
+                   document["machine"] == "cuda", document.get("gpu"),
+                   tuple(document["cpu_flags"]) if "cpu_flags" in document else None)
 
 
 def probe(python: str | None) -> Environment:
@@ -113,7 +120,7 @@ def skip_reason(case: Case, env: Environment) -> str | None:
         return "needs CUDA; none in this environment"
     if case.requires_no_cuda and env.cuda:
         return NO_CUDA_REASON
-    missing = [flag for flag in case.requires_cpu_flags if flag not in env.cpu_flags]
+    missing = [flag for flag in case.requires_cpu_flags if env.cpu_flags is not None and flag not in env.cpu_flags]
     if missing:
         return f"needs CPU feature(s) {', '.join(missing)}"
     return None
@@ -163,6 +170,7 @@ def results_document(env: Environment, set_name: str | None, results: list[CaseR
         "gpu": env.gpu,
         "python": env.python_version,
         "versions": env.versions,
+        "cpu_flags": list(env.cpu_flags or ()),
         "date": _dt.date.today().isoformat(),
         "cases": [asdict(r) for r in results],
     }

@@ -137,3 +137,18 @@ def test_cpu_only_cases_are_skipped_where_cuda_is_present():
     assert "without CUDA" in skip_reason(case, gpu_box)
     assert skip_reason(case, cpu_box) is None
     assert "avx512_bf16" in skip_reason(case, old_cpu)
+
+
+def test_matrix_applies_todays_skip_rules_to_recorded_results():
+    from minrepro.catalog import load_catalog
+    from minrepro.matrix import _cell
+
+    [case] = load_catalog().select(["linear4bit-cpu-repack-rewrite"])
+    entry = {"case": case.id, "observed": "pass"}
+    cuda_doc = {"set": "pinned", "machine": "cuda", "python": "3.12"}  # recorded before flags were kept
+    cpu_doc = {"set": "pinned", "machine": "cpu", "python": "3.11", "cpu_flags": ["avx512_bf16"]}
+    old_cpu_doc = {"set": "pinned", "machine": "cpu", "python": "3.11", "cpu_flags": ["avx2"]}
+    assert _cell(case, entry, cuda_doc) == "skipped (observed pass)"
+    assert _cell(case, entry, cpu_doc) == "pass ✗ differs"
+    assert _cell(case, {**entry, "observed": "fail"}, cpu_doc) == "fail ✓"
+    assert _cell(case, entry, old_cpu_doc) == "skipped (observed pass)"
