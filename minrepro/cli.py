@@ -320,31 +320,21 @@ def cmd_scenario(args: argparse.Namespace) -> int:
             print(render(scaled(available[name], args.scale)))
         return 0
     # table: run each preset here; the signature each hits
-    import os
-    import tempfile
+    from .scenario_reduction import scenario_table
 
-    rows = []
     env = probe(args.python)
     set_name = load_catalog(args.manifest).detect_set(env.versions)
-    from .scenario_reduction import CHECKPOINTS
 
-    os.environ.setdefault("MINREPRO_SCENARIO_CACHE", str(Path(CHECKPOINTS).resolve()))
-    with tempfile.TemporaryDirectory(prefix="minrepro-scenarios-") as tmp:
-        for name in names:
-            path = Path(tmp) / f"{name}.py"
-            path.write_text(render(scaled(available[name], args.scale)), encoding="utf-8")
-            result = run_script(path, python=env.python, timeout=args.timeout)
-            sig = result.signature
-            rows.append({"preset": name, "set": set_name, "scale": args.scale, "device": args.device,
-                         "outcome": "fail" if sig else "pass", "headline": result.raw_headline.split("\n", 1)[0],
-                         "owner": str(sig.owner) if sig else "", "seconds": round(result.seconds, 1)})
-            _progress(f"{name}: {rows[-1]['outcome']} {rows[-1]['headline'][:80]} ({result.seconds:.0f} s)")
-            if args.results:  # after every preset: a run cut short keeps what it measured
-                write_results(Path(args.results), {"set": None, "scenario_set": set_name, "machine": env.machine,
-                                                   "gpu": env.gpu, "versions": env.versions, "rows": rows})
+    def record(rows: list[dict]) -> None:
+        _progress(f"{rows[-1]['preset']}: {rows[-1]['outcome']} {rows[-1]['headline'][:80]} ({rows[-1]['seconds']:.0f} s)")
+        if args.results:
+            write_results(Path(args.results), {"set": None, "scenario_set": set_name, "machine": env.machine,
+                                               "gpu": env.gpu, "versions": env.versions, "rows": rows})
+
+    rows = scenario_table(names, args.scale, args.device, env.python, args.timeout, record)
     print("| preset | set | scale | outcome | signature | owner | s |\n|---|---|---|---|---|---|---|")
     for r in rows:
-        print(f"| {r['preset']} | {r['set']} | {r['scale']} | {r['outcome']} | {r['headline'][:90]} | {r['owner']} | {r['seconds']} |")
+        print(f"| {r['preset']} | {set_name} | {r['scale']} | {r['outcome']} | {r['headline'][:90]} | {r['owner']} | {r['seconds']} |")
     return 0
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -20,7 +21,7 @@ from reducers.scenario_passes import SCENARIO_PASSES
 
 from .errors import MinreproError
 from .reduction import ReduceOptions, ReduceSummary, reduce_script
-from .runner import resolve_python, run_script
+from .runner import RunResult, resolve_python, run_script
 from .signature import Signature
 
 CHECKPOINTS = ".minrepro/scenario-checkpoints"
@@ -32,6 +33,43 @@ class ScenarioTrip:
     runs: int = 0
 
 
+def run_rendered(source: str, directory: Path, python: str, timeout: float) -> RunResult:
+    """Write one rendered scenario under its content hash and run it (the checkpoint cache is whatever
+    MINREPRO_SCENARIO_CACHE says in this process)."""
+    path = directory / f"{_digest(source)}.py"
+    path.write_text(source, encoding="utf-8")
+    return run_script(path, python=python, timeout=timeout)
+
+
+def _digest(source: str) -> str:
+    return hashlib.sha1(source.encode()).hexdigest()[:16]
+
+
+def use_checkpoint_cache(python: str) -> None:
+    """Share built checkpoints between runs in one environment. Per interpreter: a checkpoint or adapter
+    built with patched peft (which accepts broad targets) must not serve an unpatched one."""
+    where = Path(CHECKPOINTS).resolve() / hashlib.sha1(str(Path(python).absolute()).encode()).hexdigest()[:12]
+    os.environ["MINREPRO_SCENARIO_CACHE"] = str(where)
+
+
+def scenario_table(names: list[str], scale: str, device: str, python: str, timeout: float,
+                   on_row: Callable[[list[dict]], None]) -> list[dict]:
+    """Run each preset once: outcome, signature headline, owner, seconds. `on_row` sees the rows so far after
+    every preset (a table cut short keeps what it measured)."""
+    available = presets(device)
+    use_checkpoint_cache(python)
+    rows: list[dict] = []
+    with tempfile.TemporaryDirectory(prefix="minrepro-scenarios-") as tmp:
+        for name in names:
+            result = run_rendered(render(scaled(available[name], scale)), Path(tmp), python, timeout)
+            sig = result.signature
+            rows.append({"preset": name, "scale": scale, "device": device, "outcome": "fail" if sig else "pass",
+                         "headline": result.raw_headline.split("\n", 1)[0], "owner": str(sig.owner) if sig else "",
+                         "seconds": round(result.seconds, 1)})
+            on_row(rows)
+    return rows
+
+
 def reduce_scenario(preset: str, scale: str, device: str, opts: ReduceOptions, keep_steps: bool,
                     log: Callable[[str], None] = lambda _: None) -> tuple[ScenarioTrip, ReduceSummary]:
     available = presets(device)
@@ -40,20 +78,16 @@ def reduce_scenario(preset: str, scale: str, device: str, opts: ReduceOptions, k
     spec = scaled(available[preset], scale)
     workdir = (opts.workdir or Path(".minrepro") / f"scenario-{preset}-{scale}-{device}").resolve()
     (workdir / "candidates").mkdir(parents=True, exist_ok=True)
-    # checkpoints shared with `minrepro scenario table` (an E2B build takes minutes); inherited by every run
-    os.environ.setdefault("MINREPRO_SCENARIO_CACHE", str(Path(CHECKPOINTS).resolve()))
     python = resolve_python(opts.python)
+    use_checkpoint_cache(python)  # shared with `minrepro scenario table` (an E2B build takes minutes)
     cache_path = workdir / "judged.json"
     judged: dict[str, dict] = json.loads(cache_path.read_text()) if cache_path.is_file() and not opts.fresh else {}
     trip = ScenarioTrip()
 
-    def run(candidate: Scenario) -> Signature | None:
-        source = render(candidate)
-        digest = hashlib.sha1(source.encode()).hexdigest()[:16]
+    def run(source: str) -> Signature | None:
+        digest = _digest(source)
         if digest not in judged:
-            path = workdir / "candidates" / f"{digest}.py"
-            path.write_text(source, encoding="utf-8")
-            result = run_script(path, python=python, timeout=opts.timeout)
+            result = run_rendered(source, workdir / "candidates", python, opts.timeout)
             trip.runs += 1
             judged[digest] = {"signature": result.signature.to_dict() if result.signature else None,
                               "headline": result.raw_headline.split("\n", 1)[0]}
@@ -61,11 +95,12 @@ def reduce_scenario(preset: str, scale: str, device: str, opts: ReduceOptions, k
         raw = judged[digest]["signature"]
         return Signature.from_dict(raw) if raw else None
 
-    target = run(spec)
+    current = render(spec)
+    target = run(current)
     if target is None:
         raise MinreproError(f"scenario {preset} ({scale}, {device}) passes here: nothing to reduce")
     if target.kind == "timeout":  # a first run also builds the checkpoint; its timeout is not the bug
-        judged.pop(next(reversed(judged)))
+        judged.pop(_digest(current))
         cache_path.write_text(json.dumps(judged))
         raise MinreproError(f"scenario {preset} ({scale}) timed out after {opts.timeout:.0f} s; raise --timeout "
                             "(the first run builds the checkpoint) or reduce a timeout with a script and --signature")
@@ -76,23 +111,24 @@ def reduce_scenario(preset: str, scale: str, device: str, opts: ReduceOptions, k
         changed = False
         for scenario_pass in SCENARIO_PASSES:
             for candidate in scenario_pass(spec):
-                if render(candidate) == render(spec):  # a field the current rendering ignores (a toy's quant)
+                source = render(candidate)
+                if source == current:  # a field the current rendering ignores (a toy's quant)
                     continue
-                sig = run(candidate)
+                sig = run(source)
                 if sig is not None and sig.is_tail_of(target):
-                    spec, changed = candidate, True
+                    spec, current, changed = candidate, source, True
                     trip.steps.append((scenario_pass.__name__, spec, sig.headline))
-                    log(f"  {scenario_pass.__name__}: accepted ({len(render(spec).splitlines())} lines)")
+                    log(f"  {scenario_pass.__name__}: accepted ({len(current.splitlines())} lines)")
                     break
-    steps_dir = (opts.out or Path(f"{preset}.min.py")).resolve().with_suffix(".steps")
+    out = opts.out or Path(f"{preset}.min.py")
+    steps_dir = out.resolve().with_suffix(".steps")
     final = workdir / "final-spec.py"
-    final.write_text(render(spec), encoding="utf-8")
+    final.write_text(current, encoding="utf-8")
     if keep_steps:
         steps_dir.mkdir(parents=True, exist_ok=True)
         for i, (name, step, headline) in enumerate(trip.steps):
             (steps_dir / f"{i:02d}-{name}.py").write_text(render(step), encoding="utf-8")
             (steps_dir / f"{i:02d}-{name}.json").write_text(step.to_json() + "\n", encoding="utf-8")
-    out = opts.out or Path(f"{preset}.min.py")
     # the script phase builds its own checkpoint: with the cache visible the reducer would delete the build
     # and leave a script that only runs on this machine
     os.environ.pop("MINREPRO_SCENARIO_CACHE", None)

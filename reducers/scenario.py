@@ -200,7 +200,7 @@ def _gemma4_lines(s: Scenario) -> list[str]:
               '    get_peft_model(model, lora).save_pretrained(root + "/adapter")',
               "    del model",
               "    torch.set_default_dtype(torch.float32)"]
-    load = [f'root + "/base"', f"device_map={_device_map(s.placement.device_map)}", "dtype=torch.bfloat16"]
+    load = [f'root + "/base"', f"device_map={s.placement.device_map!r}", "dtype=torch.bfloat16"]
     if quantized:
         q = s.quant
         lines.append(f"quant = BitsAndBytesConfig(load_in_4bit={q.load_in_4bit}, bnb_4bit_quant_type={q.quant_type!r}, "
@@ -218,10 +218,6 @@ def _gemma4_lines(s: Scenario) -> list[str]:
     return lines
 
 
-def _device_map(device_map: dict[str, Any] | str) -> str:
-    return repr(device_map)
-
-
 def _peft_lines(s: Scenario) -> list[str]:
     kwargs = ", ".join(f"{k}={_kwarg(v)}" for k, v in sorted(s.peft.kwargs.items()))
     if s.peft.call == "from_pretrained":
@@ -230,7 +226,7 @@ def _peft_lines(s: Scenario) -> list[str]:
         return ["model = get_peft_model(base, lora)"]
     # what PeftModel.from_pretrained does on a model whose hf_device_map names cpu/disk, without PEFT's wrapper
     return ["model = get_peft_model(base, lora)",
-            f"dispatch_model(model, device_map={_device_map(s.peft.kwargs.get('device_map', s.placement.device_map))}, "
+            f"dispatch_model(model, device_map={s.peft.kwargs.get('device_map', s.placement.device_map)!r}, "
             "offload_dir=tempfile.mkdtemp())"]
 
 
