@@ -8,9 +8,10 @@ patched package, never the checkout's.
 
 from __future__ import annotations
 
+import io
 import subprocess
 import tarfile
-import io
+import time
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path
@@ -77,8 +78,6 @@ def _clone(library: str, ref: str, cache: Path) -> Path:
 
 def run_tests(env: Path, checkout: Path, selection: list[str], junit: Path, timeout: float) -> TestRun:
     """pytest in `env` from the checkout's root; outcomes per test id from the JUnit XML."""
-    import time
-
     junit.parent.mkdir(parents=True, exist_ok=True)
     start = time.monotonic()
     try:
