@@ -185,10 +185,10 @@ def cmd_patch_prove(args: argparse.Namespace) -> int:
 
 
 def cmd_upstream_tests(args: argparse.Namespace) -> int:
-    from .envs import pip_install
+    from .envs import env_python, pip_install
     from .patching import apply_patches, select
     from .proof import prepare
-    from .upstream import SELECTIONS, TAGS, TEST_REQUIREMENTS, new_failures, run_tests, tests_checkout
+    from .upstream import SELECTIONS, TAGS, TEST_REQUIREMENTS, new_failures, run_tests, tests_checkout, write_stand_ins
 
     catalog = load_catalog(args.manifest)
     version = catalog.version_set(args.set).pins().get(args.library)
@@ -205,10 +205,12 @@ def cmd_upstream_tests(args: argparse.Namespace) -> int:
     cache = Path(args.envs).parent / "upstream"
     checkout = tests_checkout(args.library, ref, Path(args.source) if args.source else None, cache)
     selection = shlex.split(args.select) if args.select else SELECTIONS[args.library]
-    runs = {}
+    runs, stand_ins = {}, []
     for label, env in (("baseline", clean), ("patched", patched)):
+        stand_ins = write_stand_ins(args.library, clean, checkout) if args.offline else []
         _progress(f"{args.library} tests at {ref}, {label}: {' '.join(selection)}")
-        runs[label] = run_tests(env, checkout, selection, cache / f"{args.library}-{ref}-{label}.xml", args.timeout)
+        runs[label] = run_tests(env, checkout, selection, cache / f"{args.library}-{ref}-{label}.xml", args.timeout,
+                                args.offline)
     fresh = new_failures(runs["baseline"], runs["patched"])
     print(f"{args.library} {version} ({args.set}), tests from {ref}; patches: {', '.join(p.path.name for p in chosen)}")
     print("| run | passed | failed | skipped | s |\n|---|---|---|---|---|")
@@ -218,7 +220,8 @@ def cmd_upstream_tests(args: argparse.Namespace) -> int:
     if args.results:
         write_results(Path(args.results), {
             "library": args.library, "version": version, "set": args.set, "ref": ref, "selection": selection,
-            "patches": [p.path.name for p in chosen], "new_failures": fresh,
+            "patches": [p.path.name for p in chosen], "new_failures": fresh, "offline_stand_ins": stand_ins,
+            "machine": probe(str(env_python(clean))).machine,
             "runs": {k: {"passed": v.count("passed"), "failed": v.count("failed"), "skipped": v.count("skipped"),
                          "seconds": round(v.seconds), "failed_tests": sorted(t for t, o in v.outcomes.items() if o == "failed")}
                      for k, v in runs.items()}})
@@ -446,6 +449,8 @@ def build_parser() -> argparse.ArgumentParser:
     upstream.add_argument("--envs", default=".minrepro/envs")
     upstream.add_argument("--wheelhouse")
     upstream.add_argument("--timeout", type=float, default=3600)
+    upstream.add_argument("--offline", action="store_true", help="no hub: set HF_HUB_OFFLINE and build local "
+                          "stand-ins (published config, random weights) for the hub models the tests load")
     upstream.add_argument("--results", help="write the comparison as JSON here")
     upstream.set_defaults(func=cmd_upstream_tests)
 

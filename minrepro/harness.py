@@ -107,7 +107,7 @@ def observe(case: Case, result: RunResult) -> tuple[str, str]:
 def verdict(expected: str | None, observed: str) -> str:
     if expected is None:
         return "no expectation"
-    ok = observed == "fail" if expected == "fail" else observed == "pass"
+    ok = observed == expected if expected in ("fail", "fail-other") else observed == "pass"
     return "as declared" if ok else "differs"
 
 

@@ -114,14 +114,15 @@ def _skip(row: ProofRow, case: Case, env: Environment) -> bool:
 
 
 def _verdict(row: ProofRow) -> str:
-    twin_ok = _fails(row.unpatched) if row.declared == "fail" else _passes(row.unpatched)
+    failing = row.declared in ("fail", "fail-other")
+    twin_ok = _fails(row.unpatched) if failing else _passes(row.unpatched)
     if not twin_ok:
         return "differs"
     if row.expected_patched == "fail":
         return "no patch for this release" if _fails(row.patched) else "differs"
     if not _passes(row.patched):
         return "differs"
-    return "proved" if row.declared == "fail" else "upstream-fixed"
+    return "proved" if failing else "upstream-fixed"
 
 
 def format_proof(document: dict[str, Any]) -> str:

@@ -9,6 +9,8 @@ patched package, never the checkout's.
 from __future__ import annotations
 
 import io
+import os
+import shutil
 import subprocess
 import tarfile
 import time
@@ -37,6 +39,13 @@ TEST_REQUIREMENTS = {
     "peft": ["pytest", "parameterized", "datasets", "scipy"],
     "bitsandbytes": ["pytest", "einops", "scipy", "lion-pytorch"],
 }
+# Hub models the selected tests load by id. Offline (a GPU box without the hub), a stand-in with the published
+# config and random weights is written where from_pretrained looks first, the tests' working directory, and
+# rebuilt before each run (tests may write into it). A hub-cache layout is not used: peft's `hub_online_once`
+# forces online mode, and the client's retries then take minutes per test. The offload tests compare a model
+# with itself under two placements, so the weights' values do not matter.
+STAND_INS = {"peft": ["gpt2"]}
+OFFLINE_ENV = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
 
 
 @dataclass(frozen=True)
@@ -52,7 +61,7 @@ def tests_checkout(library: str, ref: str, source: Path | None, cache: Path) -> 
     """A directory holding the library's `tests/` at `ref`."""
     dest = cache / f"{library}-{ref}"
     if (dest / "tests").is_dir():
-        return dest
+        return _own_rootdir(dest)
     if source is not None and (source / "tests").is_dir() and not (source / "HEAD").is_file():
         return source  # a plain checkout, used as it is
     git_dir = source if source is not None else _clone(library, ref, cache)
@@ -63,6 +72,14 @@ def tests_checkout(library: str, ref: str, source: Path | None, cache: Path) -> 
     dest.mkdir(parents=True, exist_ok=True)
     with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as tar:
         tar.extractall(dest, filter="data")
+    return _own_rootdir(dest)
+
+
+def _own_rootdir(dest: Path) -> Path:
+    """An empty pytest.ini makes the extracted tree pytest's rootdir: without it pytest climbs to the nearest
+    config above (this project's own, with strict markers, when the cache sits inside a checkout of it)."""
+    if not (dest / "pytest.ini").is_file():
+        (dest / "pytest.ini").write_text("[pytest]\n", encoding="utf-8")
     return dest
 
 
@@ -76,17 +93,33 @@ def _clone(library: str, ref: str, cache: Path) -> Path:
     return target
 
 
-def run_tests(env: Path, checkout: Path, selection: list[str], junit: Path, timeout: float) -> TestRun:
+def write_stand_ins(library: str, env: Path, checkout: Path) -> list[str]:
+    """Fresh stand-ins, in the tests' working directory, for the hub models the library's tests load; their ids."""
+    for model_id in STAND_INS.get(library, []):
+        shutil.rmtree(checkout / model_id, ignore_errors=True)
+        proc = subprocess.run([str(env_python(Path(env).absolute())), str(Path(__file__).with_name("_stand_in.py")),
+                               model_id, str(checkout / model_id)], capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise MinreproError(f"cannot build a stand-in for {model_id}: {(proc.stderr.strip().splitlines() or ['?'])[-1]}")
+    return STAND_INS.get(library, [])
+
+
+def run_tests(env: Path, checkout: Path, selection: list[str], junit: Path, timeout: float,
+              offline: bool = False) -> TestRun:
     """pytest in `env` from the checkout's root; outcomes per test id from the JUnit XML."""
+    junit = junit.absolute()  # pytest runs from the checkout
     junit.parent.mkdir(parents=True, exist_ok=True)
     start = time.monotonic()
+    environ = {**os.environ, **(OFFLINE_ENV if offline else {})}
     try:
-        subprocess.run([str(env_python(env)), "-m", "pytest", "-q", "-p", "no:cacheprovider", "--junitxml", str(junit),
-                        *selection], cwd=checkout, capture_output=True, text=True, timeout=timeout)
+        proc = subprocess.run([str(env_python(Path(env).absolute())), "-m", "pytest", "-q", "-p", "no:cacheprovider", "--junitxml", str(junit),
+                        *selection], cwd=checkout, capture_output=True, text=True, timeout=timeout, env=environ)
     except subprocess.TimeoutExpired:
         raise MinreproError(f"upstream tests timed out after {timeout:.0f} s in {env}") from None
+    junit.with_suffix(".log").write_text(proc.stdout + proc.stderr, encoding="utf-8")  # for reading failures
     if not junit.is_file():
-        raise MinreproError(f"pytest wrote no report in {env} (are the test requirements installed?)")
+        tail = (proc.stdout + proc.stderr).strip().splitlines()[-1:] or ["no output"]
+        raise MinreproError(f"pytest wrote no report in {env}: {tail[0]}")
     return TestRun(parse_junit(junit.read_text(encoding="utf-8")), time.monotonic() - start)
 
 

@@ -52,7 +52,7 @@ def resolve(requirements: Sequence[str], target: list[str]) -> list[tuple[str, s
 def download(pins: Sequence[tuple[str, str]], dest: Path, target: list[str]) -> None:
     for name, version in pins:  # one at a time: two versions of one package cannot share a resolve
         cmd = [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "-d", str(dest), *target,
-               f"{name}=={version}"]
+               f"{name}=={version}" if version else name]
         proc = subprocess.run(cmd, capture_output=True, text=True)
         if proc.returncode != 0:
             raise MinreproError(f"cannot download {name}=={version}: {_last_line(proc.stderr)}")
@@ -80,13 +80,15 @@ def slim_wheel(wheel: Path, cuda_versions: Sequence[str]) -> Path:
 
 
 def build(dest: Path, sets: Sequence[str], python_version: str, platforms: Sequence[str],
-          cuda_versions: Sequence[str], closure: bool, extra: Sequence[str]) -> list[Path]:
+          cuda_versions: Sequence[str], closure: bool, extra: Sequence[str],
+          provided_by_target: Sequence[str] = ()) -> list[Path]:
     catalog = load_catalog()
     target = _target_args(python_version, platforms)
     dest.mkdir(parents=True, exist_ok=True)
     pins: dict[tuple[str, str], None] = {}
     # Everything torch itself depends on arrives with the target's torch.
     provided = {n.lower() for n, _ in resolve(["torch"], target)} if closure else set()
+    provided |= {n.lower() for n in provided_by_target}
     for name in sets:
         requirements = [str(r) for r in catalog.sets[name].requirements] + list(extra)
         found = resolve(requirements, target) if closure else [_split(r) for r in requirements]
@@ -97,6 +99,12 @@ def build(dest: Path, sets: Sequence[str], python_version: str, platforms: Seque
     for wheel in dest.glob("bitsandbytes-*.whl"):
         slim_wheel(wheel, cuda_versions)
     return sorted(dest.glob("*.whl"))
+
+
+def _test_requirements() -> list[str]:
+    from .upstream import TEST_REQUIREMENTS
+
+    return sorted({r for reqs in TEST_REQUIREMENTS.values() for r in reqs})
 
 
 def _split(requirement: str) -> tuple[str, str]:
@@ -120,12 +128,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--direct-only", action="store_true",
                         help="only the sets' own requirements, for a target whose system site-packages "
                              "already hold their dependencies (a CUDA image with transformers installed)")
-    parser.add_argument("--extra", action="append", default=[], help="additional requirement to include")
+    parser.add_argument("--extra", action="append", default=[], help="additional requirement to include "
+                        "(with --direct-only: NAME==VERSION, or NAME for the newest)")
+    parser.add_argument("--provided", action="append", default=[], metavar="NAME",
+                        help="a package the target already has (not downloaded), e.g. scipy on a CUDA image")
+    parser.add_argument("--upstream-tests", action="store_true",
+                        help="also what `minrepro upstream-tests` installs to run the libraries' own tests")
     args = parser.parse_args(argv)
     try:
         wheels = build(Path(args.dest), args.sets or ["pinned", "newest"], args.python_version,
                        args.platforms or DEFAULT_PLATFORMS, args.cuda_versions or ["130"],
-                       not args.direct_only, args.extra)
+                       not args.direct_only, args.extra + (_test_requirements() if args.upstream_tests else []),
+                       args.provided)
     except MinreproError as exc:
         print(f"minrepro: error: {exc}", file=sys.stderr)
         return 2

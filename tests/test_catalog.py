@@ -152,3 +152,15 @@ def test_matrix_applies_todays_skip_rules_to_recorded_results():
     assert _cell(case, entry, cpu_doc) == "pass ✗ differs"
     assert _cell(case, {**entry, "observed": "fail"}, cpu_doc) == "fail ✓"
     assert _cell(case, entry, old_cpu_doc) == "skipped (observed pass)"
+
+
+def test_fail_other_is_declared_and_checked_as_such():
+    from minrepro.harness import verdict
+    from minrepro.proof import ProofRow, _verdict
+
+    assert verdict("fail-other", "fail-other") == "as declared"
+    assert verdict("fail-other", "fail") == "differs" and verdict("fail-other", "pass") == "differs"
+    no_patch = ProofRow("c", "I", [], "fail-other", "fail-other", "", "fail", "fail-other", "", "")
+    assert _verdict(no_patch) == "no patch for this release"
+    patched = ProofRow("c", "I", ["p"], "fail-other", "fail-other", "", "pass", "pass", "", "")
+    assert _verdict(patched) == "proved"

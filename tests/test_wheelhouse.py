@@ -29,3 +29,16 @@ def test_slim_wheel_keeps_only_requested_libraries(tmp_path):
         assert digest == "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
         assert int(size) == len(data)
     assert record[-1] == "bitsandbytes-0.49.2.dist-info/RECORD,,"
+
+
+def test_direct_only_build_downloads_unpinned_extras_and_skips_what_the_target_has(tmp_path, monkeypatch):
+    from minrepro import wheelhouse
+
+    downloaded: list[tuple[str, str]] = []
+    monkeypatch.setattr(wheelhouse, "resolve", lambda reqs, target: [("nox", "1.0")])  # only TOOLING is resolved
+    monkeypatch.setattr(wheelhouse, "download", lambda pins, dest, target: downloaded.extend(pins))
+    wheelhouse.build(tmp_path, ["pinned"], "3.12", ["manylinux2014_x86_64"], ["130"], closure=False,
+                     extra=["datasets", "scipy", "dill==0.4.1"], provided_by_target=["SciPy"])
+    assert ("datasets", "") in downloaded and ("dill", "0.4.1") in downloaded
+    assert not any(name == "scipy" for name, _ in downloaded)
+    assert ("transformers", "5.6.2") in downloaded  # the set's own pins stay

@@ -1,0 +1,39 @@
+"""Running a library's own tests: the extracted tree is its own pytest rootdir, and relative environment,
+checkout and report paths work although pytest runs from the checkout."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from minrepro import upstream
+
+
+def _checkout(root: Path) -> Path:
+    dest = root / "lib-v1"
+    (dest / "tests").mkdir(parents=True)
+    (dest / "tests" / "test_x.py").write_text(
+        "import pytest\n\n@pytest.mark.unregistered_marker\ndef test_ok():\n    assert True\n\n"
+        "def test_bad():\n    assert False\n", encoding="utf-8")
+    return dest
+
+
+@pytest.mark.skipif(not (Path(sys.prefix) / "bin" / "python").exists(), reason="needs a POSIX venv layout")
+def test_run_tests_with_relative_paths_and_own_rootdir(tmp_path, monkeypatch):
+    _checkout(tmp_path / "cache")
+    monkeypatch.chdir(tmp_path)
+    checkout = upstream.tests_checkout("lib", "v1", None, Path("cache"))  # already extracted: reused, made a rootdir
+    assert (checkout / "pytest.ini").read_text() == "[pytest]\n"
+    env = Path(os.path.relpath(sys.prefix, tmp_path))
+    run = upstream.run_tests(env, checkout, ["tests/test_x.py"], Path("cache/out.xml"), timeout=120)
+    assert run.outcomes == {"tests.test_x::test_ok": "passed", "tests.test_x::test_bad": "failed"}
+    assert Path("cache/out.log").is_file()
+
+
+def test_new_failures_are_only_those_not_failing_in_the_baseline():
+    baseline = upstream.TestRun({"a": "failed", "b": "passed", "c": "skipped"}, 1.0)
+    patched = upstream.TestRun({"a": "failed", "b": "failed", "c": "failed", "d": "failed"}, 1.0)
+    assert upstream.new_failures(baseline, patched) == ["b", "c", "d"]
