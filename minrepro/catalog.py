@@ -20,6 +20,7 @@ from .errors import MinreproError
 CASES_DIR = Path(__file__).with_name("cases")
 MANIFEST = CASES_DIR / "catalog.toml"
 OUTCOMES = ("fail", "pass", "unreproduced", "fail-other")  # fail-other: another failure comes first there
+FAILING = ("fail", "fail-other")  # outcomes that declare the case fails on that set
 DEVICES = ("cpu", "cuda")
 LIBRARIES = frozenset({"torch", "bitsandbytes", "accelerate", "peft", "transformers"})
 MAX_CODE_LINES = 30

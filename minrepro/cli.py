@@ -188,7 +188,8 @@ def cmd_upstream_tests(args: argparse.Namespace) -> int:
     from .envs import env_python, pip_install
     from .patching import apply_patches, select
     from .proof import prepare
-    from .upstream import SELECTIONS, TAGS, TEST_REQUIREMENTS, new_failures, run_tests, tests_checkout, write_stand_ins
+    from .upstream import (SELECTIONS, STAND_INS, TAGS, TEST_REQUIREMENTS, new_failures, run_tests, tests_checkout,
+                           write_stand_ins)
 
     catalog = load_catalog(args.manifest)
     version = catalog.version_set(args.set).pins().get(args.library)
@@ -205,9 +206,11 @@ def cmd_upstream_tests(args: argparse.Namespace) -> int:
     cache = Path(args.envs).parent / "upstream"
     checkout = tests_checkout(args.library, ref, Path(args.source) if args.source else None, cache)
     selection = shlex.split(args.select) if args.select else SELECTIONS[args.library]
-    runs, stand_ins = {}, []
+    stand_ins = STAND_INS.get(args.library, []) if args.offline else []
+    runs = {}
     for label, env in (("baseline", clean), ("patched", patched)):
-        stand_ins = write_stand_ins(args.library, clean, checkout) if args.offline else []
+        if stand_ins:  # rebuilt before each run: tests may write into them (family I did)
+            write_stand_ins(args.library, clean, checkout)
         _progress(f"{args.library} tests at {ref}, {label}: {' '.join(selection)}")
         runs[label] = run_tests(env, checkout, selection, cache / f"{args.library}-{ref}-{label}.xml", args.timeout,
                                 args.offline)

@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-from .catalog import Catalog, Case, expected_outcome
+from .catalog import FAILING, Catalog, Case, expected_outcome
 from .errors import MinreproError
 from .runner import RunResult, resolve_python, run_script
 from .signature import Signature, parse_traceback
@@ -107,7 +107,7 @@ def observe(case: Case, result: RunResult) -> tuple[str, str]:
 def verdict(expected: str | None, observed: str) -> str:
     if expected is None:
         return "no expectation"
-    ok = observed == expected if expected in ("fail", "fail-other") else observed == "pass"
+    ok = observed == expected if expected in FAILING else observed == "pass"
     return "as declared" if ok else "differs"
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from . import patching
-from .catalog import Case, Catalog
+from .catalog import FAILING, Case, Catalog
 from .envs import create_env, env_python, read_marker
 from .harness import Environment, check_set, observe, probe, skip_reason
 from .runner import run_script
@@ -43,7 +43,7 @@ def _passes(observed: str) -> bool:
 
 
 def _fails(observed: str) -> bool:
-    return observed in ("fail", "fail-other")
+    return observed in FAILING
 
 
 def prepare(catalog: Catalog, set_name: str, envs: Path, wheelhouse: Path | None,
@@ -114,7 +114,7 @@ def _skip(row: ProofRow, case: Case, env: Environment) -> bool:
 
 
 def _verdict(row: ProofRow) -> str:
-    failing = row.declared in ("fail", "fail-other")
+    failing = row.declared in FAILING
     twin_ok = _fails(row.unpatched) if failing else _passes(row.unpatched)
     if not twin_ok:
         return "differs"

@@ -93,15 +93,14 @@ def _clone(library: str, ref: str, cache: Path) -> Path:
     return target
 
 
-def write_stand_ins(library: str, env: Path, checkout: Path) -> list[str]:
-    """Fresh stand-ins, in the tests' working directory, for the hub models the library's tests load; their ids."""
+def write_stand_ins(library: str, env: Path, checkout: Path) -> None:
+    """Fresh stand-ins, in the tests' working directory, for the hub models the library's tests load."""
     for model_id in STAND_INS.get(library, []):
         shutil.rmtree(checkout / model_id, ignore_errors=True)
         proc = subprocess.run([str(env_python(Path(env).absolute())), str(Path(__file__).with_name("_stand_in.py")),
                                model_id, str(checkout / model_id)], capture_output=True, text=True)
         if proc.returncode != 0:
             raise MinreproError(f"cannot build a stand-in for {model_id}: {(proc.stderr.strip().splitlines() or ['?'])[-1]}")
-    return STAND_INS.get(library, [])
 
 
 def run_tests(env: Path, checkout: Path, selection: list[str], junit: Path, timeout: float,
@@ -112,8 +111,9 @@ def run_tests(env: Path, checkout: Path, selection: list[str], junit: Path, time
     start = time.monotonic()
     environ = {**os.environ, **(OFFLINE_ENV if offline else {})}
     try:
-        proc = subprocess.run([str(env_python(Path(env).absolute())), "-m", "pytest", "-q", "-p", "no:cacheprovider", "--junitxml", str(junit),
-                        *selection], cwd=checkout, capture_output=True, text=True, timeout=timeout, env=environ)
+        proc = subprocess.run([str(env_python(Path(env).absolute())), "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                               "--junitxml", str(junit), *selection],
+                              cwd=checkout, capture_output=True, text=True, timeout=timeout, env=environ)
     except subprocess.TimeoutExpired:
         raise MinreproError(f"upstream tests timed out after {timeout:.0f} s in {env}") from None
     junit.with_suffix(".log").write_text(proc.stdout + proc.stderr, encoding="utf-8")  # for reading failures

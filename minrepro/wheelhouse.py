@@ -21,6 +21,7 @@ from typing import Sequence
 
 from .catalog import load_catalog
 from .errors import MinreproError
+from .upstream import TEST_REQUIREMENTS
 
 DEFAULT_PLATFORMS = ("manylinux_2_28_x86_64", "manylinux_2_27_x86_64", "manylinux_2_24_x86_64",
                      "manylinux_2_17_x86_64", "manylinux2014_x86_64")
@@ -51,11 +52,11 @@ def resolve(requirements: Sequence[str], target: list[str]) -> list[tuple[str, s
 
 def download(pins: Sequence[tuple[str, str]], dest: Path, target: list[str]) -> None:
     for name, version in pins:  # one at a time: two versions of one package cannot share a resolve
-        cmd = [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "-d", str(dest), *target,
-               f"{name}=={version}" if version else name]
+        requirement = f"{name}=={version}" if version else name  # unpinned: the newest
+        cmd = [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "-d", str(dest), *target, requirement]
         proc = subprocess.run(cmd, capture_output=True, text=True)
         if proc.returncode != 0:
-            raise MinreproError(f"cannot download {name}=={version}: {_last_line(proc.stderr)}")
+            raise MinreproError(f"cannot download {requirement}: {_last_line(proc.stderr)}")
 
 
 def slim_wheel(wheel: Path, cuda_versions: Sequence[str]) -> Path:
@@ -102,8 +103,6 @@ def build(dest: Path, sets: Sequence[str], python_version: str, platforms: Seque
 
 
 def _test_requirements() -> list[str]:
-    from .upstream import TEST_REQUIREMENTS
-
     return sorted({r for reqs in TEST_REQUIREMENTS.values() for r in reqs})
 
 
