@@ -115,15 +115,17 @@ def scaled(scenario: Scenario, scale: str) -> Scenario:
 # --- presets: the seeds' scenarios ---------------------------------------------------------------------
 
 GPU_SPLIT = {"model.vision_tower": "cpu", "model.audio_tower": "cpu", "": 0}
+# The CPU-only analogue must name two devices: from_pretrained records `hf_device_map` (which makes PEFT
+# redispatch) only for a multi-device map, and on CPU the other device is disk. Towers or quantized layers
+# on disk fail at load ("... is on the meta device", a separate bug); the tied, unquantized lm_head loads.
+CPU_SPLIT = {"": "cpu", "lm_head": "disk"}
 
 
 def presets(device: str) -> dict[str, Scenario]:
     """The seeds' scenarios; `device` "cuda" gives their GPU/CPU layouts, "cpu" the CPU-only analogues
     (cpu + disk entries, which make PEFT redispatch as the split does)."""
     gpu = device == "cuda"
-    # On a CPU-only box from_pretrained cannot put towers on disk ("... is on the meta device", a separate
-    # bug); {"": "cpu"} still records an hf_device_map with cpu in it, so PEFT redispatches as on the split.
-    split = GPU_SPLIT if gpu else {"": "cpu"}
+    split = GPU_SPLIT if gpu else CPU_SPLIT
     peft_split = GPU_SPLIT if gpu else {"": "cpu", "base_model.model.lm_head": "disk"}
     whole = {"": 0} if gpu else "cpu"
     offload = {"offload_dir": "OFFLOAD"}
@@ -178,7 +180,7 @@ def _gemma4_lines(s: Scenario) -> list[str]:
     classes += ["Gemma4VisionConfig"] * ("vision" in m.towers) + ["Gemma4AudioConfig"] * ("audio" in m.towers)
     classes += ["BitsAndBytesConfig"] * quantized
     peft_names = ["LoraConfig", "get_peft_model"] + (["PeftModel"] if s.peft.call == "from_pretrained" else [])
-    lines += ["import os", "import tempfile", "", "import torch"]
+    lines += ["import fcntl", "import os", "import tempfile", "", "import torch"]
     if s.peft.call == "dispatch_model":
         lines += ["from accelerate import dispatch_model"]
     lines += [f"from peft import {', '.join(sorted(peft_names))}", f"from transformers import {', '.join(sorted(classes))}", ""]
@@ -192,14 +194,17 @@ def _gemma4_lines(s: Scenario) -> list[str]:
               f"lora = LoraConfig(r={s.adapter.r}, lora_alpha={s.adapter.alpha}, target_modules={s.adapter.targets!r}, init_lora_weights=False)",
               "cache = os.environ.get('MINREPRO_SCENARIO_CACHE')  # reuse a checkpoint built for the same model",
               f"root = os.path.join(cache, {key!r}) if cache else tempfile.mkdtemp()",
-              'if not os.path.exists(root + "/adapter/adapter_config.json"):',
-              "    torch.manual_seed(0)",
-              "    torch.set_default_dtype(torch.bfloat16)  # random weights, saved as the checkpoints are",
-              "    model = Gemma4ForConditionalGeneration(config)",
-              '    model.save_pretrained(root + "/base")',
-              '    get_peft_model(model, lora).save_pretrained(root + "/adapter")',
-              "    del model",
-              "    torch.set_default_dtype(torch.float32)"]
+              "os.makedirs(root, exist_ok=True)",
+              'with open(root + "/.build-lock", "w") as lock:  # concurrent runs build a shared checkpoint once',
+              "    fcntl.flock(lock, fcntl.LOCK_EX)",
+              '    if not os.path.exists(root + "/adapter/adapter_config.json"):',
+              "        torch.manual_seed(0)",
+              "        torch.set_default_dtype(torch.bfloat16)  # random weights, saved as the checkpoints are",
+              "        model = Gemma4ForConditionalGeneration(config)",
+              '        model.save_pretrained(root + "/base")',
+              '        get_peft_model(model, lora).save_pretrained(root + "/adapter")',
+              "        del model",
+              "        torch.set_default_dtype(torch.float32)"]
     load = [f'root + "/base"', f"device_map={s.placement.device_map!r}", "dtype=torch.bfloat16"]
     if quantized:
         q = s.quant
