@@ -330,6 +330,9 @@ def cmd_scenario(args: argparse.Namespace) -> int:
 
     env = probe(args.python)
     set_name = load_catalog(args.manifest).detect_set(env.versions)
+    measured = _measured_rows(Path(args.results), env) if args.results and not args.fresh else []
+    if measured:
+        _progress(f"resuming {args.results}: {len(measured)} preset(s) measured there already (--fresh runs them again)")
 
     def record(rows: list[dict]) -> None:
         _progress(f"{rows[-1]['preset']}: {rows[-1]['outcome']} {rows[-1]['headline'][:80]} ({rows[-1]['seconds']:.0f} s)")
@@ -337,11 +340,20 @@ def cmd_scenario(args: argparse.Namespace) -> int:
             write_results(Path(args.results), {"set": None, "scenario_set": set_name, "machine": env.machine,
                                                "gpu": env.gpu, "versions": env.versions, "rows": rows})
 
-    rows = scenario_table(names, args.scale, args.device, env.python, args.timeout, record)
+    rows = scenario_table(names, args.scale, args.device, env.python, args.timeout, record, measured)
     print("| preset | set | scale | outcome | signature | owner | s |\n|---|---|---|---|---|---|---|")
     for r in rows:
         print(f"| {r['preset']} | {set_name} | {r['scale']} | {r['outcome']} | {r['headline'][:90]} | {r['owner']} | {r['seconds']} |")
     return 0
+
+
+def _measured_rows(path: Path, env) -> list[dict]:
+    """Rows of an earlier table in the same environment (versions and machine), for a run cut short to resume."""
+    if not path.is_file():
+        return []
+    doc = json.loads(path.read_text())
+    same = doc.get("versions") == env.versions and doc.get("machine") == env.machine and doc.get("gpu") == env.gpu
+    return doc.get("rows", []) if same else []
 
 
 def cmd_list(args: argparse.Namespace) -> int:
@@ -489,7 +501,9 @@ def build_parser() -> argparse.ArgumentParser:
     scenario.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     scenario.add_argument("--python")
     scenario.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT)
-    scenario.add_argument("--results", help="table: also write the rows as JSON here")
+    scenario.add_argument("--results", help="table: also write the rows as JSON here; presets it holds from the "
+                          "same environment are not run again")
+    scenario.add_argument("--fresh", action="store_true", help="table: run every preset, ignoring rows in --results")
     scenario.set_defaults(func=cmd_scenario)
 
     listing = sub.add_parser("list", help="list catalog cases")

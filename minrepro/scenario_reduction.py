@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from reducers.scenario import Scenario, presets, render, render_build, scaled
+from reducers.scenario import Scenario, checkpoint_key, presets, render, render_build, scaled
 from reducers.scenario_passes import SCENARIO_PASSES
 
 from .errors import MinreproError
@@ -46,7 +46,10 @@ def prebuild(spec: Scenario, directory: Path, python: str) -> float:
     """Build the spec's checkpoint into the shared cache before its timed run (the build is not the bug).
     A build that fails is left to the timed run, which meets the same error and records it."""
     source = render_build(spec)
-    return run_rendered(source, directory, python, BUILD_TIMEOUT).seconds if source else 0.0
+    cache = os.environ.get("MINREPRO_SCENARIO_CACHE")
+    if source is None or (cache and (Path(cache) / checkpoint_key(spec) / "adapter" / "adapter_config.json").is_file()):
+        return 0.0  # a toy, or built already (a process start saved: 15 s on a loaded box)
+    return run_rendered(source, directory, python, BUILD_TIMEOUT).seconds
 
 
 def _digest(source: str) -> str:
@@ -61,14 +64,19 @@ def use_checkpoint_cache(python: str) -> None:
 
 
 def scenario_table(names: list[str], scale: str, device: str, python: str, timeout: float,
-                   on_row: Callable[[list[dict]], None]) -> list[dict]:
+                   on_row: Callable[[list[dict]], None], measured: list[dict] = ()) -> list[dict]:
     """Run each preset once: outcome, signature headline, owner, seconds. `on_row` sees the rows so far after
-    every preset (a table cut short keeps what it measured)."""
+    every preset (a table cut short keeps what it measured); a preset with a row in `measured` (a table cut
+    short before, same environment) keeps that row instead of running again."""
     available = presets(device)
     use_checkpoint_cache(python)
+    before = {r["preset"]: r for r in measured if r["scale"] == scale and r["device"] == device}
     rows: list[dict] = []
     with tempfile.TemporaryDirectory(prefix="minrepro-scenarios-") as tmp:
         for name in names:
+            if name in before:
+                rows.append(before[name])
+                continue
             spec = scaled(available[name], scale)
             build = prebuild(spec, Path(tmp), python)
             result = run_rendered(render(spec), Path(tmp), python, timeout)
@@ -132,7 +140,7 @@ def reduce_scenario(preset: str, scale: str, device: str, opts: ReduceOptions, k
                     log(f"  {scenario_pass.__name__}: accepted ({len(current.splitlines())} lines)")
                     break
     out = opts.out or Path(f"{preset}.min.py")
-    steps_dir = out.resolve().with_suffix(".steps")
+    steps_dir = out.resolve().with_name(out.name.removesuffix(".py").removesuffix(".min") + ".steps")
     final = workdir / "final-spec.py"
     final.write_text(current, encoding="utf-8")
     if keep_steps:

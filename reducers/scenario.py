@@ -157,6 +157,11 @@ def render(scenario: Scenario) -> str:
     return "\n".join(_gemma4_lines(scenario)) + "\n"
 
 
+def checkpoint_key(scenario: Scenario) -> str:
+    """Name of the spec's checkpoint (base + adapter) in the shared cache: the model and the adapter decide it."""
+    return hashlib.sha1(json.dumps([asdict(scenario.model), asdict(scenario.adapter)], sort_keys=True).encode()).hexdigest()[:12]
+
+
 def render_build(scenario: Scenario) -> str | None:
     """The rendering cut after its checkpoint build, or None for a toy (which builds nothing worth caching).
     Run before the timed run, so a build of minutes never counts against a candidate's timeout."""
@@ -198,7 +203,7 @@ def _gemma4_build_lines(s: Scenario) -> list[str]:
         towers.append(f"vision_config=Gemma4VisionConfig(**{VISION[m.tower_scale]!r})")
     if "audio" in m.towers:
         towers.append(f"audio_config=Gemma4AudioConfig(**{AUDIO[m.tower_scale]!r})")
-    key = hashlib.sha1(json.dumps([asdict(m), asdict(s.adapter)], sort_keys=True).encode()).hexdigest()[:12]
+    key = checkpoint_key(s)
     lines += [f"config = Gemma4Config(text_config=Gemma4TextConfig(**{_text_config(m.text)!r}), {', '.join(towers)})".replace(", )", ")"),
               f"lora = LoraConfig(r={s.adapter.r}, lora_alpha={s.adapter.alpha}, target_modules={s.adapter.targets!r}, init_lora_weights=False)",
               "cache = os.environ.get('MINREPRO_SCENARIO_CACHE')  # reuse a checkpoint built for the same model",
