@@ -11,6 +11,7 @@ from typing import Sequence
 
 from . import __version__
 from .catalog import check_case, code_lines, load_catalog
+from .envs import read_marker
 from .errors import MinreproError
 from .harness import check_set, format_table, probe, results_document, run_cases, write_results
 from .matrix import readme_with_matrices, tables, write_matrices
@@ -330,6 +331,8 @@ def cmd_scenario(args: argparse.Namespace) -> int:
 
     env = probe(args.python)
     set_name = load_catalog(args.manifest).detect_set(env.versions)
+    # a minrepro env records the patches applied to it
+    patches = (read_marker(Path(args.python).absolute().parent.parent) or {}).get("patches", []) if args.python else []
     measured = _measured_rows(Path(args.results), env) if args.results and not args.fresh else []
     if measured:
         _progress(f"resuming {args.results}: {len(measured)} preset(s) measured there already (--fresh runs them again)")
@@ -338,7 +341,8 @@ def cmd_scenario(args: argparse.Namespace) -> int:
         _progress(f"{rows[-1]['preset']}: {rows[-1]['outcome']} {rows[-1]['headline'][:80]} ({rows[-1]['seconds']:.0f} s)")
         if args.results:
             write_results(Path(args.results), {"set": None, "scenario_set": set_name, "machine": env.machine,
-                                               "gpu": env.gpu, "versions": env.versions, "rows": rows})
+                                               "gpu": env.gpu, "versions": env.versions, "patches": patches,
+                                               "rows": rows})
 
     rows = scenario_table(names, args.scale, args.device, env.python, args.timeout, record, measured)
     print("| preset | set | scale | outcome | signature | owner | s |\n|---|---|---|---|---|---|---|")
@@ -521,6 +525,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("minrepro: interrupted", file=sys.stderr)
         return 130
+    except OSError as exc:  # a full disk or a vanished directory: say so in a line; state written so far is kept
+        print(f"minrepro: error: {exc}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":
