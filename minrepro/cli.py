@@ -339,10 +339,12 @@ def cmd_scenario(args: argparse.Namespace) -> int:
 
     def record(rows: list[dict]) -> None:
         _progress(f"{rows[-1]['preset']}: {rows[-1]['outcome']} {rows[-1]['headline'][:80]} ({rows[-1]['seconds']:.0f} s)")
-        if args.results:
+        if args.results:  # rows of presets not asked for this time stay in the file
+            kept = [r for r in measured if r["preset"] not in names]
+            order = {name: i for i, name in enumerate(available)}
             write_results(Path(args.results), {"set": None, "scenario_set": set_name, "machine": env.machine,
                                                "gpu": env.gpu, "versions": env.versions, "patches": patches,
-                                               "rows": rows})
+                                               "rows": sorted(kept + rows, key=lambda r: order.get(r["preset"], len(order)))})
 
     rows = scenario_table(names, args.scale, args.device, env.python, args.timeout, record, measured)
     print("| preset | set | scale | outcome | signature | owner | s |\n|---|---|---|---|---|---|---|")

@@ -138,7 +138,7 @@ class ForkServerExecutor:
 
     def __init__(self, python: str | None = None, preload: Sequence[str] = (), jobs: int = 1):
         self.jobs = max(1, jobs)
-        self._tmp = tempfile.TemporaryDirectory(prefix="minrepro-fork-")
+        self._tmp = tempfile.TemporaryDirectory(prefix="minrepro-fork-", ignore_cleanup_errors=True)
         self._log = open(Path(self._tmp.name) / "server.log", "wb")
         self.proc = _start_worker(resolve_python(python), "fork", preload, self._log)
         self._lines = _Lines(self.proc.stdout.fileno())
@@ -190,7 +190,7 @@ class WarmPoolExecutor:
 
     def __init__(self, python: str | None = None, preload: Sequence[str] = (), jobs: int = 1):
         self.python, self.preload, self.jobs = resolve_python(python), list(preload), max(1, jobs)
-        self._tmp = tempfile.TemporaryDirectory(prefix="minrepro-pool-")
+        self._tmp = tempfile.TemporaryDirectory(prefix="minrepro-pool-", ignore_cleanup_errors=True)
         self._log = open(Path(self._tmp.name) / "workers.log", "wb")
         self._idle = [self._spawn() for _ in range(self.jobs)]
 

@@ -145,6 +145,8 @@ def presets(device: str) -> dict[str, Scenario]:
         "broad-targets": Scenario("broad-targets", placement=PlacementSpec(whole), adapter=AdapterSpec(targets=BROAD_TARGETS),
                                   action="forward"),
         "merge-parity": Scenario("merge-parity", placement=PlacementSpec(whole), action="parity"),
+        # the seeds' control for F: the same merge into a bf16 base (its error is the floor the check can see)
+        "merge-parity-bf16": Scenario("merge-parity-bf16", quant=None, placement=PlacementSpec(whole), action="parity"),
         "dequantize-merge": Scenario("dequantize-merge", placement=PlacementSpec(whole), action="dequantize_merge"),
     }
 
