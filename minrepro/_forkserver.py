@@ -96,12 +96,28 @@ def serve():
                 _fork(json.loads(line))
 
 
+def _reseed():
+    """Give a forked child the fresh random state a new interpreter gets (torch, random and numpy seed from the
+    OS at start). Inherited, every child would draw the same "random" weights: a script that lost its
+    manual_seed line would look deterministic here and then not reproduce in a cold run."""
+    import random
+
+    random.seed()
+    numpy = sys.modules.get("numpy")
+    if numpy is not None:
+        numpy.random.seed()
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        torch.seed()  # CUDA is not initialized in the server, so its generators seed on first use as usual
+
+
 def _fork(job):
     pid = os.fork()
     if pid == 0:
         os.setsid()  # its own group: the client kills the child and anything it spawned together
         signal.set_wakeup_fd(-1)
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        _reseed()
         _run_job(job)
     _emit({"id": job["id"], "pid": pid})
 
