@@ -314,6 +314,8 @@ def cmd_scenario(args: argparse.Namespace) -> int:
     from reducers.scenario import presets, render, scaled
 
     available = presets(args.device)
+    if args.action == "matrix":
+        return _scenario_matrix(args)
     if args.action == "list":
         for name, spec in available.items():
             print(f"{name:22} {spec.peft.call:16} {spec.action:17} device_map={spec.placement.device_map}")
@@ -350,6 +352,22 @@ def cmd_scenario(args: argparse.Namespace) -> int:
     print("| preset | set | scale | outcome | signature | owner | s |\n|---|---|---|---|---|---|---|")
     for r in rows:
         print(f"| {r['preset']} | {set_name} | {r['scale']} | {r['outcome']} | {r['headline'][:90]} | {r['owner']} | {r['seconds']} |")
+    return 0
+
+
+def _scenario_matrix(args: argparse.Namespace) -> int:
+    """Print the seed-scenario tables from recorded results, or write them into the README's block."""
+    from . import scenario_matrix
+
+    source = Path(args.source)
+    if not source.is_dir():
+        raise MinreproError(f"{source} is not a directory of scenario results")
+    catalog = load_catalog(args.manifest)
+    if args.readme:
+        scenario_matrix.write_readme(source, catalog, Path(args.readme))
+        print(f"scenario tables written to {args.readme}", file=sys.stderr)
+    else:
+        print(scenario_matrix.render(source, catalog))
     return 0
 
 
@@ -501,7 +519,7 @@ def build_parser() -> argparse.ArgumentParser:
     report.set_defaults(func=cmd_report)
 
     scenario = sub.add_parser("scenario", help="the seeds' Gemma 4 scenarios as specs: list, render, run")
-    scenario.add_argument("action", choices=["list", "render", "table"])
+    scenario.add_argument("action", choices=["list", "render", "table", "matrix"])
     scenario.add_argument("presets", nargs="*", metavar="PRESET")
     scenario.add_argument("--scale", default="tiny", choices=["tiny", "e2b", "e4b"])
     scenario.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
@@ -510,6 +528,9 @@ def build_parser() -> argparse.ArgumentParser:
     scenario.add_argument("--results", help="table: also write the rows as JSON here; presets it holds from the "
                           "same environment are not run again")
     scenario.add_argument("--fresh", action="store_true", help="table: run every preset, ignoring rows in --results")
+    scenario.add_argument("--from", dest="source", default="results/scenarios",
+                          help="matrix: the recorded tables and reductions")
+    scenario.add_argument("--readme", help="matrix: write the tables into this README's scenarios block")
     scenario.set_defaults(func=cmd_scenario)
 
     listing = sub.add_parser("list", help="list catalog cases")

@@ -151,6 +151,40 @@ def presets(device: str) -> dict[str, Scenario]:
     }
 
 
+# --- what the seeds reported, per preset --------------------------------------------------------------
+
+@dataclass(frozen=True)
+class SeedReport:
+    """What the seeds (and NOTES' version history) say a preset does. `expect` maps "set" or "set/scale" to a
+    regex over the failure headline, or "pass"; `case` is the catalog case of the same family."""
+    source: str
+    family: str
+    case: str | None
+    expect: dict[str, str]
+
+    def expected(self, set_name: str, scale: str) -> str | None:
+        return self.expect.get(f"{set_name}/{scale}", self.expect.get(set_name))
+
+
+_R03 = {"pinned": r"_is_hf_initialized|offset\.item", "newest": r"offset\.item|Cannot copy out of meta"}
+SEED_REPORTS: dict[str, SeedReport] = {
+    "r05-all-gpu": SeedReport("seed R05 (everything on GPU)", "-", None, {"pinned": "pass", "newest": "pass"}),
+    **{name: SeedReport("seed R03 (split + PeftModel.from_pretrained); newest: B fixed, then A", "B, A", None, _R03)
+       for name in ("r03-split", "r03-split-no-dq", "r03-split-peft-1GiB", "r03-split-peft-200MiB")},
+    "r06-peft-device-map": SeedReport("seed R06 (PEFT device_map); C fixed in transformers 5.23", "C", "gemma4-shared-kv-keyerror",
+                                      {"pinned": r"^KeyError: \d+$", "pinned/e2b": r"^KeyError: 13$",
+                                       "pinned/e4b": r"^KeyError: 22$", "newest": "pass"}),
+    "broad-targets": SeedReport("seeds: broad target list", "D", "gemma4-clippable-linear-target",
+                                {s: r"Target module Gemma4ClippableLinear\(" for s in ("pinned", "newest")}),
+    "merge-parity": SeedReport("seeds: merge into 4-bit", "F", "lora-4bit-merge-parity",
+                               {s: "diverges from the adapter output" for s in ("pinned", "newest")}),
+    "merge-parity-bf16": SeedReport("seeds: the same merge into bf16 matches", "F (control)", None,
+                                    {"pinned": "pass", "newest": "pass"}),
+    "dequantize-merge": SeedReport("seeds: dequantize() then merge", "G", "dequantize-merge-quant-state",
+                                   {s: r"has no attribute 'quant_state'" for s in ("pinned", "newest")}),
+}
+
+
 # --- rendering -----------------------------------------------------------------------------------------
 
 def render(scenario: Scenario) -> str:

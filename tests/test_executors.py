@@ -69,3 +69,18 @@ def test_what_one_candidate_writes_cannot_feed_the_next(tmp_path, make):
         executor.close()
     assert first.raw_headline == second.raw_headline == "RuntimeError: seen=False"
     assert not (tmp_path / "marker").exists()  # nothing lands in the user's directory
+
+
+def test_fork_server_children_draw_fresh_random_state(tmp_path):
+    # Inherited, every child would draw the same weights: a script that lost its manual_seed line would look
+    # deterministic here and not reproduce cold. (random and numpy reseed themselves after a fork; torch does not.)
+    pytest.importorskip("torch")
+    script = tmp_path / "draw.py"
+    script.write_text("import string, torch\nletters = string.ascii_letters\n"
+                      "raise RuntimeError(''.join(letters[int(i)] for i in torch.randint(0, 52, (12,))))\n")
+    executor = ForkServerExecutor(None, ["torch"], 1)
+    try:
+        first, second = executor.run_many([script, script], 60)
+    finally:
+        executor.close()
+    assert first.signature.message != second.signature.message

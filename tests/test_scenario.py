@@ -53,3 +53,36 @@ def test_tail_of_means_entered_lower_down():
     own = Signature("exception", "AssertionError", "diverges", ())  # raised by the script itself
     assert Signature("exception", "AssertionError", "diverges", ()).is_tail_of(own)
     assert not Signature("exception", "AssertionError", "diverges", frames[3:]).is_tail_of(own)
+
+
+@pytest.mark.parametrize("device", ["cpu", "cuda"])
+def test_build_script_is_the_renderings_prefix_and_names_its_cache_entry(device):
+    from reducers.scenario import checkpoint_key, render_build
+
+    for spec in presets(device).values():
+        build, full = render_build(spec), render(spec)
+        ast.parse(build)
+        assert full.startswith(build) and len(full) > len(build)
+        assert repr(checkpoint_key(spec)) in build
+    toy = Scenario("toy", model=presets(device)["r06-peft-device-map"].model.__class__(kind="shared_kv"))
+    assert render_build(toy) is None
+
+
+def test_cpu_split_names_two_devices():
+    # a single-device map records no hf_device_map, so PEFT would never redispatch (r06 passed at tiny for that)
+    for name, spec in presets("cpu").items():
+        device_map = spec.placement.device_map
+        if name.startswith(("r03", "r06")):
+            assert isinstance(device_map, dict) and len(set(device_map.values())) > 1, name
+
+
+def test_a_table_resumes_from_rows_already_measured(monkeypatch):
+    from minrepro import scenario_reduction
+
+    monkeypatch.setattr(scenario_reduction, "run_rendered", lambda *a, **k: pytest.fail("ran a measured preset"))
+    monkeypatch.setattr(scenario_reduction, "prebuild", lambda *a, **k: pytest.fail("built a measured preset"))
+    measured = [{"preset": "r05-all-gpu", "scale": "tiny", "device": "cpu", "outcome": "pass", "headline": "",
+                 "owner": "", "seconds": 1.0}]
+    seen = []
+    rows = scenario_reduction.scenario_table(["r05-all-gpu"], "tiny", "cpu", "python3", 10, seen.append, measured)
+    assert rows == measured and not seen
