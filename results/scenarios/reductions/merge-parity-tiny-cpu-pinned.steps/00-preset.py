@@ -3,6 +3,7 @@
 # dependencies = ["torch", "transformers", "peft", "accelerate", "bitsandbytes"]
 # ///
 """Scenario merge-parity (rendered by minrepro from a scenario spec): Gemma 4 (4 layers, hidden 64, towers vision, audio), 4-bit, device_map 'cpu', from_pretrained, then parity."""
+import fcntl
 import os
 import tempfile
 
@@ -14,14 +15,18 @@ config = Gemma4Config(text_config=Gemma4TextConfig(**{'hidden_size': 64, 'interm
 lora = LoraConfig(r=8, lora_alpha=16, target_modules='.*language_model.*\\.(q_proj|k_proj|v_proj|o_proj|gate_proj|up_proj|down_proj)|.*(vision_tower|audio_tower).*\\.(q_proj|k_proj|v_proj|o_proj)\\.linear', init_lora_weights=False)
 cache = os.environ.get('MINREPRO_SCENARIO_CACHE')  # reuse a checkpoint built for the same model
 root = os.path.join(cache, '5cbf62547cc7') if cache else tempfile.mkdtemp()
-if not os.path.exists(root + "/adapter/adapter_config.json"):
-    torch.manual_seed(0)
-    torch.set_default_dtype(torch.bfloat16)  # random weights, saved as the checkpoints are
-    model = Gemma4ForConditionalGeneration(config)
-    model.save_pretrained(root + "/base")
-    get_peft_model(model, lora).save_pretrained(root + "/adapter")
-    del model
-    torch.set_default_dtype(torch.float32)
+os.makedirs(root, exist_ok=True)
+with open(root + "/.build-lock", "w") as lock:  # concurrent runs build a shared checkpoint once
+    fcntl.flock(lock, fcntl.LOCK_EX)
+    if not os.path.exists(root + "/adapter/adapter_config.json"):
+        torch.manual_seed(0)
+        torch.set_default_dtype(torch.bfloat16)  # random weights, saved as the checkpoints are
+        with torch.device("cuda" if torch.cuda.is_available() else "cpu"):  # an E2B init on CPU takes minutes
+            model = Gemma4ForConditionalGeneration(config)
+        model.save_pretrained(root + "/base")
+        get_peft_model(model, lora).save_pretrained(root + "/adapter")
+        del model
+        torch.set_default_dtype(torch.float32)
 quant = BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type='nf4', bnb_4bit_use_double_quant=True, bnb_4bit_compute_dtype=torch.bfloat16, llm_int8_enable_fp32_cpu_offload=True)
 base = Gemma4ForConditionalGeneration.from_pretrained(root + "/base", device_map='cpu', dtype=torch.bfloat16, quantization_config=quant)
 model = PeftModel.from_pretrained(base, root + "/adapter")

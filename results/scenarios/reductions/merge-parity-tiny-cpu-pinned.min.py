@@ -1,4 +1,4 @@
-# Reduced by minrepro from final-spec.py: 30 -> 17 code lines.
+# Reduced by minrepro from final-spec.py: 35 -> 17 code lines.
 # Failure: AssertionError: merge into <num>-bit diverges from the adapter output: relative error <num>
 import tempfile
 import torch
