@@ -363,7 +363,11 @@ def _scenario_matrix(args: argparse.Namespace) -> int:
     if not source.is_dir():
         raise MinreproError(f"{source} is not a directory of scenario results")
     catalog = load_catalog(args.manifest)
-    if args.readme:
+    if args.readme and args.check:
+        readme = Path(args.readme)
+        if scenario_matrix.readme_with_tables(source, catalog, readme) != readme.read_text(encoding="utf-8"):
+            raise MinreproError(f"{readme}'s scenario tables are stale: run `minrepro scenario matrix --readme {readme}`")
+    elif args.readme:
         scenario_matrix.write_readme(source, catalog, Path(args.readme))
         print(f"scenario tables written to {args.readme}", file=sys.stderr)
     else:
@@ -531,6 +535,7 @@ def build_parser() -> argparse.ArgumentParser:
     scenario.add_argument("--from", dest="source", default="results/scenarios",
                           help="matrix: the recorded tables and reductions")
     scenario.add_argument("--readme", help="matrix: write the tables into this README's scenarios block")
+    scenario.add_argument("--check", action="store_true", help="matrix: fail if the README's block is not up to date")
     scenario.set_defaults(func=cmd_scenario)
 
     listing = sub.add_parser("list", help="list catalog cases")

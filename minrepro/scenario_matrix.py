@@ -107,6 +107,9 @@ def render(directory: Path, catalog: Catalog) -> str:
             + reduction_table(reduction_rows(directory / "reductions", catalog)))
 
 
+def readme_with_tables(directory: Path, catalog: Catalog, readme: Path) -> str:
+    return _replace_block(readme, readme.read_text(encoding="utf-8"), render(directory, catalog), BEGIN, END)
+
+
 def write_readme(directory: Path, catalog: Catalog, readme: Path) -> None:
-    text = readme.read_text(encoding="utf-8")
-    readme.write_text(_replace_block(readme, text, render(directory, catalog), BEGIN, END), encoding="utf-8")
+    readme.write_text(readme_with_tables(directory, catalog, readme), encoding="utf-8")

@@ -91,6 +91,18 @@ def test_readme_matrix_is_generated_from_recorded_results():
     assert main(["matrix", "--results", str(ROOT / "results"), "--readme", str(ROOT / "README.md"), "--check"]) == 0
 
 
+def test_readme_scenario_tables_are_generated_from_recorded_results():
+    assert main(["scenario", "matrix", "--from", str(ROOT / "results" / "scenarios"), "--readme", str(ROOT / "README.md"),
+                 "--check"]) == 0
+
+
+def test_an_os_error_is_one_line(tmp_path, capsys):
+    # a full disk or a missing directory: a line, not a traceback
+    assert main(["matrix", "--readme", str(tmp_path / "missing" / "README.md")]) == 1
+    err = capsys.readouterr().err.strip()
+    assert "No such file" in err and len(err.splitlines()) == 1 and "Traceback" not in err
+
+
 def test_console_entry_point_runs():
     proc = subprocess.run([sys.executable, "-m", "minrepro", "list"], capture_output=True, text=True, cwd=ROOT)
     assert proc.returncode == 0 and "quant-state-meta-item" in proc.stdout
