@@ -335,7 +335,7 @@ def cmd_scenario(args: argparse.Namespace) -> int:
     set_name = load_catalog(args.manifest).detect_set(env.versions)
     # a minrepro env records the patches applied to it
     patches = (read_marker(Path(args.python).absolute().parent.parent) or {}).get("patches", []) if args.python else []
-    measured = _measured_rows(Path(args.results), env) if args.results and not args.fresh else []
+    measured = _measured_rows(Path(args.results), env, patches) if args.results and not args.fresh else []
     if measured:
         _progress(f"resuming {args.results}: {len(measured)} preset(s) measured there already (--fresh runs them again)")
 
@@ -375,12 +375,13 @@ def _scenario_matrix(args: argparse.Namespace) -> int:
     return 0
 
 
-def _measured_rows(path: Path, env) -> list[dict]:
-    """Rows of an earlier table in the same environment (versions and machine), for a run cut short to resume."""
+def _measured_rows(path: Path, env, patches: list[str]) -> list[dict]:
+    """Rows of an earlier table in the same environment (versions, machine, patches), for a run cut short."""
     if not path.is_file():
         return []
     doc = json.loads(path.read_text())
-    same = doc.get("versions") == env.versions and doc.get("machine") == env.machine and doc.get("gpu") == env.gpu
+    same = (doc.get("versions"), doc.get("machine"), doc.get("gpu"), doc.get("patches", [])) == (
+        env.versions, env.machine, env.gpu, patches)
     return doc.get("rows", []) if same else []
 
 
