@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from reducers.scenario import Scenario, checkpoint_key, presets, render, render_build, scaled
+from reducers.scenario import BUILT, Scenario, checkpoint_key, presets, render, render_build, scaled
 from reducers.scenario_passes import SCENARIO_PASSES
 
 from .errors import MinreproError
@@ -47,8 +47,8 @@ def prebuild(spec: Scenario, directory: Path, python: str) -> float:
     A build that fails is left to the timed run, which meets the same error and records it."""
     source = render_build(spec)
     cache = os.environ.get("MINREPRO_SCENARIO_CACHE")
-    if source is None or (cache and (Path(cache) / checkpoint_key(spec) / "adapter" / "adapter_config.json").is_file()):
-        return 0.0  # a toy, or built already (a process start saved: 15 s on a loaded box)
+    if source is None or (cache and (Path(cache) / checkpoint_key(spec) / BUILT).is_file()):
+        return 0.0  # cheap enough to build in the run, or built already (a process start saved: 15 s on a loaded box)
     return run_rendered(source, directory, python, BUILD_TIMEOUT).seconds
 
 

@@ -198,10 +198,15 @@ def checkpoint_key(scenario: Scenario) -> str:
     return hashlib.sha1(json.dumps([asdict(scenario.model), asdict(scenario.adapter)], sort_keys=True).encode()).hexdigest()[:12]
 
 
+BUILT = "adapter/adapter_config.json"  # written last by a build: its presence under the cache key means built
+
+
 def render_build(scenario: Scenario) -> str | None:
-    """The rendering cut after its checkpoint build, or None for a toy (which builds nothing worth caching).
-    Run before the timed run, so a build of minutes never counts against a candidate's timeout."""
-    if scenario.model.kind != "gemma4":
+    """The rendering cut after its checkpoint build, run before the timed run so that a build of minutes never
+    counts against a candidate's timeout. None where the build is cheap enough to stay in the run: a toy, or
+    tiny dimensions (a second of work; a separate process would import torch once more per candidate)."""
+    m = scenario.model
+    if m.kind != "gemma4" or (m.text == TINY_TEXT and m.tower_scale == "tiny"):
         return None
     return "\n".join(_gemma4_build_lines(scenario)) + "\n"
 
@@ -247,7 +252,7 @@ def _gemma4_build_lines(s: Scenario) -> list[str]:
               "os.makedirs(root, exist_ok=True)",
               'with open(root + "/.build-lock", "w") as lock:  # concurrent runs build a shared checkpoint once',
               "    fcntl.flock(lock, fcntl.LOCK_EX)",
-              '    if not os.path.exists(root + "/adapter/adapter_config.json"):',
+              f'    if not os.path.exists(root + "/{BUILT}"):',
               "        torch.manual_seed(0)",
               "        torch.set_default_dtype(torch.bfloat16)  # random weights, saved as the checkpoints are",
               '        with torch.device("cuda" if torch.cuda.is_available() else "cpu"):  # an E2B init on CPU takes minutes',
