@@ -97,15 +97,9 @@ def serve():
 
 
 def _reseed():
-    """Give a forked child the fresh random state a new interpreter gets (torch, random and numpy seed from the
-    OS at start). Inherited, every child would draw the same "random" weights: a script that lost its
-    manual_seed line would look deterministic here and then not reproduce in a cold run."""
-    import random
-
-    random.seed()
-    numpy = sys.modules.get("numpy")
-    if numpy is not None:
-        numpy.random.seed()
+    """Give a forked child a fresh torch seed, as a new interpreter gets. Inherited, every child would draw the
+    same "random" weights: a script that lost its manual_seed line would look deterministic here and then not
+    reproduce cold. (random and numpy reseed themselves after a fork; torch does not.)"""
     torch = sys.modules.get("torch")
     if torch is not None:
         torch.seed()  # CUDA is not initialized in the server, so its generators seed on first use as usual

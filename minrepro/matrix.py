@@ -90,7 +90,7 @@ def tables(catalog: Catalog, results_dir: Path) -> tuple[str, str]:
 def readme_with_matrices(catalog: Catalog, results_dir: Path, readme: Path) -> str:
     text = readme.read_text(encoding="utf-8")
     for table, (begin, end) in zip(tables(catalog, results_dir), ((BEGIN, END), (PATCHED_BEGIN, PATCHED_END))):
-        text = _replace_block(readme, text, table, begin, end)
+        text = replace_block(readme, text, table, begin, end)
     return text
 
 
@@ -98,7 +98,7 @@ def write_matrices(catalog: Catalog, results_dir: Path, readme: Path) -> None:
     readme.write_text(readme_with_matrices(catalog, results_dir, readme), encoding="utf-8")
 
 
-def _replace_block(readme: Path, text: str, table: str, begin: str, end_marker: str) -> str:
+def replace_block(readme: Path, text: str, table: str, begin: str, end_marker: str) -> str:
     """The text with the block between the markers replaced by ``table``."""
     start, end = text.find(begin), text.find(end_marker)
     if start < 0 or end < start:
