@@ -11,7 +11,7 @@ from typing import Sequence
 
 from . import __version__
 from .catalog import check_case, code_lines, load_catalog
-from .envs import read_marker
+from .envs import env_of, read_marker
 from .errors import MinreproError
 from .harness import check_set, format_table, probe, results_document, run_cases, write_results
 from .matrix import readme_with_matrices, tables, write_matrices
@@ -313,9 +313,11 @@ def _reduce_scenario(args: argparse.Namespace) -> int:
 def cmd_scenario(args: argparse.Namespace) -> int:
     from reducers.scenario import presets, render, scaled
 
-    available = presets(args.device)
     if args.action == "matrix":
         return _scenario_matrix(args)
+    if args.readme or args.check:
+        raise MinreproError("--readme and --check are for `minrepro scenario matrix`")
+    available = presets(args.device)
     if args.action == "list":
         for name, spec in available.items():
             print(f"{name:22} {spec.peft.call:16} {spec.action:17} device_map={spec.placement.device_map}")
@@ -334,7 +336,7 @@ def cmd_scenario(args: argparse.Namespace) -> int:
     env = probe(args.python)
     set_name = load_catalog(args.manifest).detect_set(env.versions)
     # a minrepro env records the patches applied to it
-    patches = (read_marker(Path(args.python).absolute().parent.parent) or {}).get("patches", []) if args.python else []
+    patches = (read_marker(env_of(args.python)) or {}).get("patches", []) if args.python else []
     measured = _measured_rows(Path(args.results), env, patches) if args.results and not args.fresh else []
     if measured:
         _progress(f"resuming {args.results}: {len(measured)} preset(s) measured there already (--fresh runs them again)")
@@ -359,6 +361,10 @@ def _scenario_matrix(args: argparse.Namespace) -> int:
     """Print the seed-scenario tables from recorded results, or write them into the README's block."""
     from . import scenario_matrix
 
+    if args.presets:
+        raise MinreproError("scenario matrix takes no presets: it renders every table recorded under --from")
+    if args.check and not args.readme:
+        raise MinreproError("--check needs --readme (the README whose block it compares)")
     source = Path(args.source)
     if not source.is_dir():
         raise MinreproError(f"{source} is not a directory of scenario results")

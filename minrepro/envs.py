@@ -32,6 +32,11 @@ def env_python(env: Path) -> Path:
     return env / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
 
 
+def env_of(python: str | Path) -> Path:
+    """The environment an interpreter path belongs to (the inverse of `env_python`)."""
+    return Path(python).absolute().parent.parent
+
+
 def read_marker(env: Path) -> dict[str, Any] | None:
     try:
         return json.loads((Path(env) / MARKER).read_text(encoding="utf-8"))

@@ -52,6 +52,11 @@ def prebuild(spec: Scenario, directory: Path, python: str) -> float:
     return run_rendered(source, directory, python, BUILD_TIMEOUT).seconds
 
 
+def steps_dir_of(out: Path) -> Path:
+    """Where `--keep-steps` puts the accepted steps of a reduction written to `out` (X.min.py: X.steps)."""
+    return out.with_name(out.name.removesuffix(".py").removesuffix(".min") + ".steps")
+
+
 def _digest(source: str) -> str:
     return hashlib.sha1(source.encode()).hexdigest()[:16]
 
@@ -140,7 +145,7 @@ def reduce_scenario(preset: str, scale: str, device: str, opts: ReduceOptions, k
                     log(f"  {scenario_pass.__name__}: accepted ({len(current.splitlines())} lines)")
                     break
     out = opts.out or Path(f"{preset}.min.py")
-    steps_dir = out.resolve().with_name(out.name.removesuffix(".py").removesuffix(".min") + ".steps")
+    steps_dir = steps_dir_of(out.resolve())
     final = workdir / "final-spec.py"
     final.write_text(current, encoding="utf-8")
     if keep_steps:

@@ -64,6 +64,9 @@ def test_results_file_feeds_the_matrix(manifest, tmp_path, capsys):
     (["run", "no-such-case"], "unknown case id: no-such-case"),
     (["run", "--python", "/nonexistent/python"], "interpreter not found"),
     (["--manifest", "/nonexistent/catalog.toml", "list"], "cannot read manifest"),
+    (["scenario", "matrix", "r06-peft-device-map"], "scenario matrix takes no presets"),
+    (["scenario", "matrix", "--check"], "--check needs --readme"),
+    (["scenario", "list", "--readme", "README.md"], "are for `minrepro scenario matrix`"),
 ])
 def test_bad_input_is_one_line(argv, message, capsys):
     assert main(argv) == 2
