@@ -19,8 +19,8 @@ import nox
 
 ROOT = Path(__file__).parent
 sys.path.insert(0, str(ROOT))
-from minrepro.catalog import load_catalog  # noqa: E402  (the manifest is the single source of versions)
-from minrepro.envs import CPU_TORCH, SYSTEM_SITE_PTH, torch_site  # noqa: E402
+from minrepro.catalog.manifest import load_catalog  # noqa: E402  (the manifest is the single source of versions)
+from minrepro.envs.venvs import CPU_TORCH, SYSTEM_SITE_PTH, torch_site  # noqa: E402
 
 nox.options.sessions = ["minrepro", "tests"]
 nox.options.default_venv_backend = "virtualenv"

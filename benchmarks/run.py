@@ -28,10 +28,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from minrepro.catalog import code_lines  # noqa: E402
-from minrepro.executors import ForkServerExecutor, WarmPoolExecutor  # noqa: E402
-from minrepro.oracle import Cache, SignatureOracle  # noqa: E402
-from minrepro.runner import run_script  # noqa: E402
+from minrepro.catalog.manifest import code_lines  # noqa: E402
+from minrepro.harness.executors import ForkServerExecutor, WarmPoolExecutor  # noqa: E402
+from minrepro.harness.oracle import Cache, SignatureOracle  # noqa: E402
+from minrepro.harness.runner import run_script  # noqa: E402
 
 SCRIPTS = ROOT / "benchmarks" / "scripts"
 LIBRARIES = ["torch", "transformers", "accelerate", "peft", "bitsandbytes"]

@@ -1,6 +1,9 @@
-"""The search side of minrepro: reduction passes and the driver that applies them."""
+"""The search side of minrepro (installed as `minrepro.reducers`): passes that propose smaller programs and the
+driver that applies them. It never runs code and imports nothing from the rest of minrepro: an oracle is any
+`test_many(sources) -> list[bool]` (the Lithium seam)."""
 
 from .passes import FINAL_PASSES, PASSES
-from .search import Problem, normalize, reduce_source
+from .search import Problem, TestMany, reduce_source
+from .source import code_lines, normalize
 
-__all__ = ["FINAL_PASSES", "PASSES", "Problem", "normalize", "reduce_source"]
+__all__ = ["FINAL_PASSES", "PASSES", "Problem", "TestMany", "code_lines", "normalize", "reduce_source"]

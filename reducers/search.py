@@ -10,15 +10,10 @@ import hashlib
 import random
 from typing import Callable, Iterable, Sequence
 
-from minrepro.catalog import code_lines
+from .source import code_lines, normalize
 
 TestMany = Callable[[list[str]], list[bool]]
 MAX_ROUNDS = 50
-
-
-def normalize(source: str) -> str:
-    """The canonical text of a program (what every candidate is compared and rendered as)."""
-    return ast.unparse(ast.parse(source)) + "\n"
 
 
 def _normalized(source: str) -> str | None:

@@ -9,8 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from packaging.version import Version
 
-from minrepro.bisection import Judge, first_flip, minimal_upgrades
-from minrepro.catalog import MANIFEST, load_catalog, record_fixed_in
+from minrepro.reports.bisect import Judge, first_flip, minimal_upgrades
+from minrepro.catalog.manifest import MANIFEST, load_catalog, record_fixed_in
 
 
 @settings(max_examples=200, deadline=None)

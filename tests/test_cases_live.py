@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import pytest
 
-from minrepro.catalog import load_catalog
-from minrepro.harness import probe, run_cases
+from minrepro.catalog.manifest import load_catalog
+from minrepro.harness.probe import probe
+from minrepro.catalog.run import run_cases
 
 CATALOG = load_catalog()
 

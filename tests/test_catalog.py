@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from minrepro.catalog import (
+from minrepro.catalog.manifest import (
     CASES_DIR,
     check_case,
     code_lines,
@@ -16,7 +16,7 @@ from minrepro.catalog import (
     script_metadata,
 )
 from minrepro.errors import MinreproError
-from minrepro.signature import parse_traceback
+from minrepro.harness.signature import parse_traceback
 
 CATALOG = load_catalog()
 FAMILIES_REQUIRED = {"A", "A'", "B", "C", "D", "E", "F", "G"}
@@ -127,8 +127,8 @@ def test_no_module_shadows_the_standard_library():
 
 
 def test_cpu_only_cases_are_skipped_where_cuda_is_present():
-    from minrepro.catalog import load_catalog
-    from minrepro.harness import Environment, skip_reason
+    from minrepro.catalog.manifest import load_catalog
+    from minrepro.catalog.run import Environment, skip_reason
 
     [case] = load_catalog().select(["linear4bit-cpu-repack-rewrite"])
     gpu_box = Environment("python", "3.12", {}, True, "H100", ("avx512_bf16",))
@@ -140,8 +140,8 @@ def test_cpu_only_cases_are_skipped_where_cuda_is_present():
 
 
 def test_matrix_applies_todays_skip_rules_to_recorded_results():
-    from minrepro.catalog import load_catalog
-    from minrepro.matrix import _cell
+    from minrepro.catalog.manifest import load_catalog
+    from minrepro.catalog.matrix import _cell
 
     [case] = load_catalog().select(["linear4bit-cpu-repack-rewrite"])
     entry = {"case": case.id, "observed": "pass"}
@@ -155,8 +155,8 @@ def test_matrix_applies_todays_skip_rules_to_recorded_results():
 
 
 def test_fail_other_is_declared_and_checked_as_such():
-    from minrepro.harness import verdict
-    from minrepro.proof import ProofRow, _verdict
+    from minrepro.catalog.run import verdict
+    from minrepro.catalog.proof import ProofRow, _verdict
 
     assert verdict("fail-other", "fail-other") == "as declared"
     assert verdict("fail-other", "fail") == "differs" and verdict("fail-other", "pass") == "differs"

@@ -13,7 +13,7 @@ import pytest
 from minrepro.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
-SETS = (ROOT / "minrepro/cases/catalog.toml").read_text().split("[[case]]")[0]
+SETS = (ROOT / "minrepro/envs/sets.toml").read_text()
 
 
 def _case(case_id: str, script: str, signature: str) -> str:

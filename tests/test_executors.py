@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from minrepro.executors import ColdExecutor, ForkServerExecutor, WarmPoolExecutor
+from minrepro.harness.executors import ColdExecutor, ForkServerExecutor, WarmPoolExecutor
 
 SCRIPTS = {
     "library": "from packaging.version import Version\nVersion('x y')\n",

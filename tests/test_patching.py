@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from minrepro import envs, patching
-from minrepro.catalog import load_catalog
+from minrepro.envs import patching, venvs as envs
+from minrepro.catalog.manifest import load_catalog
 from minrepro.errors import MinreproError
 
 needs_gnu_patch = pytest.mark.skipif(shutil.which("patch") is None, reason="GNU patch not installed")

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from minrepro.cli import main
-from minrepro.runner import run_script
+from minrepro.harness.runner import run_script
 
 DECOY = '''\
 """A user script with noise around one library failure, and a decoy."""

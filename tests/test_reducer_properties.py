@@ -6,11 +6,11 @@ import ast
 
 from hypothesis import given, settings, strategies as st
 
-from minrepro.runner import RunResult
-from minrepro.oracle import Cache, SignatureOracle
-from minrepro.signature import Frame, Signature
-from reducers import FINAL_PASSES, PASSES, Problem, reduce_source
-from reducers.passes import delete_statements
+from minrepro.harness.runner import RunResult
+from minrepro.harness.oracle import Cache, SignatureOracle
+from minrepro.harness.signature import Frame, Signature
+from minrepro.reducers import FINAL_PASSES, PASSES, Problem, reduce_source
+from minrepro.reducers.passes import delete_statements
 
 
 def _statements(source: str) -> set[str]:
@@ -81,8 +81,8 @@ def test_oracle_never_accepts_a_different_signature(tmp_path_factory, original, 
 
 def test_assertion_conditions_are_never_weakened():
     # the F scenario once reduced `assert error < 0.05` to `assert error < 0.0`: a repro that fails on anything
-    from reducers.passes import FINAL_PASSES, PASSES
-    from reducers.search import reduce_source
+    from minrepro.reducers.passes import FINAL_PASSES, PASSES
+    from minrepro.reducers.search import reduce_source
 
     source = "import math\nerror = math.sqrt(2) * 0.1\nx = 1\nassert error < 0.05, f'diverges {error}'\n"
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from minrepro.catalog import load_catalog
-from minrepro.report import REPOSITORIES, TEMPLATES, draft, render_markdown
+from minrepro.catalog.manifest import load_catalog
+from minrepro.reports.report import REPOSITORIES, TEMPLATES, draft, render_markdown
 
 RESULTS = Path(__file__).resolve().parents[1] / "results"
 

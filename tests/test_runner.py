@@ -8,7 +8,7 @@ import time
 import pytest
 
 from minrepro.errors import MinreproError
-from minrepro.runner import run_script
+from minrepro.harness.runner import run_script
 
 
 def test_passing_script_has_no_signature(write_script):

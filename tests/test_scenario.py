@@ -7,23 +7,43 @@ import ast
 
 import pytest
 
-from minrepro.signature import Frame, Signature
-from reducers.scenario import Scenario, presets, render, scaled
-from reducers.scenario_passes import SCENARIO_PASSES
+from minrepro.harness.signature import Frame, Signature
+from minrepro.scenarios.passes import SCENARIO_PASSES
+from minrepro.scenarios.presets import BUDGET_PREFIX, presets
+from minrepro.scenarios.render import checkpoint_key, render, render_build
+from minrepro.scenarios.spec import MachineSpec, Scenario, scaled
 
 
 @pytest.mark.parametrize("device", ["cpu", "cuda"])
 @pytest.mark.parametrize("scale", ["tiny", "e2b", "e4b"])
 def test_presets_render_to_python(device, scale):
-    for name, spec in presets(device).items():
-        source = render(scaled(spec, scale))
+    for name, spec in presets(device, scale).items():
+        source = render(spec)
         ast.parse(source)
         assert source.startswith("# /// script"), name
+        assert BUDGET_PREFIX not in source, name  # named budgets become explicit max_memory dicts
 
 
-def test_spec_json_round_trip():
-    for spec in presets("cuda").values():
+@pytest.mark.parametrize("scale", ["tiny", "e4b"])
+def test_spec_json_round_trip(scale):
+    for spec in presets("cuda", scale).values():
         assert Scenario.from_json(spec.to_json()) == spec
+
+
+def test_budgets_follow_the_scale_and_never_collide_on_cpu():
+    # the old CPU presets wrote {"cpu": budget, "cpu": "100GiB"}: the second key silently replaced the first
+    tiny = render(presets("cuda", "tiny")["r03-peft-spill"])
+    e4b = render(presets("cuda", "e4b")["r03-peft-spill"])
+    assert "max_memory={0: '1MB', 'cpu': '3MB'}" in tiny and "max_memory={0: '1GiB', 'cpu': '8GiB'}" in e4b
+    assert "max_memory={'cpu': '3MB'}" in render(presets("cpu", "tiny")["r03-peft-spill"])
+
+
+def test_machine_profile_is_rendered_before_the_base_load():
+    spec = presets("cuda", "e4b")["r03-box-16g-gpu-16g-ram"]
+    assert spec.machine == MachineSpec(16.0, 16.0)
+    source = render(spec)
+    assert source.index("ballast = torch.empty") < source.index("psutil.virtual_memory =") < source.index("from_pretrained(root")
+    assert "r03-box-16g-gpu" not in presets("cuda", "tiny") and "r03-box-16g-gpu" not in presets("cpu", "e4b")
 
 
 def _size(spec: Scenario) -> tuple:
@@ -33,8 +53,7 @@ def _size(spec: Scenario) -> tuple:
 
 
 def test_passes_propose_different_and_never_larger_models():
-    for spec in presets("cuda").values():
-        spec = scaled(spec, "e2b")
+    for spec in presets("cuda", "e2b").values():
         for scenario_pass in SCENARIO_PASSES:
             for candidate in scenario_pass(spec):
                 assert candidate != spec, scenario_pass.__name__
@@ -57,11 +76,9 @@ def test_tail_of_means_entered_lower_down():
 
 @pytest.mark.parametrize("device", ["cpu", "cuda"])
 def test_build_script_is_the_renderings_prefix_and_names_its_cache_entry(device):
-    from reducers.scenario import checkpoint_key, render_build
-
     for spec in presets(device).values():
         assert render_build(spec) is None  # tiny: the run builds it itself
-        spec = scaled(spec, "e2b")
+    for spec in presets(device, "e2b").values():
         build, full = render_build(spec), render(spec)
         ast.parse(build)
         assert full.startswith(build) and len(full) > len(build)
@@ -79,12 +96,12 @@ def test_cpu_split_names_two_devices():
 
 
 def test_a_table_resumes_from_rows_already_measured(monkeypatch):
-    from minrepro import scenario_reduction
+    from minrepro.scenarios import table
 
-    monkeypatch.setattr(scenario_reduction, "run_rendered", lambda *a, **k: pytest.fail("ran a measured preset"))
-    monkeypatch.setattr(scenario_reduction, "prebuild", lambda *a, **k: pytest.fail("built a measured preset"))
+    monkeypatch.setattr(table, "run_rendered", lambda *a, **k: pytest.fail("ran a measured preset"))
+    monkeypatch.setattr(table, "prebuild", lambda *a, **k: pytest.fail("built a measured preset"))
     measured = [{"preset": "r05-all-gpu", "scale": "tiny", "device": "cpu", "outcome": "pass", "headline": "",
                  "owner": "", "seconds": 1.0}]
     seen = []
-    rows = scenario_reduction.scenario_table(["r05-all-gpu"], "tiny", "cpu", "python3", 10, seen.append, measured)
+    rows = table.scenario_table(["r05-all-gpu"], "tiny", "cpu", "python3", 10, seen.append, measured)
     assert rows == measured and not seen

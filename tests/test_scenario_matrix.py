@@ -7,9 +7,10 @@ import json
 
 import pytest
 
-from minrepro import scenario_matrix
-from minrepro.catalog import load_catalog
-from reducers.scenario import SEED_REPORTS, presets
+from minrepro.catalog.manifest import load_catalog
+from minrepro.scenarios import matrix as scenario_matrix
+from minrepro.scenarios.presets import SEED_REPORTS, presets
+from minrepro.scenarios.reduce import ScenarioTrip, write_steps
 
 
 def _row(preset, outcome="fail", headline="", scale="e2b"):
@@ -29,35 +30,59 @@ def _row(preset, outcome="fail", headline="", scale="e2b"):
 def test_verdicts_follow_the_seeds(preset, set_name, scale, headline, verdict):
     doc = {"scenario_set": set_name}
     row = _row(preset, headline=headline, scale=scale)
-    assert scenario_matrix.verdict(scenario_matrix.expectation(doc, row), row) == verdict
+    assert scenario_matrix.verdict(scenario_matrix.expectation(doc, row)[0], row) == verdict
+
+
+def _traced(preset, headline, quantized, status="started"):
+    row = _row(preset, outcome="fail" if headline else "pass", headline=headline)
+    call = {"event": "dispatch_model", "caller": "peft.peft_model:load_adapter", "status": status,
+            "devices": {"0": 3, "cpu": 2, "disk": 4}, "main_device": "0", "offloaded_quantized_weights": quantized}
+    return {**row, "placement": [call], "reached": quantized > 0}
+
+
+def test_the_seeds_failure_is_expected_only_where_its_branch_is_reached():
+    doc = {"scenario_set": "pinned"}
+    b = "TypeError: Params4bit.__new__() got an unexpected keyword argument '_is_hf_initialized'"
+    reached = _traced("r03-peft-spill", b, 12)
+    assert scenario_matrix.expectation(doc, reached)[0].startswith("Params4bit")
+    assert scenario_matrix.verdict(scenario_matrix.expectation(doc, reached)[0], reached) == "as expected"
+    roomy = _traced("r03-split", "", 0, status="returned")  # all on the GPU: the branch is not there to fail
+    expected, why = scenario_matrix.expectation(doc, roomy)
+    assert expected == "pass" and "not reached" in why
+    untraced = _row("r03-split", outcome="pass")  # recorded before the trace: which branch is unknown
+    assert scenario_matrix.expectation(doc, untraced)[0] is None
 
 
 def test_a_patched_env_is_expected_to_pass():
     row = _row("merge-parity", headline="AssertionError: merge into 4-bit diverges from the adapter output")
-    assert scenario_matrix.expectation({"scenario_set": "pinned", "patches": ["peft/x.diff"]}, row) == "pass"
+    assert scenario_matrix.expectation({"scenario_set": "pinned", "patches": ["peft/x.diff"]}, row)[0] == "pass"
     assert scenario_matrix.verdict("pass", row) == "differs"
     assert scenario_matrix.verdict("pass", _row("merge-parity", outcome="pass")) == "as expected"
 
 
 def test_every_preset_has_a_seed_report():
-    assert set(SEED_REPORTS) == set(presets("cuda")) == set(presets("cpu"))
+    names = set(presets("cuda")) | set(presets("cpu")) | set(presets("cuda", "e4b"))
+    assert set(SEED_REPORTS) == names
 
 
 def test_reductions_are_compared_with_their_catalog_case(tmp_path):
     reductions = tmp_path / "reductions"
-    steps = reductions / "r06-peft-device-map-e2b-cuda-pinned.steps"
-    steps.mkdir(parents=True)
-    (steps / "00-preset.py").write_text("import os\nimport sys\nx = 1\ny = 2\n")
-    (steps / "00-preset.json").write_text("{}")
-    (steps / "01-jump_to_tiny.py").write_text("import os\nx = 1\ny = 2\n")
-    (steps / "01-jump_to_tiny.json").write_text("{}")
+    reductions.mkdir()
+    spec = presets("cuda", "e2b")["r06-peft-device-map"]
+    tiny = presets("cuda", "tiny")["r06-peft-device-map"]
+    trip = ScenarioTrip([("preset", spec, "KeyError: 13"), ("jump_to_tiny", tiny, "KeyError: 0")], runs=2)
+    write_steps(reductions / "r06-peft-device-map-e2b-cuda-pinned.steps.json", trip, "r06-peft-device-map", "e2b", "cuda")
     (reductions / "r06-peft-device-map-e2b-cuda-pinned.min.py").write_text("# reduced\nx = 1\n")
     (reductions / "notes.txt").write_text("not a reduction")
     (tmp_path / "pinned-e2b-cuda.json").write_text(json.dumps(
         {"scenario_set": "pinned", "gpu": "NVIDIA H100", "rows": [_row("r06-peft-device-map", headline="KeyError: 13")]}))
     catalog = load_catalog(None)
     [row] = scenario_matrix.reduction_rows(reductions, catalog)
-    assert (row["preset_lines"], row["spec_lines"], row["spec_steps"], row["final"]) == (4, 3, 1, 1)
+    from minrepro.reducers.source import code_lines
+    from minrepro.scenarios.render import render
+
+    assert (row["preset_lines"], row["spec_lines"], row["spec_steps"], row["final"]) == (
+        code_lines(render(spec)), code_lines(render(tiny)), 1, 1)
     assert row["case"] == "gemma4-shared-kv-keyerror" and row["case_lines"] > 1
     text = scenario_matrix.render(tmp_path, catalog)
     assert "| r06-peft-device-map | C | pinned | e2b, H100 |" in text and "| reduction |" in text

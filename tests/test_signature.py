@@ -6,7 +6,7 @@ import string
 
 from hypothesis import example, given, strategies as st
 
-from minrepro.signature import (
+from minrepro.harness.signature import (
     Frame,
     Signature,
     frames_from_text,

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from minrepro import upstream
+from minrepro.envs import upstream
 
 
 def _checkout(root: Path) -> Path:

@@ -6,7 +6,7 @@ import base64
 import hashlib
 import zipfile
 
-from minrepro.wheelhouse import slim_wheel
+from minrepro.envs.wheelhouse import slim_wheel
 
 
 def test_slim_wheel_keeps_only_requested_libraries(tmp_path):
@@ -32,7 +32,7 @@ def test_slim_wheel_keeps_only_requested_libraries(tmp_path):
 
 
 def test_direct_only_build_downloads_unpinned_extras_and_skips_what_the_target_has(tmp_path, monkeypatch):
-    from minrepro import wheelhouse
+    from minrepro.envs import wheelhouse
 
     downloaded: list[tuple[str, str]] = []
     monkeypatch.setattr(wheelhouse, "resolve", lambda reqs, target: [("nox", "1.0")])  # only TOOLING is resolved

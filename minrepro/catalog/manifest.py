@@ -1,0 +1,259 @@
+"""The catalog manifest (`cases/catalog.toml`): one case per bug family, what it declares per version set,
+and static checks on case scripts (line limit, imports, PEP 723 pins)."""
+
+from __future__ import annotations
+
+import re
+import sys
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable
+
+from packaging.requirements import Requirement
+from packaging.version import InvalidVersion, Version
+
+from ..envs.sets import VersionSet, _version_set, detect_set, load_sets
+from ..errors import MinreproError
+from ..reducers.source import code_lines, imported_modules
+
+CASES_DIR = Path(__file__).with_name("cases")
+MANIFEST = CASES_DIR / "catalog.toml"
+OUTCOMES = ("fail", "pass", "unreproduced", "fail-other")  # fail-other: another failure comes first there
+FAILING = ("fail", "fail-other")  # outcomes that declare the case fails on that set
+DEVICES = ("cpu", "cuda")
+LIBRARIES = frozenset({"torch", "bitsandbytes", "accelerate", "peft", "transformers"})
+MAX_CODE_LINES = 30
+
+REQUIRED = ("id", "script", "family", "device", "signature", "pinned", "newest", "fixed_in", "upstream")
+OPTIONAL = ("owner", "seed_trace", "notes", "requires_cpu_flags", "requires_no_cuda", "patches")
+
+
+@dataclass(frozen=True)
+class Case:
+    id: str
+    script: Path
+    family: str
+    device: str
+    signature: str
+    outcomes: dict[str, str]  # version set -> declared outcome (pinned and newest always; other sets optional)
+    fixed_in: tuple[str, ...]
+    upstream: tuple[str, ...]
+    owner: str | None = None
+    seed_trace: Path | None = None
+    notes: str = ""
+    requires_cpu_flags: tuple[str, ...] = ()
+    patches: tuple[str, ...] = ()  # logical patch ids (`library/name`), in the order they stack
+    requires_no_cuda: bool = False  # the bug needs a machine where bitsandbytes loads its CPU library
+
+    @property
+    def pinned(self) -> str:
+        return self.outcomes["pinned"]
+
+    @property
+    def newest(self) -> str:
+        return self.outcomes["newest"]
+
+    def declared(self, set_name: str) -> str | None:
+        """The outcome declared for a named version set (None: the case declares nothing for it)."""
+        return self.outcomes.get(set_name)
+
+    def failing_set(self) -> str:
+        """The first version set on which the case fails (its script's PEP 723 pins are that set's)."""
+        return next((s for s, o in self.outcomes.items() if o == "fail"), "pinned")
+
+
+@dataclass(frozen=True)
+class Catalog:
+    sets: dict[str, VersionSet]
+    cases: tuple[Case, ...]
+    path: Path = field(default=MANIFEST)
+
+    def select(self, ids: Iterable[str]) -> tuple[Case, ...]:
+        """The named cases in the order given (all when none), or a one-line error for unknown ids."""
+        ids = list(ids)
+        if not ids:
+            return self.cases
+        by_id = {case.id: case for case in self.cases}
+        unknown = [i for i in ids if i not in by_id]
+        if unknown:
+            raise MinreproError(f"unknown case id: {', '.join(unknown)} (known: {', '.join(by_id)})")
+        return tuple(by_id[i] for i in ids)
+
+    def version_set(self, name: str) -> VersionSet:
+        if name not in self.sets:
+            raise MinreproError(f"unknown version set {name!r} (known: {', '.join(self.sets)})")
+        return self.sets[name]
+
+    def detect_set(self, installed: dict[str, str | None]) -> str | None:
+        """The name of the version set the installed distributions match exactly, if any."""
+        return detect_set(self.sets, installed)
+
+
+def load_catalog(path: Path | None = None) -> Catalog:
+    """Parse and validate the manifest; any defect is a one-line MinreproError naming the entry. The version
+    sets come from `envs/sets.toml`, unless the manifest carries its own `[sets.*]` tables (a user's catalog)."""
+    path = Path(path) if path is not None else MANIFEST
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise MinreproError(f"cannot read manifest {path}: {exc}") from None
+    if "sets" in data:
+        sets = {name: _version_set(name, raw) for name, raw in data["sets"].items()}
+        for required_set in ("pinned", "newest"):
+            if required_set not in sets:
+                raise MinreproError(f"{path.name}: missing [sets.{required_set}]")
+    else:
+        sets = load_sets()
+    cases = tuple(_case(path.parent, i, raw, sets) for i, raw in enumerate(data.get("case", [])))
+    seen: set[str] = set()
+    for case in cases:
+        if case.id in seen:
+            raise MinreproError(f"{path.name}: duplicate case id {case.id!r}")
+        seen.add(case.id)
+    return Catalog(sets, cases, path)
+
+
+def _case(root: Path, index: int, raw: dict[str, Any], sets: dict[str, VersionSet]) -> Case:
+    label = f"case #{index + 1} ({raw.get('id', 'no id')})"
+    missing = [key for key in REQUIRED if key not in raw]
+    if missing:
+        raise MinreproError(f"catalog.toml: {label} is missing field(s): {', '.join(missing)}")
+    unknown = sorted(set(raw) - set(REQUIRED) - set(OPTIONAL) - set(sets))
+    if unknown:
+        raise MinreproError(f"catalog.toml: {label} has unknown field(s): {', '.join(unknown)}")
+    outcomes = {name: raw[name] for name in sets if name in raw}
+    for key, value in outcomes.items():
+        if value not in OUTCOMES:
+            raise MinreproError(f"catalog.toml: {label}: {key} = {value!r}, expected one of {OUTCOMES}")
+    if raw["device"] not in DEVICES:
+        raise MinreproError(f"catalog.toml: {label}: device = {raw['device']!r}, expected one of {DEVICES}")
+    try:
+        re.compile(raw["signature"])
+    except re.error as exc:
+        raise MinreproError(f"catalog.toml: {label}: signature is not a valid regex ({exc})") from None
+    for spec in raw["fixed_in"]:
+        _parse_pin(spec, label)
+    script = root / raw["script"]
+    if not script.is_file():
+        raise MinreproError(f"catalog.toml: {label}: script {raw['script']} not found")
+    seed = root / raw["seed_trace"] if raw.get("seed_trace") else None
+    if seed is not None and not seed.is_file():
+        raise MinreproError(f"catalog.toml: {label}: seed_trace {raw['seed_trace']} not found")
+    return Case(
+        id=raw["id"], script=script, family=raw["family"], device=raw["device"], signature=raw["signature"],
+        outcomes=outcomes, fixed_in=tuple(raw["fixed_in"]),
+        upstream=tuple(raw["upstream"]), owner=raw.get("owner"), seed_trace=seed, notes=raw.get("notes", ""),
+        requires_cpu_flags=tuple(raw.get("requires_cpu_flags", ())), patches=tuple(raw.get("patches", ())),
+        requires_no_cuda=bool(raw.get("requires_no_cuda", False)),
+    )
+
+
+def _parse_pin(spec: str, label: str) -> tuple[str, Version]:
+    name, sep, version = spec.partition("==")
+    try:
+        if not sep:
+            raise InvalidVersion(spec)
+        return name.strip().lower(), Version(version)
+    except InvalidVersion:
+        raise MinreproError(f"catalog.toml: {label}: fixed_in entry {spec!r} is not NAME==VERSION") from None
+
+
+def expected_outcome(case: Case, set_name: str | None, installed: dict[str, str | None]) -> str | None:
+    """What the manifest says should happen with the installed versions (None: it says nothing).
+
+    A named set uses its declared outcome. Otherwise a case with ``fixed_in`` is expected to pass once any
+    listed fix is installed and to fail below all of them; other cases have no expectation."""
+    if set_name is not None:
+        return case.declared(set_name)
+    if not case.fixed_in:
+        return None
+    for spec in case.fixed_in:
+        name, fixed = _parse_pin(spec, case.id)
+        current = installed.get(name)
+        if current is not None and Version(current) >= fixed:
+            return "pass"
+    return "fail"
+
+
+# --- static checks on the scripts --------------------------------------------------------------------
+
+_PEP723 = re.compile(r"(?m)^# /// (?P<type>[a-zA-Z0-9-]+)$\s(?P<content>(^#(| .*)$\s)+)^# ///$")
+
+
+def script_metadata(source: str) -> dict[str, Any] | None:
+    """The PEP 723 ``script`` block, parsed (the reference regex from the PEP)."""
+    for match in _PEP723.finditer(source):
+        if match["type"] == "script":
+            content = "".join(
+                line[2:] if line.startswith("# ") else line[1:]
+                for line in match["content"].splitlines(keepends=True)
+            )
+            return tomllib.loads(content)
+    return None
+
+
+
+
+
+
+
+
+
+
+
+def check_case(case: Case, catalog: Catalog) -> list[str]:
+    """Problems with a case script against the catalog's rules (empty when it complies)."""
+    source = case.script.read_text(encoding="utf-8")
+    problems = []
+    count = code_lines(source)
+    if count > MAX_CODE_LINES:
+        problems.append(f"{count} code lines (limit {MAX_CODE_LINES})")
+    foreign = sorted(imported_modules(source) - LIBRARIES - set(sys.stdlib_module_names))
+    if foreign:
+        problems.append(f"imports outside torch/HF libraries/stdlib: {', '.join(foreign)}")
+    meta = script_metadata(source)
+    if meta is None:
+        return problems + ["no PEP 723 '# /// script' block"]
+    problems += _check_pins(case, meta, catalog, imported_modules(source) & LIBRARIES)
+    return problems
+
+
+def script_pins(source: str) -> dict[str, str]:
+    """{distribution: version} for the exact pins of a script's PEP 723 block (torch is never pinned)."""
+    pins = {}
+    for dep in (script_metadata(source) or {}).get("dependencies", []):
+        req = Requirement(dep)
+        if len(req.specifier) == 1 and next(iter(req.specifier)).operator == "==":
+            pins[req.name.lower()] = next(iter(req.specifier)).version
+    return pins
+
+
+def _check_pins(case: Case, meta: dict[str, Any], catalog: Catalog, libraries: set[str]) -> list[str]:
+    """The block pins each HF library the script imports to the first set on which the case fails."""
+    deps = {}
+    for dep in meta.get("dependencies", []):
+        req = Requirement(dep)
+        deps[req.name.lower()] = str(req.specifier)
+    failing = case.failing_set()
+    pins = catalog.sets[failing].pins()
+    problems = [f"imports {lib} but the script block does not list it" for lib in sorted(libraries - set(deps))]
+    for dist, spec in deps.items():
+        if dist in pins and spec != f"=={pins[dist]}":
+            problems.append(f"script block pins {dist}{spec or ' (unpinned)'}, the {failing} set has =={pins[dist]}")
+    return problems
+
+
+def record_fixed_in(manifest: Path, case_id: str, fixed_in: list[str]) -> None:
+    """Rewrite one case's `fixed_in` line in place (the rest of the file, comments included, is kept)."""
+    text = manifest.read_text(encoding="utf-8")
+    start = text.find(f'id = "{case_id}"')
+    if start < 0:
+        raise MinreproError(f"{manifest}: no case {case_id!r}")
+    match = re.compile(r"^fixed_in = \[.*\]$", re.M).search(text, start)
+    nxt = text.find("[[case]]", start)
+    if match is None or (nxt >= 0 and match.start() > nxt):
+        raise MinreproError(f"{manifest}: case {case_id!r} has no fixed_in line")
+    line = "fixed_in = [" + ", ".join(f'"{f}"' for f in fixed_in) + "]"
+    manifest.write_text(text[: match.start()] + line + text[match.end():], encoding="utf-8")
+    load_catalog(manifest)  # still valid

@@ -1,0 +1,142 @@
+"""Proving the patches: in one run, each patched case passes in a patched environment while its unpatched
+twin (same set, no patches) still fails as declared; cases whose fix takes several patches also get the
+chain of outcomes as the patches are added one by one (fixing one bug may expose the next)."""
+
+from __future__ import annotations
+
+import datetime as _dt
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from minrepro.envs import patching
+from minrepro.catalog.manifest import FAILING, Case, Catalog
+from minrepro.envs.venvs import create_env, env_python, read_marker
+from minrepro.harness.probe import Environment, probe
+from minrepro.catalog.run import check_set, observe, skip_reason
+from minrepro.harness.runner import run_script
+
+
+@dataclass
+class ProofRow:
+    case: str
+    family: str
+    patches: list[str]             # the variants applied for this set
+    declared: str                  # the manifest's unpatched outcome for this set
+    unpatched: str                 # observed without patches
+    unpatched_headline: str
+    expected_patched: str          # "pass" when every patch of the case has a variant for this set
+    patched: str                   # observed with every patch applied
+    patched_headline: str
+    verdict: str                   # "proved" | "upstream-fixed" | "no patch for this release" | "differs" | "skipped"
+    chain: list[dict[str, str]] = field(default_factory=list)
+    reason: str = ""
+
+
+def _outcome(case: Case, env: Environment, timeout: float) -> tuple[str, str]:
+    run = run_script(case.script, python=env.python, timeout=timeout)
+    observed, _ = observe(case, run)
+    return observed, run.raw_headline.split("\n", 1)[0]
+
+
+def _passes(observed: str) -> bool:
+    return observed == "pass"
+
+
+def _fails(observed: str) -> bool:
+    return observed in FAILING
+
+
+def prepare(catalog: Catalog, set_name: str, envs: Path, wheelhouse: Path | None,
+            log: Callable[[str], None]) -> tuple[Path, Path]:
+    """The clean and the patched environment for a set (created once, reused; the patched one reset)."""
+    requirements = [str(r) for r in catalog.sets[set_name].requirements]
+    clean = envs / set_name
+    patched = envs / f"{set_name}-patched"
+    if read_marker(patched) is not None:
+        patching.revert_patches(patched)
+    for env, label in ((clean, "unpatched"), (patched, "patched")):
+        log(f"environment {env} ({label})")
+        create_env(env, requirements, wheelhouse, label=f"{set_name} {label}")
+    return clean, patched
+
+
+def prove(catalog: Catalog, cases: tuple[Case, ...], set_name: str, clean: Path, patched: Path,
+          timeout: float, log: Callable[[str], None]) -> dict[str, Any]:
+    clean_env, patched_env = probe(str(env_python(clean))), probe(str(env_python(patched)))
+    check_set(catalog, set_name, clean_env)
+    check_set(catalog, set_name, patched_env)
+    versions = clean_env.versions
+    patched_cases = [c for c in cases if c.patches]
+    chosen = {c.id: patching.select(list(c.patches), versions) for c in patched_cases}
+    rows: dict[str, ProofRow] = {}
+    for case in patched_cases:
+        complete = len(chosen[case.id]) == len(case.patches)
+        declared = case.declared(set_name)
+        rows[case.id] = ProofRow(case.id, case.family, [p.rel for p in chosen[case.id]],
+                                 declared, "", "", "pass" if complete or declared == "pass" else "fail", "", "", "")
+    runnable = [c for c in patched_cases if not _skip(rows[c.id], c, clean_env)]
+    for case in runnable:  # the unpatched twins
+        rows[case.id].unpatched, rows[case.id].unpatched_headline = _outcome(case, clean_env, timeout)
+        log(f"{case.id}: unpatched {rows[case.id].unpatched}")
+    for case in runnable:  # chains: the case's own patches, added one at a time
+        own = chosen[case.id]
+        if len(own) < 2:
+            continue
+        for step in range(1, len(own) + 1):
+            patching.apply_patches(own[:step], patched)
+            observed, headline = _outcome(case, patched_env, timeout)
+            rows[case.id].chain.append({"patches": " + ".join(p.id for p in own[:step]),
+                                        "observed": observed, "headline": headline})
+        patching.revert_patches(patched)
+    # every patch at once, in the order the cases list them (a case lists its patches in stacking order)
+    every = list(dict.fromkeys(p for c in patched_cases for p in chosen[c.id]))
+    reports = patching.apply_patches(every, patched)
+    for case in runnable:  # every patch at once: they must stack
+        row = rows[case.id]
+        row.patched, row.patched_headline = _outcome(case, patched_env, timeout)
+        row.verdict = _verdict(row)
+        log(f"{case.id}: patched {row.patched} ({row.verdict})")
+    return {
+        "set": set_name, "machine": clean_env.machine, "gpu": clean_env.gpu, "python": clean_env.python_version,
+        "versions": versions, "date": _dt.date.today().isoformat(),
+        "applied": [p.rel for p in every],
+        "hunks": [asdict(r) for r in reports],
+        "cases": [asdict(rows[c.id]) for c in patched_cases],
+    }
+
+
+def _skip(row: ProofRow, case: Case, env: Environment) -> bool:
+    reason = skip_reason(case, env)
+    if reason:
+        row.unpatched = row.patched = row.verdict = "skipped"
+        row.reason = reason
+    return reason is not None
+
+
+def _verdict(row: ProofRow) -> str:
+    failing = row.declared in FAILING
+    twin_ok = _fails(row.unpatched) if failing else _passes(row.unpatched)
+    if not twin_ok:
+        return "differs"
+    if row.expected_patched == "fail":
+        return "no patch for this release" if _fails(row.patched) else "differs"
+    if not _passes(row.patched):
+        return "differs"
+    return "proved" if failing else "upstream-fixed"
+
+
+def format_proof(document: dict[str, Any]) -> str:
+    rows = [("case", "patches", "unpatched", "patched", "verdict")]
+    for c in document["cases"]:
+        rows.append((c["case"], ", ".join(Path(p).stem for p in c["patches"]) or "-",
+                     f"{c['unpatched']}" + (f" ({c['unpatched_headline'][:50]})" if c["unpatched"] != "pass" and c["unpatched"] != "skipped" else ""),
+                     f"{c['patched']}" + (f" ({c['patched_headline'][:50]})" if c["patched"] not in ("pass", "skipped") else ""),
+                     c["verdict"] + (f": {c['reason']}" if c["reason"] else "")))
+        for step in c["chain"]:
+            rows.append(("", f"  chain: {step['patches']}", "", f"{step['observed']} ({step['headline'][:50]})"
+                         if step["observed"] != "pass" else "pass", ""))
+    widths = [max(len(r[i]) for r in rows) for i in range(5)]
+    lines = ["| " + " | ".join(cell.replace("|", "\\|").ljust(w) for cell, w in zip(r, widths)) + " |" for r in rows]
+    lines.insert(1, "|" + "|".join("-" * (w + 2) for w in widths) + "|")
+    return "\n".join(lines)

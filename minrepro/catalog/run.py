@@ -1,0 +1,141 @@
+"""Run catalog cases in an environment and judge each against the manifest."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import re
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+from minrepro.catalog.manifest import FAILING, Catalog, Case, expected_outcome
+from minrepro.errors import MinreproError
+from minrepro.harness.probe import Environment
+from minrepro.harness.runner import RunResult, run_script
+from minrepro.harness.signature import Signature, parse_traceback
+
+
+@dataclass(frozen=True)
+class CaseResult:
+    case: str
+    family: str
+    device: str
+    expected: str | None
+    observed: str  # "pass" | "fail" | "fail-other" | "skipped"
+    headline: str
+    signature: dict[str, Any] | None
+    seconds: float
+    verdict: str  # "as declared" | "differs" | "skipped" | "no expectation"
+    reason: str = ""
+
+
+def observe(case: Case, result: RunResult) -> tuple[str, str]:
+    """('pass' | 'fail' | 'fail-other', why) for one run of a case."""
+    if result.signature is None:
+        return "pass", ""
+    if not re.search(case.signature, result.raw_headline):
+        return "fail-other", f"final line does not match /{case.signature}/"
+    owner = result.signature.owner
+    if case.owner and str(owner) != case.owner:
+        return "fail-other", f"owning function is {owner}, manifest says {case.owner}"
+    if case.seed_trace is not None:
+        seed = parse_traceback(case.seed_trace.read_text(encoding="utf-8"))
+        if seed is None or seed.coarse() != result.signature.coarse():
+            return "fail-other", f"differs from the seed trace's origin ({seed.coarse() if seed else 'unparsable'})"
+    return "fail", ""
+
+
+def verdict(expected: str | None, observed: str) -> str:
+    if expected is None:
+        return "no expectation"
+    ok = observed == expected if expected in FAILING else observed == "pass"
+    return "as declared" if ok else "differs"
+
+
+NO_CUDA_REASON = ("needs a machine without CUDA: with CUDA, bitsandbytes loads its CUDA library, which has no "
+                  "AVX512-BF16 CPU path")
+
+
+def skip_reason(case: Case, env: Environment) -> str | None:
+    if case.device == "cuda" and not env.cuda:
+        return "needs CUDA; none in this environment"
+    if case.requires_no_cuda and env.cuda:
+        return NO_CUDA_REASON
+    missing = [flag for flag in case.requires_cpu_flags if env.cpu_flags is not None and flag not in env.cpu_flags]
+    if missing:
+        return f"needs CPU feature(s) {', '.join(missing)}"
+    return None
+
+
+def run_cases(
+    catalog: Catalog,
+    cases: Iterable[Case],
+    env: Environment,
+    set_name: str | None,
+    timeout: float,
+    progress: Callable[[str], None] = lambda _: None,
+) -> list[CaseResult]:
+    results = []
+    for case in cases:
+        expected = expected_outcome(case, set_name, env.versions)
+        reason = skip_reason(case, env)
+        if reason:
+            results.append(CaseResult(case.id, case.family, case.device, expected, "skipped", "", None, 0.0,
+                                      "skipped", reason))
+            progress(f"{case.id}: skipped ({reason})")
+            continue
+        progress(f"{case.id}: running")
+        run = run_script(case.script, python=env.python, timeout=timeout)
+        observed, why = observe(case, run)
+        sig: Signature | None = run.signature
+        results.append(CaseResult(
+            case.id, case.family, case.device, expected, observed, run.raw_headline.split("\n", 1)[0],
+            sig.to_dict() if sig else None, round(run.seconds, 1), verdict(expected, observed), why,
+        ))
+        progress(f"{case.id}: {observed} in {run.seconds:.1f} s")
+    return results
+
+
+def check_set(catalog: Catalog, set_name: str, env: Environment) -> None:
+    """A one-line error unless the installed versions are exactly the named set's pins."""
+    wrong = [f"{dist} {env.versions.get(dist)} != {version}"
+             for dist, version in catalog.version_set(set_name).pins().items() if env.versions.get(dist) != version]
+    if wrong:
+        raise MinreproError(f"installed versions are not the {set_name} set: {'; '.join(wrong)}")
+
+
+def results_document(env: Environment, set_name: str | None, results: list[CaseResult]) -> dict[str, Any]:
+    return {
+        "set": set_name,
+        "machine": env.machine,
+        "gpu": env.gpu,
+        "python": env.python_version,
+        "versions": env.versions,
+        "cpu_flags": list(env.cpu_flags or ()),
+        "date": _dt.date.today().isoformat(),
+        "cases": [asdict(r) for r in results],
+    }
+
+
+def format_table(results: list[CaseResult]) -> str:
+    """A Markdown table: case, expected, observed, signature, seconds, verdict."""
+    rows = [("case", "family", "expected", "observed", "signature", "s", "verdict")]
+    for r in results:
+        detail = r.reason if r.observed in ("skipped", "fail-other") else r.headline
+        rows.append((r.case, r.family, r.expected or "-", r.observed, _clip(detail, 70), f"{r.seconds:.1f}",
+                     r.verdict))
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    lines = ["| " + " | ".join(cell.ljust(w) for cell, w in zip(row, widths)) + " |" for row in rows]
+    lines.insert(1, "|" + "|".join("-" * (w + 2) for w in widths) + "|")
+    return "\n".join(lines)
+
+
+def _clip(text: str, width: int) -> str:
+    text = text.replace("|", "\\|")
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def write_results(path: Path, document: dict[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(document, indent=2, sort_keys=False) + "\n", encoding="utf-8")

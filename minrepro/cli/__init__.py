@@ -1,0 +1,48 @@
+"""The `minrepro` command line: one module per command group (catalog, reduce, envs, scenarios, reports), each
+registering its commands with their arguments beside their implementation. Errors a user can fix are one line
+on stderr and exit status 2."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Sequence
+
+from .. import __version__
+from ..errors import MinreproError
+from . import catalog, envs, reduce, reports, scenarios
+
+GROUPS = (catalog, reduce, envs, scenarios, reports)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="minrepro", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--version", action="version", version=f"minrepro {__version__}")
+    parser.add_argument("--manifest", help="catalog manifest (default: the bundled minrepro/catalog/cases/catalog.toml)")
+    sub = parser.add_subparsers(dest="command", required=True)
+    for group in GROUPS:
+        group.register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except MinreproError as exc:
+        print(f"minrepro: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("minrepro: interrupted", file=sys.stderr)
+        return 130
+    except OSError as exc:  # a full disk or a vanished directory: say so in a line; state written so far is kept
+        print(f"minrepro: error: {exc}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,96 @@
+"""Catalog commands: `run` the cases and judge them, `check` their scripts, `list` them, render the `matrix`."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from ..catalog.manifest import check_case, load_catalog
+from ..catalog.matrix import readme_with_matrices, tables, write_matrices
+from ..catalog.run import check_set, format_table, results_document, run_cases, write_results
+from ..errors import MinreproError
+from ..harness.probe import probe
+from ..harness.runner import DEFAULT_TIMEOUT
+from ..reducers.source import code_lines
+from .common import progress as _progress
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    catalog = load_catalog(args.manifest)
+    cases = catalog.select(args.cases)
+    env = probe(args.python)
+    if args.set:
+        check_set(catalog, args.set, env)
+    set_name = args.set or catalog.detect_set(env.versions)
+    print(f"minrepro run: {env.python} (Python {env.python_version}), set: {set_name or 'none matched'}, "
+          f"{'CUDA: ' + env.gpu if env.cuda else 'no CUDA'}", file=sys.stderr)
+    results = run_cases(catalog, cases, env, set_name, args.timeout, _progress)
+    document = results_document(env, set_name, results)
+    if args.results:
+        write_results(Path(args.results), document)
+    differs = [r.case for r in results if r.verdict == "differs"]
+    if args.json:
+        print(json.dumps(document))
+    else:
+        print(format_table(results))
+        print(f"\n{len(results)} cases: {len(differs)} differ from the manifest"
+              + (f" ({', '.join(differs)})" if differs else ""))
+    return 1 if differs else 0
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    catalog = load_catalog(args.manifest)
+    bad = 0
+    for case in catalog.select(args.cases):
+        problems = check_case(case, catalog)
+        lines = code_lines(case.script.read_text(encoding="utf-8"))
+        print(f"{case.id:34} {lines:3} code lines  " + ("ok" if not problems else "; ".join(problems)))
+        bad += bool(problems)
+    return 1 if bad else 0
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    for case in load_catalog(args.manifest).cases:
+        print(f"{case.id:34} {case.family:3} {case.device:5} pinned={case.pinned:12} newest={case.newest}")
+    return 0
+
+
+def cmd_matrix(args: argparse.Namespace) -> int:
+    catalog = load_catalog(args.manifest)
+    if args.readme is None:
+        print("\n\n".join(tables(catalog, Path(args.results))))
+        return 0
+    readme = Path(args.readme)
+    if args.check:
+        if readme_with_matrices(catalog, Path(args.results), readme) != readme.read_text(encoding="utf-8"):
+            raise MinreproError(f"{readme}'s matrix is stale: run `minrepro matrix --readme {readme}`")
+        return 0
+    write_matrices(catalog, Path(args.results), readme)
+    print(f"matrix written to {readme}", file=sys.stderr)
+    return 0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    run = sub.add_parser("run", help="run catalog cases here and compare with the manifest")
+    run.add_argument("cases", nargs="*", metavar="CASE", help="case ids (default: all)")
+    run.add_argument("--python", help="interpreter whose environment runs the cases (default: this one)")
+    run.add_argument("--set", help="version set whose declared outcomes apply; the installed pins must match")
+    run.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, help="seconds per case")
+    run.add_argument("--results", help="also write the results as JSON to this file")
+    run.add_argument("--json", action="store_true", help="print the results as one JSON object")
+    run.set_defaults(func=cmd_run)
+
+    check = sub.add_parser("check", help="static checks: line limit, imports, PEP 723 pins")
+    check.add_argument("cases", nargs="*", metavar="CASE")
+    check.set_defaults(func=cmd_check)
+
+    listing = sub.add_parser("list", help="list catalog cases")
+    listing.set_defaults(func=cmd_list)
+
+    matrix = sub.add_parser("matrix", help="render the cases x version sets matrix from recorded results")
+    matrix.add_argument("--results", default="results", help="directory of <set>-<machine>.json files")
+    matrix.add_argument("--readme", help="rewrite the matrix block of this README (default: print)")
+    matrix.add_argument("--check", action="store_true", help="fail if the README's matrix is stale")
+    matrix.set_defaults(func=cmd_matrix)

@@ -1,0 +1,112 @@
+"""Reduction commands: `reduce` a script (or a scenario preset), print a script's `signature`, and `matches`,
+the same oracle as a command for other reducers."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from ..errors import MinreproError
+from ..harness.runner import DEFAULT_TIMEOUT, run_script
+from .common import progress as _progress
+
+
+def cmd_signature(args: argparse.Namespace) -> int:
+    result = run_script(args.script, python=args.python, timeout=args.timeout)
+    if result.signature is None:
+        raise MinreproError(f"{args.script} does not fail: nothing to sign (exit 0 in {result.seconds:.1f} s)")
+    if args.json:
+        print(json.dumps({"headline": result.raw_headline, "signature": result.signature.to_dict(),
+                          "owner": str(result.signature.owner), "seconds": round(result.seconds, 2)}))
+    else:
+        print(result.signature)
+        print(f"  owner: {result.signature.owner}")
+    return 0
+
+
+def cmd_matches(args: argparse.Namespace) -> int:
+    """Exit 0 iff the candidate fails with the expected signature: an interestingness test for other
+    reducers (Shrink Ray, pysource-minimize, C-Vise) that is the same oracle `minrepro reduce` uses."""
+    from minrepro.harness.signature import Signature
+
+    try:
+        expected = Signature.from_dict(json.loads(Path(args.expect).read_text(encoding="utf-8")))
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise MinreproError(f"cannot read the expected signature from {args.expect}: {exc}") from None
+    result = run_script(args.candidate, python=args.python, timeout=args.timeout)
+    return 0 if result.signature == expected else 1
+
+
+def cmd_reduce(args: argparse.Namespace) -> int:
+    from minrepro.reduction.driver import ReduceOptions, print_summary, reduce_script
+
+    if args.jobs < 1:
+        raise MinreproError("--jobs must be at least 1")
+    if (args.script is None) == (args.scenario is None):
+        raise MinreproError("give a SCRIPT to reduce or --scenario PRESET (not both)")
+    if args.scenario is not None:
+        return _reduce_scenario(args)
+    options = ReduceOptions(
+        script=Path(args.script), out=Path(args.out) if args.out else None, signature=args.signature,
+        oracle=args.oracle, python=args.python, jobs=args.jobs, timeout=args.timeout, seed=args.seed,
+        executor=args.executor, workdir=Path(args.workdir) if args.workdir else None, fresh=args.fresh,
+    )
+    summary = reduce_script(options, log=_progress if args.verbose else lambda _: None)
+    print_summary(summary, args.json)
+    return 0
+
+
+def _reduce_scenario(args: argparse.Namespace) -> int:
+    from minrepro.reduction.driver import ReduceOptions, print_summary
+    from minrepro.scenarios.reduce import reduce_scenario
+
+    options = ReduceOptions(script=Path("-"), out=Path(args.out) if args.out else None, python=args.python,
+                            jobs=args.jobs, timeout=args.timeout, seed=args.seed, executor=args.executor,
+                            workdir=Path(args.workdir) if args.workdir else None, fresh=args.fresh)
+    trip, summary = reduce_scenario(args.scenario, args.scale, args.device, options, args.keep_steps,
+                                    _progress if args.verbose else lambda _: None)
+    print(f"scenario {args.scenario} ({args.scale}, {args.device}): {len(trip.steps) - 1} spec steps "
+          f"({', '.join(name for name, _, _ in trip.steps[1:]) or 'none accepted'}), {trip.runs} scenario runs")
+    print_summary(summary, args.json)
+    return 0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    signature = sub.add_parser("signature", help="run a script and print its failure signature")
+    signature.add_argument("script")
+    signature.add_argument("--python")
+    signature.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT)
+    signature.add_argument("--json", action="store_true")
+    signature.set_defaults(func=cmd_signature)
+
+    matches = sub.add_parser("matches", help="exit 0 iff a script fails with a recorded signature (an oracle)")
+    matches.add_argument("--expect", required=True, help="JSON of the signature (as `signature --json` prints)")
+    matches.add_argument("candidate")
+    matches.add_argument("--python")
+    matches.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT)
+    matches.set_defaults(func=cmd_matches)
+
+    reduce = sub.add_parser("reduce", help="shrink a failing script, keeping its failure signature")
+    reduce.add_argument("script", nargs="?")
+    reduce.add_argument("--scenario", metavar="PRESET", help="start from a seed scenario (see `minrepro scenario list`)")
+    reduce.add_argument("--scale", default="tiny", choices=["tiny", "e2b", "e4b"], help="scenario model scale")
+    reduce.add_argument("--device", default="cpu", choices=["cpu", "cuda"], help="scenario placement family")
+    reduce.add_argument("--keep-steps", action="store_true", help="keep every accepted scenario step beside the output")
+    reduce.add_argument("-o", "--out", help="output path (default: <stem>.min.py beside SCRIPT)")
+    reduce.add_argument("--signature", metavar="REGEX",
+                        help="keep candidates whose final exception line matches REGEX (type and library "
+                             "frames still required)")
+    reduce.add_argument("--oracle", metavar="CMD", help="interestingness command; gets the candidate path, "
+                                                        "exit 0 means interesting")
+    reduce.add_argument("--python", help="interpreter to run candidates with (default: this one)")
+    reduce.add_argument("--jobs", type=int, default=1, help="candidates run in parallel")
+    reduce.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, help="seconds per candidate")
+    reduce.add_argument("--seed", type=int, default=0, help="order in which proposals are tried")
+    reduce.add_argument("--executor", default="forkserver", choices=["forkserver", "warm-pool", "cold"],
+                        help="how candidates run (each in its own process either way)")
+    reduce.add_argument("--workdir", help="cache and state directory (default: .minrepro/<stem>-<hash>)")
+    reduce.add_argument("--fresh", action="store_true", help="ignore a previous run's cache and state")
+    reduce.add_argument("--json", action="store_true", help="end with a JSON summary line")
+    reduce.add_argument("-v", "--verbose", action="store_true", help="log passes and accepted steps")
+    reduce.set_defaults(func=cmd_reduce)

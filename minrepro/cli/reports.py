@@ -1,0 +1,105 @@
+"""Hand-off commands: `bisect` releases, draft a `report`."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from ..catalog.manifest import load_catalog
+from ..catalog.matrix import write_matrices
+from ..catalog.run import write_results
+from ..errors import MinreproError
+from ..harness.runner import DEFAULT_TIMEOUT
+from .common import progress as _progress
+
+
+def cmd_bisect(args: argparse.Namespace) -> int:
+    from packaging.version import Version
+
+    from minrepro.reports.bisect import bisect_package, judge_for, minimal_upgrades, releases
+
+    catalog = load_catalog(args.manifest)
+    [case] = catalog.select([args.case])
+    packages = [p.strip().lower() for p in (args.packages or args.package).split(",") if p.strip()]
+    wheelhouse = Path(args.wheelhouse) if args.wheelhouse else None
+    judge = judge_for(case, packages, Path(args.envs), args.timeout, wheelhouse, _progress)
+    base = judge.base
+    results = []
+    for package in packages:
+        versions = releases(package, args.pre, wheelhouse)
+        bad = Version(args.bad) if args.bad else Version(base[package])
+        good = Version(args.good) if args.good else None
+        results.append(bisect_package(judge, package, versions, bad, good))
+    document = {"case": case.id, "base": base, "packages": [r.__dict__ for r in results]}
+    for r in results:
+        if r.first_fixed:
+            print(f"{case.id}: {r.package} first fixed in {r.first_fixed} (last bad {r.last_bad}; fails at {r.bad})")
+        else:
+            print(f"{case.id}: {r.package} still fails at {r.good} (fails at {r.bad})")
+    if len(packages) > 1:
+        targets = {r.package: Version(r.first_fixed or r.good) for r in results}
+        minimal = minimal_upgrades(judge, packages, targets)
+        document["minimal_upgrades"] = [[f"{p}>={targets[p]}" for p in subset] for subset in minimal]
+        print("minimal upgrades that make it pass: "
+              + ("; ".join(" + ".join(f"{p}>={targets[p]}" for p in subset) for subset in minimal) or "none"))
+    write_results(Path(args.results) / "bisect" / f"{case.id}.json", document)
+    if args.record:
+        from minrepro.catalog.manifest import record_fixed_in
+
+        fixed = [f"{r.package}=={r.first_fixed}" for r in results if r.first_fixed]
+        record_fixed_in(catalog.path, case.id, fixed)
+        print(f"recorded fixed_in = {fixed} for {case.id} in {catalog.path}", file=sys.stderr)
+        if Path(args.readme).is_file():
+            write_matrices(load_catalog(args.manifest), Path(args.results), Path(args.readme))
+    return 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from minrepro.reports.report import draft, render_markdown
+
+    catalog = load_catalog(args.manifest)
+    if args.all == bool(args.cases):
+        raise MinreproError("name one or more cases, or --all")
+    cases = catalog.cases if args.all else catalog.select(args.cases)
+    out_dir = Path(args.out) if args.out else None
+    for case in cases:
+        python = Path(args.python) if args.python else None
+        report = draft(case, catalog, Path(args.results), python)
+        text = json.dumps(report, indent=2) if args.format == "json" else render_markdown(report)
+        if out_dir is None:
+            print(text)
+        else:
+            out_dir.mkdir(parents=True, exist_ok=True)
+            target = out_dir / f"{case.id}.{'json' if args.format == 'json' else 'md'}"
+            target.write_text(text + "\n", encoding="utf-8")
+            print(f"{target}: {report['repository']}: {report['title']}")
+    return 0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    bisect = sub.add_parser("bisect", help="find the release of a package that fixed (or broke) a case")
+    bisect.add_argument("case")
+    target = bisect.add_mutually_exclusive_group(required=True)
+    target.add_argument("--package", help="the package whose releases are searched")
+    target.add_argument("--packages", metavar="A,B", help="joint mode: each alone, then minimal upgrade sets")
+    bisect.add_argument("--bad", help="a release on which the case fails (default: its pin)")
+    bisect.add_argument("--good", help="a release on which it passes (default: the newest release)")
+    bisect.add_argument("--pre", action="store_true", help="include prereleases")
+    bisect.add_argument("--envs", default=".minrepro/envs", help="where the per-release venvs live")
+    bisect.add_argument("--wheelhouse")
+    bisect.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT)
+    bisect.add_argument("--results", default="results", help="writes <results>/bisect/<case>.json")
+    bisect.add_argument("--record", action="store_true", help="write fixed_in into the manifest")
+    bisect.add_argument("--readme", default="README.md", help="README whose matrix --record regenerates")
+    bisect.set_defaults(func=cmd_bisect)
+
+    report = sub.add_parser("report", help="draft an issue for the right repository (never posts anything)")
+    report.add_argument("cases", nargs="*", metavar="CASE")
+    report.add_argument("--all", action="store_true", help="every catalog case")
+    report.add_argument("--format", choices=["md", "json"], default="md")
+    report.add_argument("--out", help="write one file per case into this directory (default: print)")
+    report.add_argument("--results", default="results", help="recorded runs, bisections and proofs")
+    report.add_argument("--python", help="interpreter of the env the case ran in, for `transformers env` etc.")
+    report.set_defaults(func=cmd_report)

@@ -1,0 +1,121 @@
+"""Isolated virtual environments that minrepro creates, and the marker that says so.
+
+Patches are only ever applied to an environment carrying the marker: the user's own environment is never
+a target. torch is not installed into these environments when the creating interpreter has one (it is
+large, and on GPU boxes it is the image's CUDA build); a `.pth` file makes it importable instead, after the
+environment's own site-packages, so the libraries installed here win.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import subprocess
+import sys
+import venv
+from pathlib import Path
+from typing import Any, Sequence
+
+from minrepro.errors import MinreproError
+
+MARKER = "minrepro-env.json"
+
+
+class EnvCreationError(MinreproError):
+    """The machine could not make a venv at all (disk, permissions): not a property of any version."""
+CPU_TORCH = "torch==2.13.0"  # what pip finds locally on the CPU machines (see NOTES)
+SYSTEM_SITE_PTH = "_minrepro_system_site.pth"
+
+
+def env_python(env: Path) -> Path:
+    return env / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
+
+
+def env_of(python: str | Path) -> Path:
+    """The environment an interpreter path belongs to (the inverse of `env_python`)."""
+    return Path(python).absolute().parent.parent
+
+
+def read_marker(env: Path) -> dict[str, Any] | None:
+    try:
+        return json.loads((Path(env) / MARKER).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def write_marker(env: Path, data: dict[str, Any]) -> None:
+    (Path(env) / MARKER).write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+
+
+def require_tool_env(env: Path) -> dict[str, Any]:
+    """The marker of a minrepro-created venv, or a one-line error: nothing else may be patched."""
+    env = Path(env)
+    if not (env / "pyvenv.cfg").is_file():
+        raise MinreproError(f"{env} is not a virtual environment (no pyvenv.cfg); refusing to patch it")
+    marker = read_marker(env)
+    if marker is None or marker.get("created_by") != "minrepro":
+        raise MinreproError(f"{env} was not created by minrepro (no {MARKER}); refusing to patch it. "
+                            "Create one with `minrepro env create DIR --set SET`.")
+    if Path(sys.prefix).resolve() == env.resolve():
+        raise MinreproError(f"{env} is the environment running minrepro; refusing to patch it")
+    return marker
+
+
+def site_packages(env: Path) -> Path:
+    out = subprocess.run([str(env_python(env)), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                         capture_output=True, text=True, check=True)
+    return Path(out.stdout.strip())
+
+
+def torch_site() -> str | None:
+    """The site-packages holding this interpreter's torch, if it has one. On some GPU images "the system
+    python" is itself a venv (/opt/torch/.venv), whose packages `--system-site-packages` does not reach; a
+    .pth file naming this directory does."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("torch")
+    return str(Path(spec.origin).parents[1]) if spec is not None and spec.origin else None
+
+
+def pip_install(env: Path, requirements: Sequence[str], wheelhouse: Path | None = None) -> None:
+    """Install into a minrepro-created env (extra tools such as pytest; never into another env)."""
+    require_tool_env(env)
+    _pip(env, list(requirements), wheelhouse)
+
+
+def _pip(env: Path, args: Sequence[str], wheelhouse: Path | None) -> None:
+    index = ["--no-index", "--find-links", str(wheelhouse)] if wheelhouse else []
+    cmd = [str(env_python(env)), "-m", "pip", "install", "-q", "--disable-pip-version-check", *index, *args]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+        raise MinreproError(f"pip install {' '.join(args)} failed in {env}: {last}")
+
+
+def create_env(env: Path, requirements: Sequence[str], wheelhouse: Path | None = None,
+               label: str = "") -> Path:
+    """Create (or reuse, when its marker lists the same requirements and no patches) a venv; its python."""
+    env = Path(env).absolute()
+    marker = read_marker(env)
+    if marker and marker.get("requirements") == list(requirements) and not marker.get("patches"):
+        return env_python(env)
+    if env.exists() and any(env.iterdir()) and marker is None:
+        raise MinreproError(f"{env} exists and was not created by minrepro; choose another directory")
+    try:
+        venv.EnvBuilder(clear=True, with_pip=True).create(env)
+    except (OSError, subprocess.CalledProcessError) as exc:
+        raise EnvCreationError(f"cannot create a venv at {env}: {exc}") from None
+    torch_from = torch_site()
+    if torch_from:
+        Path(site_packages(env), SYSTEM_SITE_PTH).write_text(torch_from + "\n", encoding="utf-8")
+    else:
+        _pip(env, [CPU_TORCH], None)
+    # The set's own pins go into this env even when the torch site (visible through the .pth) has the same
+    # versions: patches must land here, never there. Their dependencies may come from either.
+    _pip(env, ["--ignore-installed", "--no-deps", *requirements], wheelhouse)
+    _pip(env, list(requirements), wheelhouse)
+    write_marker(env, {"created_by": "minrepro", "label": label, "requirements": list(requirements),
+                       "torch_from": torch_from or CPU_TORCH, "patches": [],
+                       "created": _dt.datetime.now().isoformat(timespec="seconds")})
+    return env_python(env)

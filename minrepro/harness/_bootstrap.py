@@ -1,0 +1,230 @@
+"""Run a script as ``__main__`` and record how it ended, as JSON, for minrepro's runner.
+
+Executed by path (``python _bootstrap.py SCRIPT ARGS...``) under whatever interpreter the user names, so it
+uses the standard library only and never imports minrepro. The record goes to the file named by
+``MINREPRO_REPORT``; the script itself sees an ordinary ``sys.argv`` and ``sys.path``.
+
+With ``MINREPRO_TRACE=FILE`` every call of accelerate's ``dispatch_model`` (PEFT's redispatch, transformers'
+own, the script's) is recorded as JSON lines: who called it, the device map per device, the main device, how
+many quantized weights it will put under offload hooks, and, once it returns, the hooks it attached. A pass
+then says which branch it exercised. The wrapper only observes: arguments and results pass through unchanged.
+"""
+
+import faulthandler
+import functools
+import importlib.abc
+import importlib.machinery
+import json
+import os
+import runpy
+import signal
+import sys
+import traceback
+
+
+def _library_tops():
+    """Top-level import names that belong to installed distributions (minrepro itself excluded)."""
+    try:
+        from importlib.metadata import packages_distributions
+
+        return set(packages_distributions()) - {"minrepro"}
+    except Exception:  # a broken metadata dir must not hide the user's failure
+        return set()
+
+
+def _type_name(exc):
+    cls = type(exc)
+    return cls.__qualname__ if cls.__module__ == "builtins" else f"{cls.__module__}.{cls.__qualname__}"
+
+
+def _frames(tb, tops):
+    out = []
+    for frame, lineno in traceback.walk_tb(tb):
+        module = frame.f_globals.get("__name__") or ""
+        code = frame.f_code
+        out.append(
+            {
+                "file": code.co_filename,
+                "line": lineno,
+                "module": module,
+                "function": getattr(code, "co_qualname", code.co_name),
+                "library": module.split(".")[0] in tops and module != "__main__",
+            }
+        )
+    return out
+
+
+def _describe(exc, tops):
+    try:
+        message = str(exc)
+    except Exception:
+        message = "<unprintable>"
+    causes, seen, link = [], {id(exc)}, exc.__cause__ or (None if exc.__suppress_context__ else exc.__context__)
+    while link is not None and id(link) not in seen:
+        seen.add(id(link))
+        causes.append(_type_name(link))
+        link = link.__cause__ or (None if link.__suppress_context__ else link.__context__)
+    return {
+        "type": _type_name(exc),
+        "message": message,
+        "frames": _frames(exc.__traceback__, tops),
+        "causes": causes,
+    }
+
+
+def _write(path, record):
+    if path:
+        with open(path, "w", encoding="utf-8") as fh:
+            json.dump(record, fh)
+
+
+# --- placement trace --------------------------------------------------------------------------------
+
+_TRACED_MODULE, _TRACED_NAME = "accelerate.big_modeling", "dispatch_model"
+_QUANTIZED = ("Params4bit", "Int8Params")
+
+
+def _append(path, record):
+    with open(path, "a", encoding="utf-8") as fh:
+        fh.write(json.dumps(record) + "\n")
+
+
+def _main_device(device_map, given):
+    # accelerate's own rule (dispatch_model): the first device that is neither cpu nor disk, else cpu
+    if given is not None:
+        return str(given)
+    others = [d for d in device_map.values() if d not in ("cpu", "disk")]
+    return str(others[0]) if others else "cpu"
+
+
+def _placement(model, device_map, main):
+    """Counts per device, and the quantized weights under entries that will be offloaded (disk; cpu too when
+    the main device is not the cpu): the branch where families A and B live."""
+    devices = {}
+    for device in device_map.values():
+        devices[str(device)] = devices.get(str(device), 0) + 1
+    offloaded = [name for name, device in device_map.items()
+                 if device == "disk" or (device == "cpu" and main not in ("cpu", "mps"))]
+    quantized = 0
+    for name, param in model.named_parameters():
+        if type(param).__name__ in _QUANTIZED and any(not o or name == o or name.startswith(o + ".") for o in offloaded):
+            quantized += 1
+    return {"devices": devices, "main_device": main, "offloaded_entries": len(offloaded),
+            "offloaded_quantized_weights": quantized}
+
+
+def _hooks(model):
+    """What dispatch attached: modules whose hook offloads their weights, the quantized ones among them, and
+    the execution device of each hooked module."""
+    offloading, quantized, execution = 0, 0, {}
+    for module in model.modules():
+        hook = getattr(module, "_hf_hook", None)
+        for one in getattr(hook, "hooks", None) or ([hook] if hook is not None else []):
+            device = getattr(one, "execution_device", None)
+            if device is not None:
+                execution[str(device)] = execution.get(str(device), 0) + 1
+            if getattr(one, "offload", False):
+                offloading += 1
+                quantized += any(type(p).__name__ in _QUANTIZED for p in module.parameters(recurse=False))
+    return {"offloading_hooks": offloading, "offloading_quantized_modules": quantized, "execution_devices": execution}
+
+
+def _traced(dispatch, path):
+    @functools.wraps(dispatch)
+    def dispatch_model(model, device_map, *args, **kwargs):
+        frame = sys._getframe(1)
+        record = {"event": "dispatch_model", "caller": f"{frame.f_globals.get('__name__')}:{frame.f_code.co_name}"}
+        try:
+            record.update(_placement(model, device_map, _main_device(device_map, kwargs.get("main_device"))))
+        except Exception as exc:  # observing must never change what the script does
+            record["trace_error"] = repr(exc)
+        _append(path, {**record, "status": "started"})
+        result = dispatch(model, device_map, *args, **kwargs)
+        try:
+            _append(path, {**record, "status": "returned", **_hooks(model)})
+        except Exception as exc:
+            _append(path, {**record, "status": "returned", "trace_error": repr(exc)})
+        return result
+
+    dispatch_model.__minrepro_traced__ = True
+    return dispatch_model
+
+
+def _wrap_loaded(path):
+    """Wrap dispatch_model in accelerate.big_modeling and rebind every module attribute that holds it."""
+    module = sys.modules[_TRACED_MODULE]
+    original = getattr(module, _TRACED_NAME)
+    if getattr(original, "__minrepro_traced__", False):
+        return
+    wrapper = _traced(original, path)
+    for other in list(sys.modules.values()):
+        if getattr(other, _TRACED_NAME, None) is original:
+            setattr(other, _TRACED_NAME, wrapper)
+
+
+class _TraceFinder(importlib.abc.MetaPathFinder):
+    """Wraps dispatch_model as accelerate.big_modeling finishes importing, before anyone binds the name."""
+
+    def __init__(self, path):
+        self.path = path
+
+    def find_spec(self, name, search_path, target=None):
+        if name != _TRACED_MODULE:
+            return None
+        spec = importlib.machinery.PathFinder.find_spec(name, search_path)
+        if spec is None or spec.loader is None:
+            return spec
+        run_module, path = spec.loader.exec_module, self.path
+
+        def exec_module(module):
+            run_module(module)
+            setattr(module, _TRACED_NAME, _traced(getattr(module, _TRACED_NAME), path))
+
+        spec.loader.exec_module = exec_module
+        return spec
+
+
+def install_trace(path):
+    if _TRACED_MODULE in sys.modules:
+        _wrap_loaded(path)
+    else:
+        sys.meta_path.insert(0, _TraceFinder(path))
+
+
+def execute(script, args, report, path0=None):
+    """Run ``script`` as __main__ with ``args``; record how it ended in ``report``; return the exit code.
+
+    Also used in-process by the fork server's children and the warm workers."""
+    sys.argv = [script, *args]
+    sys.path.insert(0, path0 or os.path.dirname(os.path.abspath(script)))
+    faulthandler.enable()  # segfaults and aborts leave a Python stack on stderr
+    if os.environ.get("MINREPRO_TRACE"):
+        install_trace(os.environ["MINREPRO_TRACE"])
+    if hasattr(signal, "SIGUSR1"):
+        faulthandler.register(signal.SIGUSR1, all_threads=False)  # the runner asks for a stack on timeout
+    try:
+        runpy.run_path(script, run_name="__main__")
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        _write(report, {"exit": code})
+        return code
+    except BaseException as exc:
+        _write(report, {"exception": _describe(exc, _library_tops())})
+        traceback.print_exc()
+        return 1
+    _write(report, {"exit": 0})
+    return 0
+
+
+def main():
+    report = os.environ.pop("MINREPRO_REPORT", None)
+    sys.path.pop(0)  # this file's directory: the script's own directory goes first instead
+    code = execute(sys.argv[1], sys.argv[2:], report, os.environ.pop("MINREPRO_PATH0", None))
+    sys.stdout.flush()
+    sys.stderr.flush()
+    if code:
+        os._exit(code)  # skip atexit/finalizers of a possibly corrupted library state
+
+
+if __name__ == "__main__":
+    main()

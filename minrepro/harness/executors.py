@@ -1,0 +1,245 @@
+"""Ways to run many candidate scripts, each in its own process, answering `RunResult`s.
+
+- `ColdExecutor`: a fresh interpreter per candidate (`run_script`); pays the full import every time.
+- `ForkServerExecutor`: one server imports the heavy libraries once, then forks a child per candidate.
+- `WarmPoolExecutor`: spawned workers that pre-import the libraries and each run one candidate.
+
+Every candidate still gets a process of its own, so a crash or a monkeypatch cannot leak into the next.
+The reducer only sees `run_many`; `benchmarks/` measures the three against each other.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import subprocess
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol, Sequence
+
+from minrepro.errors import MinreproError
+from minrepro.harness.runner import STACK_GRACE, RunResult, classify_run, read_report, resolve_python, run_script
+
+FORKSERVER = Path(__file__).with_name("_forkserver.py")
+WARMUP_TIMEOUT = 300.0
+
+
+class Executor(Protocol):
+    name: str
+
+    def run_many(self, scripts: Sequence[Path], timeout: float, home: Path | None = None) -> list[RunResult]:
+        """Run each script in its own process and in an empty scratch directory (what one candidate
+        writes cannot feed the next), importing first from ``home`` (the original script's directory)."""
+
+    def close(self) -> None: ...
+
+
+class ColdExecutor:
+    name = "cold"
+
+    def __init__(self, python: str | None = None, jobs: int = 1):
+        self.python, self.jobs = resolve_python(python), max(1, jobs)
+
+    def run_many(self, scripts: Sequence[Path], timeout: float, home: Path | None = None) -> list[RunResult]:
+        def one(script: Path) -> RunResult:
+            with tempfile.TemporaryDirectory(prefix="minrepro-cwd-") as scratch:
+                return run_script(script, python=self.python, timeout=timeout, cwd=scratch,
+                                  path0=home or Path(script).parent)
+
+        with ThreadPoolExecutor(self.jobs) as pool:
+            return list(pool.map(one, scripts))
+
+    def close(self) -> None:
+        pass
+
+
+@dataclass
+class _Job:
+    index: int
+    script: Path
+    workdir: Path
+    home: Path | None = None
+    started: float = field(default_factory=time.monotonic)
+    pid: int | None = None
+    usr1_at: float | None = None  # when the stack dump was requested (timeout)
+
+    def spec(self) -> dict:
+        scratch = self.workdir / "cwd"
+        scratch.mkdir(exist_ok=True)
+        return {"id": self.index, "script": str(self.script.resolve()), "args": [], "cwd": str(scratch),
+                "path0": str((self.home or self.script.parent).resolve()), "report": str(self.workdir / "report.json"),
+                "stdout": str(self.workdir / "stdout"), "stderr": str(self.workdir / "stderr")}
+
+    def result(self, code: int, timeout: float) -> RunResult:
+        out = (self.workdir / "stdout").read_text(errors="replace") if (self.workdir / "stdout").exists() else ""
+        err = (self.workdir / "stderr").read_text(errors="replace") if (self.workdir / "stderr").exists() else ""
+        timed_out = self.usr1_at is not None
+        sig, headline = classify_run(code, err, read_report(self.workdir / "report.json"), timed_out, timeout)
+        return RunResult(code, out, err, time.monotonic() - self.started, sig, headline)
+
+    def expire(self, now: float, timeout: float) -> None:
+        """Past the deadline: ask for a stack dump, then kill the child's whole group."""
+        if self.pid is None:
+            return
+        if self.usr1_at is None and now - self.started > timeout:
+            self.usr1_at = now
+            _signal(self.pid, signal.SIGUSR1, group=False)
+        elif self.usr1_at is not None and now - self.usr1_at > STACK_GRACE:
+            _signal(self.pid, signal.SIGKILL, group=True)
+
+
+def _signal(pid: int, sig: int, group: bool) -> None:
+    try:
+        os.killpg(pid, sig) if group else os.kill(pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+class _Lines:
+    """Line reader over a pipe, usable with select."""
+
+    def __init__(self, fd: int):
+        self.fd, self.buffer = fd, b""
+
+    def read(self, wait: float) -> list[dict]:
+        ready, _, _ = select.select([self.fd], [], [], max(wait, 0.0))
+        if not ready:
+            return []
+        chunk = os.read(self.fd, 65536)
+        if not chunk:
+            raise MinreproError("the fork server exited unexpectedly")
+        self.buffer += chunk
+        *lines, self.buffer = self.buffer.split(b"\n")
+        return [json.loads(line) for line in lines if line.strip()]
+
+
+def _await_ready(lines: _Lines, what: str) -> dict:
+    """The worker's ready line (it has imported the preload), or a one-line error after WARMUP_TIMEOUT."""
+    deadline = time.monotonic() + WARMUP_TIMEOUT
+    while time.monotonic() < deadline:
+        for record in lines.read(deadline - time.monotonic()):
+            if "ready" in record:
+                return record
+    raise MinreproError(f"{what} did not start in time")
+
+
+def _start_worker(python: str, mode: str, preload: Sequence[str], log) -> subprocess.Popen:
+    return subprocess.Popen([python, str(FORKSERVER), mode, ",".join(preload)], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=log, start_new_session=True)
+
+
+class ForkServerExecutor:
+    name = "forkserver"
+
+    def __init__(self, python: str | None = None, preload: Sequence[str] = (), jobs: int = 1):
+        self.jobs = max(1, jobs)
+        self._tmp = tempfile.TemporaryDirectory(prefix="minrepro-fork-", ignore_cleanup_errors=True)
+        self._log = open(Path(self._tmp.name) / "server.log", "wb")
+        self.proc = _start_worker(resolve_python(python), "fork", preload, self._log)
+        self._lines = _Lines(self.proc.stdout.fileno())
+        ready = _await_ready(self._lines, "the fork server")
+        if ready["cuda_initialized"]:
+            self.close()
+            raise MinreproError("CUDA was initialized while preloading; a fork server cannot be used")
+
+    def run_many(self, scripts: Sequence[Path], timeout: float, home: Path | None = None) -> list[RunResult]:
+        results: list[RunResult | None] = [None] * len(scripts)
+        queue = list(enumerate(scripts))
+        by_id: dict[int, _Job] = {}
+        by_pid: dict[int, _Job] = {}
+        while queue or by_id or by_pid:
+            while queue and len(by_id) + len(by_pid) < self.jobs:
+                index, script = queue.pop(0)
+                job = _Job(index, Path(script), Path(tempfile.mkdtemp(dir=self._tmp.name)), home)
+                by_id[index] = job
+                self.proc.stdin.write((json.dumps(job.spec()) + "\n").encode())
+                self.proc.stdin.flush()
+            for record in self._lines.read(0.05):
+                if "id" in record and record["id"] in by_id:
+                    job = by_id.pop(record["id"])
+                    job.pid = record["pid"]
+                    by_pid[job.pid] = job
+                elif "code" in record and record["pid"] in by_pid:
+                    job = by_pid.pop(record["pid"])
+                    results[job.index] = job.result(record["code"], timeout)
+            now = time.monotonic()
+            for job in by_pid.values():
+                job.expire(now, timeout)
+        return [r for r in results if r is not None]
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.stdin.close()
+            try:
+                self.proc.wait(5)
+            except subprocess.TimeoutExpired:
+                _signal(self.proc.pid, signal.SIGKILL, group=True)
+        self._log.close()
+        self._tmp.cleanup()
+
+
+class WarmPoolExecutor:
+    """Workers spawned ahead of need; each imports the libraries, runs one candidate and exits."""
+
+    name = "warm-pool"
+
+    def __init__(self, python: str | None = None, preload: Sequence[str] = (), jobs: int = 1):
+        self.python, self.preload, self.jobs = resolve_python(python), list(preload), max(1, jobs)
+        self._tmp = tempfile.TemporaryDirectory(prefix="minrepro-pool-", ignore_cleanup_errors=True)
+        self._log = open(Path(self._tmp.name) / "workers.log", "wb")
+        self._idle = [self._spawn() for _ in range(self.jobs)]
+
+    def _spawn(self) -> tuple[subprocess.Popen, _Lines]:
+        proc = _start_worker(self.python, "single", self.preload, self._log)
+        return proc, _Lines(proc.stdout.fileno())
+
+    def _take(self) -> subprocess.Popen:
+        proc, lines = self._idle.pop(0)
+        self._idle.append(self._spawn())  # warm the replacement while this one works
+        _await_ready(lines, "a warm worker")
+        return proc
+
+    def run_many(self, scripts: Sequence[Path], timeout: float, home: Path | None = None) -> list[RunResult]:
+        results: list[RunResult | None] = [None] * len(scripts)
+        queue, running = list(enumerate(scripts)), []
+        while queue or running:
+            while queue and len(running) < self.jobs:
+                index, script = queue.pop(0)
+                job = _Job(index, Path(script), Path(tempfile.mkdtemp(dir=self._tmp.name)), home)
+                proc = self._take()
+                job.started, job.pid = time.monotonic(), proc.pid
+                proc.stdin.write((json.dumps(job.spec()) + "\n").encode())
+                proc.stdin.close()
+                running.append((job, proc))
+            time.sleep(0.01)
+            now = time.monotonic()
+            for job, proc in list(running):
+                if proc.poll() is not None:
+                    running.remove((job, proc))
+                    results[job.index] = job.result(proc.returncode, timeout)
+                else:
+                    job.expire(now, timeout)
+        return [r for r in results if r is not None]
+
+    def close(self) -> None:
+        for proc, _ in self._idle:
+            _signal(proc.pid, signal.SIGKILL, group=True)
+            proc.wait()
+        self._log.close()
+        self._tmp.cleanup()
+
+
+EXECUTORS = {"cold": ColdExecutor, "forkserver": ForkServerExecutor, "warm-pool": WarmPoolExecutor}
+
+
+def make_executor(kind: str, python: str | None, preload: Sequence[str], jobs: int) -> Executor:
+    if kind == "cold":
+        return ColdExecutor(python, jobs)
+    if kind not in EXECUTORS:
+        raise MinreproError(f"unknown executor {kind!r} (known: {', '.join(EXECUTORS)})")
+    return EXECUTORS[kind](python, preload, jobs)

@@ -1,0 +1,136 @@
+"""Oracles: answer "is this candidate interesting?" for batches of candidate sources, with a disk cache.
+
+`SignatureOracle` runs candidates through an executor and keeps those whose failure signature equals the
+original's (or, with a regex, whose final line matches it while type and library frames stay the same).
+`CommandOracle` runs a user's interestingness command, as Shrink Ray does: exit 0 means interesting.
+Either way, each distinct candidate runs once: answers are cached by content hash in the work directory.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import signal
+import subprocess
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+from minrepro.harness.executors import Executor
+from minrepro.harness.runner import RunResult
+from minrepro.harness.signature import Signature
+
+
+@dataclass
+class OracleStats:
+    calls: int = 0  # candidates actually run
+    cache_hits: int = 0
+    seconds: float = 0.0  # wall time spent running candidates
+
+
+class Cache:
+    """Answers by content hash, appended to a JSON-lines file so an interrupted run resumes."""
+
+    def __init__(self, path: Path, key: str):
+        self.path, self.key, self.answers = path, key, {}
+        if path.exists():
+            for line in path.read_text(encoding="utf-8").splitlines():
+                try:
+                    record = json.loads(line)
+                except ValueError:
+                    continue  # a line cut short by an interruption
+                self.answers[record["hash"]] = record["interesting"]
+
+    def hash(self, source: str) -> str:
+        return hashlib.sha256(f"{self.key}\0{source}".encode()).hexdigest()
+
+    def store(self, digest: str, interesting: bool, note: str) -> None:
+        self.answers[digest] = interesting
+        with self.path.open("a", encoding="utf-8") as fh:
+            fh.write(json.dumps({"hash": digest, "interesting": interesting, "note": note}) + "\n")
+
+
+@dataclass
+class _Base:
+    cache: Cache
+    workdir: Path
+    timeout: float
+    home: Path | None = None  # the original script's directory: candidates import from it first
+    stats: OracleStats = field(default_factory=OracleStats)
+
+    def test_many(self, sources: list[str]) -> list[bool]:
+        digests = [self.cache.hash(s) for s in sources]
+        todo = {d: s for d, s in zip(digests, sources) if d not in self.cache.answers}
+        self.stats.cache_hits += len(sources) - len(todo)
+        if todo:
+            paths = []
+            folder = self.workdir / "candidates"
+            folder.mkdir(parents=True, exist_ok=True)
+            for digest, source in todo.items():
+                path = folder / f"{digest[:16]}.py"
+                path.write_text(source, encoding="utf-8")
+                paths.append(path)
+            start = time.monotonic()
+            answers = self._judge(paths)
+            self.stats.seconds += time.monotonic() - start
+            self.stats.calls += len(paths)
+            for (digest, _), path, (interesting, note) in zip(todo.items(), paths, answers):
+                self.cache.store(digest, interesting, note)
+                path.unlink(missing_ok=True)
+        return [self.cache.answers[d] for d in digests]
+
+    def _judge(self, paths: list[Path]) -> list[tuple[bool, str]]:
+        raise NotImplementedError
+
+
+@dataclass
+class SignatureOracle(_Base):
+    executor: Executor | None = None
+    original: Signature | None = None
+    regex: str | None = None
+    max_seconds: float | None = None  # a reduction must not make the repro much slower to run
+
+    def matches(self, result: RunResult) -> bool:
+        """Same failure: equal signature, or with a regex the same kind, type and library frames."""
+        sig = result.signature
+        if sig is None or self.original is None:
+            return False
+        if self.regex is None:
+            return sig == self.original
+        same_place = (sig.kind, sig.type, sig.frames) == (self.original.kind, self.original.type, self.original.frames)
+        return same_place and re.search(self.regex, result.raw_headline) is not None
+
+    def _judge(self, paths: list[Path]) -> list[tuple[bool, str]]:
+        results = self.executor.run_many(paths, self.timeout, self.home)
+        return [(self.matches(r) and self._in_budget(r), r.signature.headline if r.signature else "pass")
+                for r in results]
+
+    def _in_budget(self, result: RunResult) -> bool:
+        return self.max_seconds is None or result.seconds <= self.max_seconds
+
+
+@dataclass
+class CommandOracle(_Base):
+    command: Sequence[str] = ()
+    jobs: int = 1
+
+    def _judge(self, paths: list[Path]) -> list[tuple[bool, str]]:
+        def one(path: Path) -> tuple[bool, str]:
+            with tempfile.TemporaryDirectory(prefix="minrepro-cwd-") as scratch:
+                proc = subprocess.Popen([*self.command, str(path)], stdout=subprocess.DEVNULL,
+                                        stderr=subprocess.DEVNULL, cwd=scratch, start_new_session=True)
+                try:
+                    return proc.wait(self.timeout) == 0, f"exit {proc.returncode}"
+                except subprocess.TimeoutExpired:
+                    os.killpg(proc.pid, signal.SIGKILL)  # the command and everything it started
+                    proc.wait()
+                    return False, "timeout"
+
+        with ThreadPoolExecutor(max(1, self.jobs)) as pool:
+            return list(pool.map(one, paths))
+

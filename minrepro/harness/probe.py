@@ -1,0 +1,69 @@
+"""What an interpreter has: library versions, CUDA and the GPU, CPU flags (asked in a subprocess of it)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import MinreproError
+from .runner import resolve_python
+
+DISTRIBUTIONS = ("torch", "transformers", "accelerate", "peft", "bitsandbytes", "tokenizers")
+
+# Runs under the target interpreter: versions come from metadata; CUDA needs the torch import.
+_PROBE = r"""
+import json, platform, importlib.metadata as md
+out = {"python": platform.python_version(), "versions": {}, "cuda": False, "gpu": None, "cpu_flags": []}
+for dist in %r:
+    try:
+        out["versions"][dist] = md.version(dist)
+    except md.PackageNotFoundError:
+        out["versions"][dist] = None
+try:
+    import torch
+    out["cuda"] = bool(torch.cuda.is_available())
+    out["gpu"] = torch.cuda.get_device_name(0) if out["cuda"] else None
+except Exception as exc:
+    out["torch_error"] = repr(exc)
+try:
+    flags = next(l for l in open("/proc/cpuinfo") if l.startswith("flags"))
+    out["cpu_flags"] = sorted(set(flags.split(":", 1)[1].split()))
+except Exception:
+    pass
+print(json.dumps(out))
+""" % (DISTRIBUTIONS,)
+
+
+@dataclass(frozen=True)
+class Environment:
+    python: str
+    python_version: str
+    versions: dict[str, str | None]
+    cuda: bool
+    gpu: str | None
+    cpu_flags: tuple[str, ...] | None  # None: not known (a results document recorded without them)
+
+    @property
+    def machine(self) -> str:
+        return "cuda" if self.cuda else "cpu"
+
+    @classmethod
+    def recorded(cls, document: dict[str, Any]) -> "Environment":
+        """The environment a results document was recorded in (what `skip_reason` needs of it)."""
+        return cls(document.get("python", ""), document.get("python", ""), document.get("versions", {}),
+                   document["machine"] == "cuda", document.get("gpu"),
+                   tuple(document["cpu_flags"]) if "cpu_flags" in document else None)
+
+
+def probe(python: str | None) -> Environment:
+    """What the target interpreter has: library versions, CUDA, CPU flags."""
+    interpreter = resolve_python(python)
+    proc = subprocess.run([interpreter, "-c", _PROBE], capture_output=True, text=True, timeout=300)
+    if proc.returncode != 0:
+        last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+        raise MinreproError(f"cannot probe {interpreter}: {last}")
+    data = json.loads(proc.stdout.strip().splitlines()[-1])
+    return Environment(interpreter, data["python"], data["versions"], data["cuda"], data["gpu"],
+                       tuple(data["cpu_flags"]))

@@ -1,0 +1,199 @@
+"""Run a script in a fresh process under a timeout and answer with its outcome and signature.
+
+Every run gets its own process (and process group, killed whole on expiry), so a crashed or
+monkeypatched script cannot affect the next. The interpreter is a parameter: one minrepro installation
+drives venvs that hold other library versions.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+from minrepro.errors import MinreproError
+from minrepro.harness.signature import (
+    Signature,
+    classify,
+    frames_from_records,
+    frames_from_text,
+    normalize_message,
+    parse_traceback,
+)
+
+BOOTSTRAP = Path(__file__).with_name("_bootstrap.py")
+DEFAULT_TIMEOUT = 120.0
+STACK_GRACE = 1.0  # seconds a timed-out script gets to dump its stack before SIGKILL
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """What one run produced. ``signature`` is None when the script passed."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+    seconds: float
+    signature: Signature | None
+    raw_headline: str  # "Type: message" before normalization, for the catalog's regexes
+    trace: tuple[dict[str, Any], ...] = ()  # placement records (`run_script(..., trace=True)`), in call order
+
+    @property
+    def failed(self) -> bool:
+        return self.signature is not None
+
+
+def resolve_python(python: str | None) -> str:
+    """An executable path for ``python`` (default: this interpreter), or a one-line error."""
+    if python is None:
+        return sys.executable
+    found = shutil.which(python) if os.sep not in python else (python if os.access(python, os.X_OK) else None)
+    if not found:
+        raise MinreproError(f"interpreter not found: {python}")
+    return found
+
+
+def run_script(
+    script: str | os.PathLike[str],
+    *,
+    python: str | None = None,
+    timeout: float = DEFAULT_TIMEOUT,
+    args: Sequence[str] = (),
+    env: dict[str, str] | None = None,
+    cwd: str | os.PathLike[str] | None = None,
+    path0: str | os.PathLike[str] | None = None,
+    trace: bool = False,
+) -> RunResult:
+    """Run ``script`` under ``python`` via the bootstrap and classify how it ended.
+
+    It runs in ``cwd`` (default: its own directory) and imports first from ``path0`` (default: its own
+    directory): a candidate stands in for an original that lives elsewhere. With ``trace`` the result carries
+    every accelerate ``dispatch_model`` call the run made (see ``_bootstrap``)."""
+    script = Path(script)
+    if not script.is_file():
+        raise MinreproError(f"no such script: {script}")
+    interpreter = resolve_python(python)
+    with tempfile.TemporaryDirectory(prefix="minrepro-run-") as tmp:
+        report_path = Path(tmp) / "report.json"
+        scratch_tmp = Path(tmp) / "tmp"
+        scratch_tmp.mkdir()
+        # the script's own temp files (checkpoints, offload folders) go where they are removed after the run
+        child_env = {**os.environ, **(env or {}), "MINREPRO_REPORT": str(report_path), "PYTHONUNBUFFERED": "1",
+                     "TMPDIR": str(scratch_tmp)}
+        if path0 is not None:
+            child_env["MINREPRO_PATH0"] = str(Path(path0).resolve())
+        trace_path = Path(tmp) / "trace.jsonl"
+        if trace:
+            child_env["MINREPRO_TRACE"] = str(trace_path)
+        command = [interpreter, str(BOOTSTRAP), str(script.resolve()), *args]
+        start = time.monotonic()
+        proc = subprocess.Popen(
+            command,
+            cwd=cwd or script.resolve().parent,
+            env=child_env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            errors="replace",
+            start_new_session=True,  # its own process group: a timeout kills everything it spawned
+        )
+        try:
+            stdout, stderr = proc.communicate(timeout=timeout)
+            timed_out = False
+        except subprocess.TimeoutExpired:
+            stdout, stderr = _kill_group(proc)
+            timed_out = True
+        seconds = time.monotonic() - start
+        report = read_report(report_path)
+        records = read_trace(trace_path)
+    signature, headline = classify_run(proc.returncode, stderr, report, timed_out, timeout)
+    return RunResult(proc.returncode, stdout, stderr, seconds, signature, headline, records)
+
+
+def _kill_group(proc: subprocess.Popen[str]) -> tuple[str, str]:
+    """Ask for a stack dump (the bootstrap registers SIGUSR1), then kill the whole group."""
+    for sig, wait in ((getattr(signal, "SIGUSR1", None), STACK_GRACE), (signal.SIGKILL, None)):
+        if sig is None:
+            continue
+        try:
+            os.killpg(proc.pid, sig) if sig == signal.SIGKILL else os.kill(proc.pid, sig)
+        except ProcessLookupError:
+            pass
+        if wait:
+            time.sleep(wait)
+    return proc.communicate()
+
+
+def read_trace(path: Path) -> tuple[dict[str, Any], ...]:
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return ()
+    records = []
+    for line in lines:
+        try:
+            records.append(json.loads(line))
+        except ValueError:
+            continue  # a record cut short by a kill
+    return tuple(records)
+
+
+def read_report(path: Path) -> dict[str, Any]:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+
+
+def classify_run(
+    returncode: int, stderr: str, report: dict[str, Any], timed_out: bool, timeout: float
+) -> tuple[Signature | None, str]:
+    """(signature or None if it passed, raw headline) from what a finished run left behind."""
+    if timed_out:
+        frames = frames_from_text(_last_dump(stderr), most_recent_first=True)
+        return Signature("timeout", "Timeout", "", frames), f"Timeout: no exit after {timeout:g} s"
+    if returncode < 0:
+        name = _signal_name(-returncode)
+        frames = frames_from_text(_last_dump(stderr), most_recent_first=True)
+        return Signature("signal", name, "", frames), f"{name}: killed by signal {-returncode}"
+    if "exception" in report:
+        exc = report["exception"]
+        signature = Signature(
+            classify(exc["type"], exc["message"]),
+            exc["type"],
+            normalize_message(exc["message"]),
+            frames_from_records(exc["frames"]),
+            tuple(exc.get("causes", ())),
+        )
+        return signature, f"{exc['type']}: {exc['message']}"
+    if returncode == 0:
+        return None, ""
+    # Non-zero exit without an uncaught exception: a script that logged a traceback and exited.
+    parsed = parse_traceback(stderr)
+    if parsed is not None:
+        last = stderr[stderr.rfind("Traceback (most recent call last):") :]
+        headline = next((ln for ln in last.splitlines() if ln.startswith(parsed.type)), parsed.headline)
+        return parsed, headline
+    return Signature("exit", f"exit {returncode}", ""), f"exit {returncode}"
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
+
+
+def _last_dump(stderr: str) -> str:
+    """The last faulthandler dump ('Current thread ... (most recent call first)') in stderr."""
+    marker = max(stderr.rfind("(most recent call first)"), 0)
+    return stderr[marker:]

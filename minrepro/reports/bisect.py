@@ -1,0 +1,174 @@
+"""Bisecting a case over a package's releases, each in its own minrepro-created venv.
+
+The other packages stay at the case's pins (the first version set on which it fails). A version is
+"bad" when the case fails with its catalog signature, "good" when it passes, and "skip" when it cannot be
+installed or fails some other way (an import error from a release that predates the model, say); a skip
+is stepped over as `git bisect skip` does. Outcomes are cached per requirement set, so a rerun or a
+joint search reuses every environment already judged.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import subprocess
+import sys
+from dataclasses import dataclass
+from itertools import combinations
+from pathlib import Path
+from typing import Callable
+
+from packaging.version import InvalidVersion, Version
+
+from minrepro.catalog.manifest import LIBRARIES, Case, script_pins
+from minrepro.envs.venvs import EnvCreationError, create_env
+from minrepro.errors import MinreproError
+from minrepro.catalog.run import observe
+from minrepro.harness.runner import run_script
+
+Outcome = str  # "bad" | "good" | "skip"
+
+
+def releases(package: str, pre: bool = False, wheelhouse: Path | None = None) -> list[Version]:
+    """Every release the package index (pip's configured one) lists, oldest first."""
+    index = ["--no-index", "--find-links", str(wheelhouse)] if wheelhouse else []
+    proc = subprocess.run([sys.executable, "-m", "pip", "index", "versions", package, "--pre", *index,
+                           "--disable-pip-version-check"], capture_output=True, text=True)
+    match = re.search(r"Available versions: (.*)", proc.stdout)
+    if proc.returncode != 0 or not match:
+        raise MinreproError(f"cannot list releases of {package}: {(proc.stderr.strip() or 'no versions').splitlines()[-1]}")
+    versions = []
+    for text in match[1].split(","):
+        try:
+            versions.append(Version(text.strip()))
+        except InvalidVersion:
+            continue
+    return sorted(v for v in versions if pre or not v.is_prerelease)
+
+
+@dataclass
+class Judge:
+    """Installs a requirement set in a cached venv and runs the case there."""
+
+    case: Case
+    base: dict[str, str]  # {dist: version}: the pins the other packages keep
+    libraries: frozenset[str]  # the HF libraries among the pins; the others only support the base set
+    envs: Path
+    cache_file: Path
+    timeout: float
+    wheelhouse: Path | None = None
+    log: Callable[[str], None] = lambda _: None
+
+    def __post_init__(self) -> None:
+        self.cache: dict[str, dict[str, str]] = (json.loads(self.cache_file.read_text())
+                                                 if self.cache_file.is_file() else {})
+
+    def requirements(self, overrides: dict[str, Version]) -> list[str]:
+        pins = {**self.base, **{k: str(v) for k, v in overrides.items()}}
+        if pins != self.base:
+            # support pins (tokenizers for transformers 5.6.2) only hold the base versions together;
+            # other releases pick their own
+            pins = {k: v for k, v in pins.items() if k in self.libraries or k in overrides}
+        return [f"{dist}=={version}" for dist, version in sorted(pins.items())]
+
+    def __call__(self, overrides: dict[str, Version]) -> Outcome:
+        reqs = self.requirements(overrides)
+        key = " ".join(reqs)
+        if key in self.cache:
+            return self.cache[key]["outcome"]
+        env = self.envs / hashlib.sha1(key.encode()).hexdigest()[:12]
+        try:
+            python = create_env(env, reqs, self.wheelhouse, label=f"bisect {self.case.id}")
+            run = run_script(self.case.script, python=str(python), timeout=self.timeout)
+            observed, _ = observe(self.case, run)
+            outcome = {"fail": "bad", "pass": "good"}.get(observed, "skip")
+            headline = run.raw_headline.split("\n", 1)[0]
+        except EnvCreationError:
+            raise  # the machine's problem, not the release's: nothing is cached
+        except MinreproError as exc:  # a release that will not install is a skip, not a crash
+            outcome, headline = "skip", str(exc)
+        self.log(f"{key}: {outcome} {headline[:80]}")
+        self.cache[key] = {"outcome": outcome, "headline": headline}
+        self.cache_file.parent.mkdir(parents=True, exist_ok=True)
+        self.cache_file.write_text(json.dumps(self.cache, indent=1))
+        return outcome
+
+
+def judge_for(case: Case, packages: list[str], envs: Path, timeout: float, wheelhouse: Path | None,
+              log: Callable[[str], None]) -> Judge:
+    """A judge that keeps the other packages at the case script's PEP 723 pins."""
+    base = script_pins(case.script.read_text(encoding="utf-8"))
+    missing = [p for p in packages if p not in base]
+    if missing:
+        raise MinreproError(f"{case.id}'s script does not depend on {', '.join(missing)} (its pins: "
+                            f"{', '.join(f'{k}=={v}' for k, v in base.items())})")
+    libraries = frozenset(d for d in base if d in LIBRARIES)  # tokenizers & co. only support a base pin
+    return Judge(case, base, libraries, envs / "bisect", envs.parent / "bisect" / f"{case.id}.json", timeout,
+                 wheelhouse, log)
+
+
+def first_flip(versions: list[Version], judge: Callable[[Version], Outcome], start: Outcome) -> Version | None:
+    """The first version whose outcome differs from `start`, assuming one flip between the ends; skips are
+    stepped over. `versions[0]` must judge `start`, and the last version the other outcome."""
+    lo, hi = 0, len(versions) - 1  # judge(lo) == start, judge(hi) == flipped
+    pending = list(range(lo + 1, hi))
+    while hi - lo > 1:
+        middle = [i for i in pending if lo < i < hi]
+        if not middle:
+            break
+        i = min(middle, key=lambda j: abs(j - (lo + hi) / 2))
+        outcome = judge(versions[i])
+        pending.remove(i)
+        if outcome == "skip":
+            continue
+        if outcome == start:
+            lo = i
+        else:
+            hi = i
+    return versions[hi]
+
+
+@dataclass
+class BisectResult:
+    package: str
+    bad: str
+    good: str | None
+    first_fixed: str | None
+    last_bad: str | None
+    judged: dict[str, str]
+
+
+def bisect_package(judge: Judge, package: str, versions: list[Version], bad: Version,
+                   good: Version | None) -> BisectResult:
+    """First release of `package` (after `bad`) on which the case passes; `good` defaults to the newest."""
+    judged: dict[str, str] = {}
+
+    def at(v: Version) -> Outcome:
+        judged[str(v)] = judge({package: v})
+        return judged[str(v)]
+
+    good = good or versions[-1]
+    if at(bad) != "bad":
+        raise MinreproError(f"{judge.case.id} does not fail with {package}=={bad} ({judged[str(bad)]}); "
+                            "choose another --bad")
+    if at(good) == "skip":
+        raise MinreproError(f"cannot judge {package}=={good}: {judge.cache[' '.join(judge.requirements({package: good}))]['headline'][:160]}")
+    if at(good) != "good":
+        return BisectResult(package, str(bad), str(good), None, str(good), judged)
+    span = [v for v in versions if bad <= v <= good]
+    fixed = first_flip(span, at, "bad")
+    previous = [v for v in span if v < fixed and judged.get(str(v)) == "bad"]
+    return BisectResult(package, str(bad), str(good), str(fixed), str(previous[-1]) if previous else None, judged)
+
+
+def minimal_upgrades(judge: Judge, packages: list[str], targets: dict[str, Version]) -> list[tuple[str, ...]]:
+    """The minimal sets of packages whose upgrade (to `targets`) flips the case from failing to passing."""
+    minimal: list[tuple[str, ...]] = []
+    for size in range(1, len(packages) + 1):
+        for subset in combinations(packages, size):
+            if any(set(m) <= set(subset) for m in minimal):
+                continue
+            if judge({p: targets[p] for p in subset}) == "good":
+                minimal.append(subset)
+    return minimal

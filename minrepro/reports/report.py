@@ -1,0 +1,233 @@
+"""Issue drafts for maintainers, one per catalog case, following the target repository's bug template.
+
+Everything comes from recorded runs (results/*.json, results/bisect, results/patched) and the environment
+the case ran in; the tool only drafts: it never files or posts anything (transformers' contributing guide
+asks that agents do not open issues).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from packaging.version import Version
+
+from minrepro.catalog.manifest import Case, Catalog, script_metadata
+from minrepro.envs.venvs import env_python
+from minrepro.catalog.matrix import load_results
+from minrepro.envs.patching import PATCHES_DIR, load_patches
+from minrepro.harness.signature import Signature
+
+REPOSITORIES = {
+    "transformers": "huggingface/transformers",
+    "accelerate": "huggingface/accelerate",
+    "peft": "huggingface/peft",
+    "bitsandbytes": "bitsandbytes-foundation/bitsandbytes",
+}
+# The sections of each repository's bug-report form, in order.
+TEMPLATES = {
+    "transformers": ["System Info", "Who can help?", "Information", "Tasks", "Reproduction", "Expected behavior"],
+    "accelerate": ["System Info", "Information", "Tasks", "Reproduction", "Expected behavior"],
+    "peft": ["System Info", "Who can help?", "Reproduction", "Expected behavior"],
+    "bitsandbytes": ["System Info", "Reproduction", "Expected behavior"],
+}
+# Library areas by module prefix (longest match wins): the "who can help" answer, without handles.
+AREAS = {
+    "accelerate.hooks": "accelerate, big model inference (device hooks)",
+    "accelerate.big_modeling": "accelerate, big model inference (dispatch_model / cpu_offload)",
+    "accelerate.utils.modeling": "accelerate, big model inference (set_module_tensor_to_device)",
+    "accelerate.utils.operations": "accelerate, device placement (send_to_device)",
+    "bitsandbytes.nn": "bitsandbytes, 4-bit modules (Linear4bit / Params4bit)",
+    "bitsandbytes.functional": "bitsandbytes, quantization state (QuantState)",
+    "peft.peft_model": "PEFT, adapter loading and dispatch (PeftModel)",
+    "peft.tuners.lora": "PEFT, LoRA layers",
+    "peft.tuners.tuners_utils": "PEFT, merging and unloading",
+    "transformers.models.gemma4": "transformers, model: Gemma 4",
+    "transformers.quantizers": "transformers, quantization: bitsandbytes",
+}
+SYSTEM_COMMANDS = {"transformers": ["transformers", "env"], "accelerate": ["accelerate", "env"],
+                   "bitsandbytes": ["python", "-m", "bitsandbytes"]}
+
+
+def target_library(case: Case, signature: dict[str, Any] | None) -> str:
+    """Where the fix belongs: the first patch's library, else the owning function's, else the innermost
+    library frame's."""
+    if case.patches:
+        return case.patches[0].split("/", 1)[0]
+    if case.owner:
+        return case.owner.split(".", 1)[0]
+    owner = Signature.from_dict(signature).owner if signature else None
+    if owner is not None:
+        return owner.package
+    for ref in case.upstream:  # where the existing reports live (peft#3169 for E)
+        library = ref.split("#")[0].split("/")[-1]
+        if library in REPOSITORIES:
+            return library
+    return "transformers"
+
+
+def area(modules: list[str]) -> str:
+    for module in modules:
+        best = max((p for p in AREAS if module.startswith(p)), key=len, default=None)
+        if best:
+            return AREAS[best]
+    return "the library maintainers"
+
+
+def system_info(python: Path | None, recorded: dict[str, Any] | None) -> str:
+    """What `transformers env`, `accelerate env` and `python -m bitsandbytes` print in the case's env; the
+    recorded versions when that env is not available."""
+    parts = []
+    if python is not None and python.exists():
+        bindir = python.parent
+        for name, cmd in SYSTEM_COMMANDS.items():
+            exe = [str(python), *cmd[1:]] if cmd[0] == "python" else [str(bindir / cmd[0]), *cmd[1:]]
+            try:
+                out = subprocess.run(exe, capture_output=True, text=True, timeout=180)
+                text = (out.stdout or out.stderr).strip()
+            except (OSError, subprocess.TimeoutExpired) as exc:
+                text = f"(could not run: {exc})"
+            parts.append(f"$ {' '.join(cmd)}\n{_tail(text, 40)}")
+    if recorded:
+        versions = ", ".join(f"{k} {v}" for k, v in recorded["versions"].items() if v)
+        parts.append(f"Recorded run ({recorded['date']}): Python {recorded['python']}, {versions}; "
+                     f"{recorded['gpu'] or 'CPU only'}")
+    return "\n\n".join(parts) or "(no recorded run)"
+
+
+def _tail(text: str, lines: int) -> str:
+    kept = text.splitlines()
+    return "\n".join(kept if len(kept) <= lines else ["…"] + kept[-lines:])
+
+
+def trace_tail(signature: dict[str, Any] | None, headline: str) -> str:
+    if not signature:
+        return "(no failure recorded)"
+    lines = ["Traceback (library frames, normalized):"]
+    lines += [f"  {f['module']}:{f['function']}" for f in signature.get("frames", [])]
+    lines.append(headline)
+    return "\n".join(lines)
+
+
+def expected_line(source: str) -> str:
+    prints = re.findall(r'^print\((.*)\)\s*$', source, re.M)
+    return prints[-1] if prints else "the script to exit without an error"
+
+
+def draft(case: Case, catalog: Catalog, results_dir: Path, python: Path | None = None) -> dict[str, Any]:
+    """The report as a dict (title, repository, sections, body); `render_markdown` turns it into text."""
+    runs = load_results(results_dir)
+    failing_set = case.failing_set()
+    run = runs.get((failing_set, case.device)) or runs.get((failing_set, "cpu")) or runs.get((failing_set, "cuda"))
+    if python is None:  # the env `minrepro patch prove` ran the unpatched case in, if it is there
+        python = env_python(results_dir.parent / ".minrepro" / "envs" / failing_set)
+    entry = _entry(run, case.id)
+    signature = entry.get("signature") if entry else None
+    headline = entry.get("headline", "") if entry else ""
+    library = target_library(case, signature)
+    repo = REPOSITORIES.get(library, "huggingface/transformers")
+    source = case.script.read_text(encoding="utf-8")
+    docstring = _docstring(source)
+    summary = (docstring.splitlines()[0] if docstring else case.id).rstrip(".")
+    modules = [f["module"] for f in reversed((signature or {}).get("frames", []))]
+    pins = [d for d in (script_metadata(source) or {}).get("dependencies", [])]
+    sections: dict[str, str] = {
+        "System Info": "```\n" + system_info(python, run) + "\n```",
+        "Who can help?": area([m for m in modules if m.startswith(library)] or modules),
+        "Information": "- [ ] The official example scripts\n- [x] My own modified scripts",
+        "Tasks": "- [x] My own task or dataset (give details below)",
+        "Reproduction": _reproduction(case, source, pins, headline, signature, failing_set),
+        "Expected behavior": f"{summary}.\n\nExpected: {expected_line(source)}.\nActual: `{headline or 'see above'}`.",
+    }
+    extra = {
+        "Versions": _version_table(case, runs, results_dir),
+        "Related": "\n".join(f"- https://github.com/{ref.split('#')[0]}/issues/{ref.split('#')[1]}"
+                             for ref in case.upstream) or "- none found",
+        "Suggested fix": _patches(case),
+    }
+    if case.pinned == case.newest == "unreproduced":
+        title = f"[not reproduced yet] {summary}"
+        sections["Expected behavior"] += f"\n\nNote: this script has not reproduced the report yet. {case.notes}"
+    else:
+        owner = Signature.from_dict(signature).owner if signature else None
+        where = f"`{owner.function}`" if owner else library
+        title = f"{headline.split(':', 1)[0] or 'Wrong result'} in {where}: {summary}"
+    return {"case": case.id, "repository": repo, "title": title, "template": TEMPLATES[library] if library in TEMPLATES else TEMPLATES["transformers"],
+            "sections": sections, "extra": extra}
+
+
+def render_markdown(report: dict[str, Any]) -> str:
+    out = [f"<!-- draft for https://github.com/{report['repository']}/issues/new (bug report); "
+           f"minrepro only drafts: review, then file it yourself -->", f"# {report['title']}", ""]
+    for name in report["template"]:
+        out += [f"### {name}", "", report["sections"][name], ""]
+    for name, body in report["extra"].items():
+        out += [f"### {name}", "", body, ""]
+    return "\n".join(out)
+
+
+def _entry(run: dict[str, Any] | None, case_id: str) -> dict[str, Any] | None:
+    return next((c for c in (run or {}).get("cases", []) if c["case"] == case_id), None)
+
+
+def _docstring(source: str) -> str:
+    import ast
+
+    # the catalog's family labels mean nothing to a maintainer
+    return re.sub(r"^Family [A-Z]'?[^:`]*: ", "", ast.get_docstring(ast.parse(source)) or "")
+
+
+def _reproduction(case: Case, source: str, pins: list[str], headline: str, signature: dict[str, Any] | None,
+                  failing_set: str) -> str:
+    name = case.script.name
+    install = " ".join(f'"{p}"' for p in pins if p != "torch")
+    return "\n".join([
+        f"A standalone script ({name}, {len(source.splitlines())} lines; PEP 723 pins inline):", "",
+        "```python", source.rstrip(), "```", "",
+        "Run it with its pinned dependencies:", "",
+        "```bash", f"uv run {name}        # or: pip install torch {install} && python {name}", "```", "",
+        f"Output (the {failing_set} versions):", "", "```", trace_tail(signature, headline), "```",
+    ])
+
+
+def _version_table(case: Case, runs: dict[tuple[str, str], dict[str, Any]], results_dir: Path) -> str:
+    rows = ["| versions | machine | outcome |", "|---|---|---|"]
+    for (set_name, machine), doc in sorted(runs.items()):
+        entry = _entry(doc, case.id)
+        if entry:
+            libs = ", ".join(f"{k} {v}" for k, v in doc["versions"].items() if v and k != "tokenizers")
+            rows.append(f"| {libs} | {doc['gpu'] or 'CPU'} | {entry['observed']} |")
+    bisect = results_dir / "bisect" / f"{case.id}.json"
+    if bisect.is_file():
+        doc = json.loads(bisect.read_text(encoding="utf-8"))
+        rows.append("")
+        rows.append("Bisection over releases (other packages at the script's pins):")
+        for p in doc["packages"]:
+            judged = ", ".join(f"{v}: {o}" for v, o in sorted(p["judged"].items(), key=lambda kv: Version(kv[0])))
+            fixed = f"first fixed in {p['first_fixed']}" if p["first_fixed"] else f"still fails at {p['good']}"
+            rows.append(f"- {p['package']}: {fixed} ({judged})")
+        for subset in doc.get("minimal_upgrades", []):
+            rows.append(f"- minimal upgrade that makes it pass: {' + '.join(subset)}")
+    return "\n".join(rows)
+
+
+def _patches(case: Case) -> str:
+    if not case.patches:
+        return "No fix prototype yet."
+    by_id = {}
+    for patch in load_patches(PATCHES_DIR):
+        if "@" not in patch.name:
+            by_id[patch.id] = patch
+    out = []
+    for pid in case.patches:
+        patch = by_id.get(pid)
+        if patch is None:
+            continue
+        out += [f"**{patch.subject}** (made against {patch.made_against}; applies to {', '.join(patch.applies_to)}; "
+                f"with it the script passes: `minrepro patch prove`)", "", "<details><summary>diff</summary>", "",
+                "```diff", patch.path.read_text(encoding="utf-8").split("\n---\n", 1)[1].rstrip(), "```", "",
+                "</details>", ""]
+    return "\n".join(out)

@@ -1,0 +1,112 @@
+"""The whole trip: a seed scenario (a Gemma 4 spec) -> structured passes over the spec -> the script reducer.
+
+Spec candidates are judged by rendering and running them; one is kept when its failure is the original's
+entered lower down (`Signature.is_tail_of`): same type, message and causes, its library frames the
+innermost of the original's. That is what lets a toy calling `dispatch_model` replace PEFT and Gemma 4.
+The script reducer then keeps the final spec's signature exactly.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from ..dirs import cache
+from ..errors import MinreproError
+from ..harness.runner import resolve_python
+from ..harness.signature import Signature
+from ..reduction.driver import ReduceOptions, ReduceSummary, reduce_script
+from .passes import SCENARIO_PASSES
+from .presets import presets
+from .render import render
+from .spec import Scenario
+from .table import CHECKPOINT_ENV, digest, prebuild, run_rendered, use_checkpoint_cache
+
+
+@dataclass
+class ScenarioTrip:
+    steps: list[tuple[str, Scenario, str]] = field(default_factory=list)  # (pass, spec, headline)
+    runs: int = 0
+
+
+def steps_file_of(out: Path) -> Path:
+    """Where `--keep-steps` records the accepted spec steps of a reduction written to `out` (X.min.py:
+    X.steps.json): each step's pass, headline and spec, from which any step's script can be rendered again."""
+    return out.with_name(out.name.removesuffix(".py").removesuffix(".min") + ".steps.json")
+
+
+def write_steps(path: Path, trip: ScenarioTrip, preset: str, scale: str, device: str) -> None:
+    steps = [{"pass": name, "headline": headline, "spec": json.loads(step.to_json())} for name, step, headline in trip.steps]
+    path.write_text(json.dumps({"preset": preset, "scale": scale, "device": device, "scenario_runs": trip.runs,
+                                "steps": steps}, indent=1) + "\n", encoding="utf-8")
+
+
+def read_steps(path: Path) -> list[tuple[str, Scenario, str]]:
+    doc = json.loads(path.read_text(encoding="utf-8"))
+    return [(s["pass"], Scenario.from_json(json.dumps(s["spec"])), s["headline"]) for s in doc["steps"]]
+
+
+def reduce_scenario(preset: str, scale: str, device: str, opts: ReduceOptions, keep_steps: bool,
+                    log: Callable[[str], None] = lambda _: None) -> tuple[ScenarioTrip, ReduceSummary]:
+    available = presets(device, scale)
+    if preset not in available:
+        raise MinreproError(f"unknown scenario preset {preset!r} for {device} at {scale} (known: {', '.join(available)})")
+    spec = available[preset]
+    workdir = (opts.workdir or cache("reductions", f"scenario-{preset}-{scale}-{device}")).resolve()
+    (workdir / "candidates").mkdir(parents=True, exist_ok=True)
+    python = resolve_python(opts.python)
+    use_checkpoint_cache(python)  # shared with `minrepro scenario table` (an E2B build takes minutes)
+    cache_path = workdir / "judged.json"
+    judged: dict[str, dict] = json.loads(cache_path.read_text()) if cache_path.is_file() and not opts.fresh else {}
+    trip = ScenarioTrip()
+
+    def run(candidate: Scenario, source: str) -> Signature | None:
+        key = digest(source)
+        if key not in judged:
+            prebuild(candidate, workdir / "candidates", python)
+            result = run_rendered(source, workdir / "candidates", python, opts.timeout)
+            trip.runs += 1
+            judged[key] = {"signature": result.signature.to_dict() if result.signature else None,
+                              "headline": result.raw_headline.split("\n", 1)[0]}
+            cache_path.write_text(json.dumps(judged))
+        raw = judged[key]["signature"]
+        return Signature.from_dict(raw) if raw else None
+
+    current = render(spec)
+    target = run(spec, current)
+    if target is None:
+        raise MinreproError(f"scenario {preset} ({scale}, {device}) passes here: nothing to reduce")
+    if target.kind == "timeout":  # not cached: a later run with a longer --timeout must run it again
+        judged.pop(digest(current))
+        cache_path.write_text(json.dumps(judged))
+        raise MinreproError(f"scenario {preset} ({scale}) timed out after {opts.timeout:.0f} s (its checkpoint build "
+                            "not counted); raise --timeout, or reduce a timeout with a script and --signature")
+    log(f"{preset}: {target.headline}")
+    trip.steps.append(("preset", spec, target.headline))
+    changed = True
+    while changed:
+        changed = False
+        for scenario_pass in SCENARIO_PASSES:
+            for candidate in scenario_pass(spec):
+                source = render(candidate)
+                if source == current:  # a field the current rendering ignores (a toy's quant)
+                    continue
+                sig = run(candidate, source)
+                if sig is not None and sig.is_tail_of(target):
+                    spec, current, changed = candidate, source, True
+                    trip.steps.append((scenario_pass.__name__, spec, sig.headline))
+                    log(f"  {scenario_pass.__name__}: accepted ({len(current.splitlines())} lines)")
+                    break
+    out = opts.out or Path(f"{preset}.min.py")
+    final = workdir / "final-spec.py"
+    final.write_text(current, encoding="utf-8")
+    if keep_steps:
+        write_steps(steps_file_of(out.resolve()), trip, preset, scale, device)
+    # the script phase builds its own checkpoint: with the cache visible the reducer would delete the build
+    # and leave a script that only runs on this machine
+    os.environ.pop(CHECKPOINT_ENV, None)
+    summary = reduce_script(ReduceOptions(**{**opts.__dict__, "script": final, "out": out, "workdir": workdir / "script"}), log)
+    return trip, summary

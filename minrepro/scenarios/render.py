@@ -1,0 +1,227 @@
+"""Rendering a scenario spec to a standalone script: Gemma 4 (build a random checkpoint and adapter, load it
+the way the spec says, run the action) or one of the toys that stand in for it once the bug is known to live
+below the model: a `Linear4bit` stack dispatched with raw `dispatch_model` (families A, B), a
+`Gemma4ClippableLinear`-shaped wrapper (D), a shared-KV toy (C)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict
+from typing import Any
+
+from .presets import BUDGET_PREFIX, resolve_budget
+from .spec import AUDIO, TINY_TEXT, VISION, Scenario, scale_of
+
+def render(scenario: Scenario) -> str:
+    if scenario.model.kind != "gemma4":
+        return TOY_RENDERERS[scenario.model.kind](scenario)
+    return "\n".join(_gemma4_lines(scenario)) + "\n"
+
+
+def checkpoint_key(scenario: Scenario) -> str:
+    """Name of the spec's checkpoint (base + adapter) in the shared cache: the model and the adapter decide it."""
+    return hashlib.sha1(json.dumps([asdict(scenario.model), asdict(scenario.adapter)], sort_keys=True).encode()).hexdigest()[:12]
+
+
+BUILT = "adapter/adapter_config.json"  # written last by a build: its presence under the cache key means built
+
+
+def render_build(scenario: Scenario) -> str | None:
+    """The rendering cut after its checkpoint build, run before the timed run so that a build of minutes never
+    counts against a candidate's timeout. None where the build is cheap enough to stay in the run: a toy, or
+    tiny dimensions (a second of work; a separate process would import torch once more per candidate)."""
+    m = scenario.model
+    if m.kind != "gemma4" or (m.text == TINY_TEXT and m.tower_scale == "tiny"):
+        return None
+    return "\n".join(_gemma4_build_lines(scenario)) + "\n"
+
+
+def _header(scenario: Scenario, deps: list[str], summary: str) -> list[str]:
+    return ["# /// script", '# requires-python = ">=3.10"', f"# dependencies = {json.dumps(['torch', *deps])}", "# ///",
+            f'"""Scenario {scenario.name} (rendered by minrepro from a scenario spec): {summary}"""']
+
+
+def _text_config(text: dict[str, Any]) -> dict[str, Any]:
+    cfg = {k: v for k, v in text.items() if k not in ("layer_types", "layer_repeat")}
+    cfg["layer_types"] = list(text["layer_types"]) * text["layer_repeat"]
+    cfg["num_hidden_layers"] = len(cfg["layer_types"])
+    return cfg
+
+
+def _gemma4_build_lines(s: Scenario) -> list[str]:
+    """Header, imports, config and the checkpoint build: the part of a rendering `render_build` runs alone."""
+    m = s.model
+    quantized = s.quant is not None
+    summary = (f"Gemma 4 ({m.text['num_hidden_layers']} layers, hidden {m.text['hidden_size']}, towers "
+               f"{', '.join(m.towers) or 'none'}), {'4-bit' if quantized else 'bf16'}, device_map {s.placement.device_map!r}, "
+               f"{s.peft.call}, then {s.action}.")
+    lines = _header(s, ["transformers", "peft", "accelerate"] + (["bitsandbytes"] if quantized else []), summary)
+    classes = ["Gemma4Config", "Gemma4ForConditionalGeneration", "Gemma4TextConfig"]
+    classes += ["Gemma4VisionConfig"] * ("vision" in m.towers) + ["Gemma4AudioConfig"] * ("audio" in m.towers)
+    classes += ["BitsAndBytesConfig"] * quantized
+    peft_names = ["LoraConfig", "get_peft_model"] + (["PeftModel"] if s.peft.call == "from_pretrained" else [])
+    lines += ["import fcntl", "import os", "import tempfile", "", "import torch"]
+    if s.peft.call == "dispatch_model":
+        lines += ["from accelerate import dispatch_model"]
+    lines += [f"from peft import {', '.join(sorted(peft_names))}", f"from transformers import {', '.join(sorted(classes))}", ""]
+    towers = []
+    if "vision" in m.towers:
+        towers.append(f"vision_config=Gemma4VisionConfig(**{VISION[m.tower_scale]!r})")
+    if "audio" in m.towers:
+        towers.append(f"audio_config=Gemma4AudioConfig(**{AUDIO[m.tower_scale]!r})")
+    key = checkpoint_key(s)
+    lines += [f"config = Gemma4Config(text_config=Gemma4TextConfig(**{_text_config(m.text)!r}), {', '.join(towers)})".replace(", )", ")"),
+              f"lora = LoraConfig(r={s.adapter.r}, lora_alpha={s.adapter.alpha}, target_modules={s.adapter.targets!r}, init_lora_weights=False)",
+              "cache = os.environ.get('MINREPRO_SCENARIO_CACHE')  # reuse a checkpoint built for the same model",
+              f"root = os.path.join(cache, {key!r}) if cache else tempfile.mkdtemp()",
+              "os.makedirs(root, exist_ok=True)",
+              'with open(root + "/.build-lock", "w") as lock:  # concurrent runs build a shared checkpoint once',
+              "    fcntl.flock(lock, fcntl.LOCK_EX)",
+              f'    if not os.path.exists(root + "/{BUILT}"):',
+              "        torch.manual_seed(0)",
+              "        torch.set_default_dtype(torch.bfloat16)  # random weights, saved as the checkpoints are",
+              '        with torch.device("cuda" if torch.cuda.is_available() else "cpu"):  # an E2B init on CPU takes minutes',
+              "            model = Gemma4ForConditionalGeneration(config)",
+              '        model.save_pretrained(root + "/base")',
+              '        get_peft_model(model, lora).save_pretrained(root + "/adapter")',
+              "        del model",
+              "        torch.set_default_dtype(torch.float32)"]
+    return lines
+
+
+def _gemma4_lines(s: Scenario) -> list[str]:
+    lines = _gemma4_build_lines(s)
+    quantized = s.quant is not None
+    load = ['root + "/base"', f"device_map={s.placement.device_map!r}", "dtype=torch.bfloat16"]
+    if quantized:
+        q = s.quant
+        if q.load_in_8bit:
+            lines.append(f"quant = BitsAndBytesConfig(load_in_8bit=True, llm_int8_enable_fp32_cpu_offload={q.fp32_cpu_offload})")
+        else:
+            lines.append(f"quant = BitsAndBytesConfig(load_in_4bit={q.load_in_4bit}, bnb_4bit_quant_type={q.quant_type!r}, "
+                         f"bnb_4bit_use_double_quant={q.double_quant}, bnb_4bit_compute_dtype=torch.{q.compute_dtype}, "
+                         f"llm_int8_enable_fp32_cpu_offload={q.fp32_cpu_offload})")
+        load.append("quantization_config=quant")
+    if s.placement.max_memory:
+        load.append(f"max_memory={s.placement.max_memory!r}")
+    if s.placement.offload_folder:
+        load.append('offload_folder=tempfile.mkdtemp()')
+    lines += _machine_lines(s)
+    lines.append(f"base = Gemma4ForConditionalGeneration.from_pretrained({', '.join(load)})")
+    lines += _peft_lines(s)
+    # inputs on the execution device, as users put them: an offloaded embedding's weight is on meta
+    lines.append(f"ids = torch.tensor([[2, 3, 4, 5]], device={'0' if s.uses_gpu else repr('cpu')})")
+    lines += ACTION_LINES[s.action]
+    return lines
+
+
+def _machine_lines(s: Scenario) -> list[str]:
+    """Make the box look like the spec's machine to accelerate's get_max_memory (after the build, which may need
+    the whole GPU): ballast takes the GPU beyond `gpu_gib`; RAM reads `ram_gib` less this process's growth."""
+    m = s.machine
+    if m is None:
+        return []
+    lines = [f"# machine profile: {m.gpu_gib or 'all the'} GiB of GPU and {m.ram_gib or 'all the'} GiB of RAM free, as accelerate sees them"]
+    if m.gpu_gib is not None:
+        lines.append(f"ballast = torch.empty(max(0, torch.cuda.mem_get_info()[0] - int({m.gpu_gib} * 2**30)), dtype=torch.uint8, device=0)")
+    if m.ram_gib is not None:
+        lines += ["import psutil", "rss0, memory = psutil.Process().memory_info().rss, psutil.virtual_memory",
+                  f"psutil.virtual_memory = lambda: memory()._replace(available=max(0, int({m.ram_gib} * 2**30) - "
+                  "(psutil.Process().memory_info().rss - rss0)))"]
+    return lines
+
+
+def _peft_lines(s: Scenario) -> list[str]:
+    device, scale = ("cuda" if s.uses_gpu else "cpu"), scale_of(s)
+    kwargs = ", ".join(f"{k}={_kwarg(v, device, scale)}" for k, v in sorted(s.peft.kwargs.items()))
+    if s.peft.call == "from_pretrained":
+        return [f'model = PeftModel.from_pretrained(base, root + "/adapter"{", " + kwargs if kwargs else ""})']
+    if s.peft.call == "get_peft_model":
+        return ["model = get_peft_model(base, lora)"]
+    # what PeftModel.from_pretrained does on a model whose hf_device_map names cpu/disk, without PEFT's wrapper
+    return ["model = get_peft_model(base, lora)",
+            f"dispatch_model(model, device_map={s.peft.kwargs.get('device_map', s.placement.device_map)!r}, "
+            "offload_dir=tempfile.mkdtemp())"]
+
+
+def _kwarg(value: Any, device: str, scale: str | None) -> str:
+    if value == "OFFLOAD":
+        return "tempfile.mkdtemp()"
+    if isinstance(value, str) and value.startswith(BUDGET_PREFIX):
+        budget = resolve_budget(value.removeprefix(BUDGET_PREFIX), device, scale)
+        if budget is None:
+            raise ValueError(f"budget {value} has no value for {device} at scale {scale or 'between scales'}")
+        return repr(budget)
+    return repr(value)
+
+
+ACTION_LINES = {
+    "forward": ["print(model(input_ids=ids).logits.shape)"],
+    "generate": ["print(model.generate(input_ids=ids, max_new_tokens=3, do_sample=False))"],
+    "merge": ["model = model.merge_and_unload()", "print(model(input_ids=ids).logits.shape)"],
+    "dequantize_merge": ["model.dequantize()", "model = model.merge_and_unload()", "print(model(input_ids=ids).logits.shape)"],
+    "parity": ["import inspect",
+               "from peft import LoraModel",
+               "# a merge option that keeps adapter parity, where this peft offers one (the patched one does)",
+               "option = {'dequantize': True} if 'dequantize' in inspect.signature(LoraModel.merge_and_unload).parameters else {}",
+               "with torch.no_grad():",
+               "    adapter_out = model(input_ids=ids).logits.float()",
+               "    merged_out = model.merge_and_unload(**option)(input_ids=ids).logits.float()",
+               "error = ((merged_out - adapter_out).norm() / adapter_out.norm()).item()",
+               'assert error < 0.05, f"merge into 4-bit diverges from the adapter output: relative error {error:.3f}"',
+               'print("merged output matches the adapter")'],
+}
+
+
+# --- toys that replace Gemma 4 -------------------------------------------------------------------------
+
+def _toy_linear4bit_dispatch(s: Scenario) -> str:
+    """Families A/B below PEFT: a LoRA-shaped container around an offloaded 4-bit layer, raw dispatch_model."""
+    dq = s.quant is not None and s.quant.double_quant
+    lines = _header(s, ["bitsandbytes", "accelerate"], "toy: Linear4bit in a parameter-less container, dispatched "
+                    "with a cpu/disk device_map as PEFT's redispatch does.")
+    lines += ["import tempfile", "", "import bitsandbytes as bnb", "import torch", "from accelerate import dispatch_model", "",
+              f"inner = torch.nn.Sequential(bnb.nn.Linear4bit(64, 64, compress_statistics={dq}))",
+              'model = torch.nn.Sequential(torch.nn.Sequential(inner), torch.nn.Linear(64, 64)).to("cpu")  # quantizes',
+              "model[0][0][0].weight._is_hf_initialized = True  # what from_pretrained leaves on loaded parameters",
+              'dispatch_model(model, device_map={"0": "disk", "1": "cpu"}, offload_dir=tempfile.mkdtemp())',
+              "print(model(torch.randn(2, 64)).shape)"]
+    return "\n".join(lines) + "\n"
+
+
+def _toy_clippable_wrapper(s: Scenario) -> str:
+    """Family D: the wrapper shape (real layer at .linear, clamp buffers), under Gemma 4's class name so the
+    error message stays the same."""
+    lines = _header(s, ["peft"], "toy: a module shaped like Gemma4ClippableLinear targeted by LoRA.")
+    lines += ["import torch", "from peft import LoraConfig, get_peft_model", "", "",
+              "class Gemma4ClippableLinear(torch.nn.Module):",
+              "    def __init__(self, n):", "        super().__init__()",
+              "        self.linear = torch.nn.Linear(n, n, bias=False)",
+              '        self.register_buffer("input_max", torch.tensor(float("inf")))', "",
+              "    def forward(self, x):", "        return self.linear(x.clamp(max=self.input_max))", "", "",
+              "model = torch.nn.Sequential()", 'model.add_module("q_proj", Gemma4ClippableLinear(16))',
+              f"model = get_peft_model(model, LoraConfig(target_modules={s.adapter.targets!r}))",
+              "print(model(torch.randn(2, 16)).shape)"]
+    return "\n".join(lines) + "\n"
+
+
+def _toy_shared_kv(s: Scenario) -> str:
+    """Family C below transformers: layers share a dict through kwargs; hooks copy it."""
+    lines = _header(s, ["accelerate"], "toy: two layers sharing a dict kwarg, dispatched without skip_keys.")
+    lines += ["import tempfile", "", "import torch", "from accelerate import dispatch_model", "", "",
+              "class Layer(torch.nn.Module):", "    def __init__(self, source):", "        super().__init__()",
+              "        self.source, self.proj = source, torch.nn.Linear(8, 8)", "",
+              "    def forward(self, x, shared_kv_states):", "        if self.source:",
+              "            shared_kv_states[0] = self.proj(x)", "        return x + shared_kv_states[0]", "", "",
+              "class Model(torch.nn.Module):", "    def __init__(self):", "        super().__init__()",
+              "        self.layers = torch.nn.ModuleList([Layer(True), Layer(False)])", "",
+              "    def forward(self, x):", "        shared_kv_states = {}", "        for layer in self.layers:",
+              "            x = layer(x, shared_kv_states=shared_kv_states)", "        return x", "", "",
+              'model = dispatch_model(Model(), device_map={"layers.0": "cpu", "layers.1": "disk"}, offload_dir=tempfile.mkdtemp())',
+              "print(model(torch.randn(2, 8)).shape)"]
+    return "\n".join(lines) + "\n"
+
+
+TOY_RENDERERS = {"linear4bit_dispatch": _toy_linear4bit_dispatch, "clippable_wrapper": _toy_clippable_wrapper,
+                 "shared_kv": _toy_shared_kv}

@@ -1,0 +1,114 @@
+"""Running scenarios: a rendering is written under its content hash and run with the placement trace on, its
+checkpoint built first (outside the timed run) and shared per interpreter; `scenario_table` runs presets into
+rows that say what each hit *and which branch it exercised* (the device map each dispatch inferred, the
+quantized weights it put under offload hooks)."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, Callable
+
+from ..dirs import cache
+from ..harness.runner import RunResult, run_script
+from .presets import presets
+from .render import BUILT, checkpoint_key, render, render_build
+from .spec import Scenario
+
+BUILD_TIMEOUT = 1800.0  # an E2B/E4B checkpoint build; a build killed at a candidate's timeout never completes
+CHECKPOINT_ENV = "MINREPRO_SCENARIO_CACHE"
+
+
+def digest(source: str) -> str:
+    return hashlib.sha1(source.encode()).hexdigest()[:16]
+
+
+def run_rendered(source: str, directory: Path, python: str, timeout: float) -> RunResult:
+    """Write one rendered scenario under its content hash and run it, traced (the checkpoint cache is whatever
+    MINREPRO_SCENARIO_CACHE says in this process)."""
+    path = directory / f"{digest(source)}.py"
+    path.write_text(source, encoding="utf-8")
+    return run_script(path, python=python, timeout=timeout, trace=True)
+
+
+def prebuild(spec: Scenario, directory: Path, python: str) -> float:
+    """Build the spec's checkpoint into the shared cache before its timed run (the build is not the bug).
+    A build that fails is left to the timed run, which meets the same error and records it."""
+    source = render_build(spec)
+    shared = os.environ.get(CHECKPOINT_ENV)
+    if source is None or (shared and (Path(shared) / checkpoint_key(spec) / BUILT).is_file()):
+        return 0.0  # cheap enough to build in the run, or built already (a process start saved: 15 s on a loaded box)
+    return run_rendered(source, directory, python, BUILD_TIMEOUT).seconds
+
+
+def use_checkpoint_cache(python: str) -> None:
+    """Share built checkpoints between runs in one environment. Per interpreter: a checkpoint or adapter
+    built with patched peft (which accepts broad targets) must not serve an unpatched one."""
+    where = cache("scenario-checkpoints", hashlib.sha1(str(Path(python).absolute()).encode()).hexdigest()[:12])
+    os.environ[CHECKPOINT_ENV] = str(where)
+
+
+def placement(trace: tuple[dict[str, Any], ...]) -> list[dict[str, Any]]:
+    """One record per dispatch_model call (its 'started' record completed by its 'returned' one, if any)."""
+    calls: list[dict[str, Any]] = []
+    for record in trace:
+        if record.get("event") != "dispatch_model":
+            continue
+        if record["status"] == "returned" and calls and calls[-1]["status"] == "started":
+            calls[-1] = {**calls[-1], **record}
+        else:
+            calls.append(dict(record))
+    return calls
+
+
+def peft_dispatch(calls: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The redispatch PEFT made (load_adapter), if it made one."""
+    return next((c for c in reversed(calls) if c.get("caller", "").startswith("peft.")), None)
+
+
+def reached_offloaded_quantized(calls: list[dict[str, Any]]) -> bool:
+    """Whether PEFT's redispatch put quantized weights under offload hooks: where families A and B live."""
+    call = peft_dispatch(calls)
+    return bool(call and call.get("offloaded_quantized_weights", 0) > 0)
+
+
+def describe_placement(calls: list[dict[str, Any]]) -> str:
+    """'peft map: 0×12, cpu×28, disk×25 (4-bit offloaded: 212; dispatch failed)' for a table cell."""
+    call = peft_dispatch(calls)
+    if call is None:
+        return "no PEFT redispatch" + (f" (base: {_devices(calls[0])})" if calls else "")
+    done = "" if call["status"] == "returned" else "; dispatch raised"
+    return (f"peft map: {_devices(call)}, main {call.get('main_device')} (quantized offloaded: "
+            f"{call.get('offloaded_quantized_weights', '?')}{done})")
+
+
+def _devices(call: dict[str, Any]) -> str:
+    return ", ".join(f"{device}×{count}" for device, count in call.get("devices", {}).items()) or "empty"
+
+
+def scenario_table(names: list[str], scale: str, device: str, python: str, timeout: float,
+                   on_row: Callable[[list[dict]], None], measured: list[dict] = ()) -> list[dict]:
+    """Run each preset once: outcome, signature headline, owner, seconds, placement. `on_row` sees the rows so
+    far after every preset (a table cut short keeps what it measured); a preset with a row in `measured` (a
+    table cut short before, same environment) keeps that row instead of running again."""
+    available = presets(device, scale)
+    use_checkpoint_cache(python)
+    before = {r["preset"]: r for r in measured if r["scale"] == scale and r["device"] == device}
+    rows: list[dict] = []
+    with tempfile.TemporaryDirectory(prefix="minrepro-scenarios-") as tmp:
+        for name in names:
+            if name in before:
+                rows.append(before[name])
+                continue
+            spec = available[name]
+            build = prebuild(spec, Path(tmp), python)
+            result = run_rendered(render(spec), Path(tmp), python, timeout)
+            sig, calls = result.signature, placement(result.trace)
+            rows.append({"preset": name, "scale": scale, "device": device, "outcome": "fail" if sig else "pass",
+                         "headline": result.raw_headline.split("\n", 1)[0], "owner": str(sig.owner) if sig else "",
+                         "seconds": round(result.seconds, 1), "build_seconds": round(build, 1),
+                         "placement": calls, "reached": reached_offloaded_quantized(calls)})
+            on_row(rows)
+    return rows

@@ -1,0 +1,46 @@
+"""Facts about a program's text that the search and the harness both need: its canonical form, how many
+code lines it has, and what it imports. Standard library only; nothing here runs code."""
+
+from __future__ import annotations
+
+import ast
+import io
+import tokenize
+
+
+def normalize(source: str) -> str:
+    """The canonical text of a program (what every candidate is compared and rendered as)."""
+    return ast.unparse(ast.parse(source)) + "\n"
+
+
+def code_lines(source: str) -> int:
+    """Lines holding code: blank lines, comments, the module docstring and the PEP 723 block excluded."""
+    skip: set[int] = set()
+    tree = ast.parse(source)
+    first = tree.body[0] if tree.body else None
+    if isinstance(first, ast.Expr) and isinstance(getattr(first, "value", None), ast.Constant):
+        if isinstance(first.value.value, str):
+            skip.update(range(first.lineno, (first.end_lineno or first.lineno) + 1))
+    ignorable = {tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT,
+                 tokenize.ENCODING, tokenize.ENDMARKER}
+    lines = set()
+    for tok in tokenize.generate_tokens(io.StringIO(source).readline):
+        if tok.type not in ignorable:
+            lines.update(range(tok.start[0], tok.end[0] + 1))
+    return len(lines - skip)
+
+
+def module_imports(source: str) -> list[str]:
+    """Every module the script imports, dotted, in order of first appearance."""
+    names: list[str] = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            names += [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names.append(node.module)
+    return list(dict.fromkeys(names))
+
+
+def imported_modules(source: str) -> set[str]:
+    """Top-level names of every module the script imports."""
+    return {name.split(".")[0] for name in module_imports(source)}
