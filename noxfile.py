@@ -92,4 +92,4 @@ def tests(session: nox.Session) -> None:
 @nox.session(venv_backend="none")
 def wheelhouse(session: nox.Session) -> None:
     """Download both sets' wheels for an offline box: `nox -s wheelhouse -- --dest DIR [--direct-only]`."""
-    session.run(sys.executable, "-m", "minrepro.wheelhouse", *session.posargs, env={"PYTHONPATH": str(ROOT)})
+    session.run(sys.executable, "-m", "minrepro.envs.wheelhouse", *session.posargs, env={"PYTHONPATH": str(ROOT)})

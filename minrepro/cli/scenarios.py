@@ -27,7 +27,10 @@ def cmd_scenario(args: argparse.Namespace) -> int:
     available = presets(args.device, args.scale)
     if args.action == "list":
         for name, spec in available.items():
-            print(f"{name:22} {spec.peft.call:16} {spec.action:17} device_map={spec.placement.device_map}")
+            extra = {k: v for k, v in spec.peft.kwargs.items() if k != "offload_dir"}
+            machine = f" machine={spec.machine}" if spec.machine else ""
+            print(f"{name:24} {spec.peft.call:16} {spec.action:17} device_map={spec.placement.device_map}"
+                  + (f" peft={extra}" if extra else "") + machine)
         return 0
     names = args.presets or list(available)
     unknown = [n for n in names if n not in available]
@@ -38,7 +41,7 @@ def cmd_scenario(args: argparse.Namespace) -> int:
             print(render(available[name]))
         return 0
     # table: run each preset here; the signature each hits
-    from ..scenarios.table import describe_placement, scenario_table
+    from ..scenarios.table import checkpoint_namespace, describe_placement, scenario_table
 
     env = probe(args.python)
     set_name = load_catalog(args.manifest).detect_set(env.versions)
@@ -59,7 +62,8 @@ def cmd_scenario(args: argparse.Namespace) -> int:
                                                "gpu": env.gpu, "versions": env.versions, "patches": patches,
                                                "rows": sorted(kept + rows, key=lambda r: order.get(r["preset"], len(order)))})
 
-    rows = scenario_table(names, args.scale, args.device, env.python, args.timeout, record, measured)
+    rows = scenario_table(names, args.scale, args.device, env.python, args.timeout, record, measured,
+                          checkpoint_namespace(env.versions, patches), patches)
     print("| preset | set | scale | outcome | signature | owner | placement | s |\n|---|---|---|---|---|---|---|---|")
     for r in rows:
         print(f"| {r['preset']} | {set_name} | {r['scale']} | {r['outcome']} | {r['headline'][:90]} | {r['owner']} | "

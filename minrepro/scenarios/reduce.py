@@ -16,6 +16,8 @@ from typing import Callable
 
 from ..dirs import cache
 from ..errors import MinreproError
+from ..envs.venvs import env_of, read_marker
+from ..harness.probe import probe
 from ..harness.runner import resolve_python
 from ..harness.signature import Signature
 from ..reduction.driver import ReduceOptions, ReduceSummary, reduce_script
@@ -23,7 +25,8 @@ from .passes import SCENARIO_PASSES
 from .presets import presets
 from .render import render
 from .spec import Scenario
-from .table import CHECKPOINT_ENV, digest, prebuild, run_rendered, use_checkpoint_cache
+from .table import (CHECKPOINT_ENV, checkpoint_namespace, digest, prebuild, run_rendered, spec_namespace,
+                    use_checkpoint_cache)
 
 
 @dataclass
@@ -58,7 +61,10 @@ def reduce_scenario(preset: str, scale: str, device: str, opts: ReduceOptions, k
     workdir = (opts.workdir or cache("reductions", f"scenario-{preset}-{scale}-{device}")).resolve()
     (workdir / "candidates").mkdir(parents=True, exist_ok=True)
     python = resolve_python(opts.python)
-    use_checkpoint_cache(python)  # shared with `minrepro scenario table` (an E2B build takes minutes)
+    env = probe(python)
+    patches = (read_marker(env_of(python)) or {}).get("patches", [])
+    # shared with `scenario table` (an E4B checkpoint is 18 GB and takes a minute to build)
+    use_checkpoint_cache(spec_namespace(checkpoint_namespace(env.versions, patches), patches, spec))
     cache_path = workdir / "judged.json"
     judged: dict[str, dict] = json.loads(cache_path.read_text()) if cache_path.is_file() and not opts.fresh else {}
     trip = ScenarioTrip()

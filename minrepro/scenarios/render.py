@@ -124,6 +124,7 @@ def _machine_lines(s: Scenario) -> list[str]:
         return []
     lines = [f"# machine profile: {m.gpu_gib or 'all the'} GiB of GPU and {m.ram_gib or 'all the'} GiB of RAM free, as accelerate sees them"]
     if m.gpu_gib is not None:
+        lines.append("torch.cuda.empty_cache()  # what an in-process build left cached is not free to others")
         lines.append(f"ballast = torch.empty(max(0, torch.cuda.mem_get_info()[0] - int({m.gpu_gib} * 2**30)), dtype=torch.uint8, device=0)")
     if m.ram_gib is not None:
         lines += ["import psutil", "rss0, memory = psutil.Process().memory_info().rss, psutil.virtual_memory",

@@ -15,7 +15,7 @@ from ..dirs import cache
 from ..harness.runner import RunResult, run_script
 from .presets import presets
 from .render import BUILT, checkpoint_key, render, render_build
-from .spec import Scenario
+from .spec import SEEDS_INNER_LINEAR, Scenario
 
 BUILD_TIMEOUT = 1800.0  # an E2B/E4B checkpoint build; a build killed at a candidate's timeout never completes
 CHECKPOINT_ENV = "MINREPRO_SCENARIO_CACHE"
@@ -43,11 +43,25 @@ def prebuild(spec: Scenario, directory: Path, python: str) -> float:
     return run_rendered(source, directory, python, BUILD_TIMEOUT).seconds
 
 
-def use_checkpoint_cache(python: str) -> None:
-    """Share built checkpoints between runs in one environment. Per interpreter: a checkpoint or adapter
-    built with patched peft (which accepts broad targets) must not serve an unpatched one."""
-    where = cache("scenario-checkpoints", hashlib.sha1(str(Path(python).absolute()).encode()).hexdigest()[:12])
-    os.environ[CHECKPOINT_ENV] = str(where)
+def checkpoint_namespace(versions: dict[str, str | None], patches: list[str]) -> str:
+    """Which environments may share built checkpoints: those that save them alike, i.e. the same transformers and
+    peft releases. An E4B checkpoint is 18 GB: one per namespace, not one per env. Patches to peft or
+    transformers get a namespace of their own only for adapters whose build they change (`checkpoint_key`)."""
+    return f"transformers-{versions.get('transformers')}_peft-{versions.get('peft')}"
+
+
+def spec_namespace(namespace: str, patches: list[str], spec: Scenario) -> str:
+    """The namespace a spec's checkpoint lives in: a patched peft builds an adapter with targets other than the
+    seeds' inner-linear regex differently (unpatched, broad targets cannot even be built), so those get their own."""
+    touched = sorted(p for p in patches if p.split("/", 1)[0] in ("peft", "transformers"))
+    if not touched or spec.adapter.targets == SEEDS_INNER_LINEAR:
+        return namespace
+    return namespace + "_" + hashlib.sha1(" ".join(touched).encode()).hexdigest()[:8]
+
+
+def use_checkpoint_cache(namespace: str) -> None:
+    """Share built checkpoints between runs of environments in one namespace (`checkpoint_namespace`)."""
+    os.environ[CHECKPOINT_ENV] = str(cache("scenario-checkpoints", namespace))
 
 
 def placement(trace: tuple[dict[str, Any], ...]) -> list[dict[str, Any]]:
@@ -89,12 +103,12 @@ def _devices(call: dict[str, Any]) -> str:
 
 
 def scenario_table(names: list[str], scale: str, device: str, python: str, timeout: float,
-                   on_row: Callable[[list[dict]], None], measured: list[dict] = ()) -> list[dict]:
+                   on_row: Callable[[list[dict]], None], measured: list[dict] = (), namespace: str = "default",
+                   patches: list[str] = ()) -> list[dict]:
     """Run each preset once: outcome, signature headline, owner, seconds, placement. `on_row` sees the rows so
     far after every preset (a table cut short keeps what it measured); a preset with a row in `measured` (a
     table cut short before, same environment) keeps that row instead of running again."""
     available = presets(device, scale)
-    use_checkpoint_cache(python)
     before = {r["preset"]: r for r in measured if r["scale"] == scale and r["device"] == device}
     rows: list[dict] = []
     with tempfile.TemporaryDirectory(prefix="minrepro-scenarios-") as tmp:
@@ -103,6 +117,7 @@ def scenario_table(names: list[str], scale: str, device: str, python: str, timeo
                 rows.append(before[name])
                 continue
             spec = available[name]
+            use_checkpoint_cache(spec_namespace(namespace, list(patches), spec))
             build = prebuild(spec, Path(tmp), python)
             result = run_rendered(render(spec), Path(tmp), python, timeout)
             sig, calls = result.signature, placement(result.trace)
