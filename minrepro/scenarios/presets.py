@@ -38,7 +38,8 @@ BUDGET_PREFIX = "BUDGET:"
 # A consumer box (what the seeds' reporter ran): a 16 GB card, with plenty of RAM or 16 GB of it. PEFT then
 # infers its redispatch budget itself (get_balanced_memory). Only at real scale: at tiny dimensions the
 # process itself is larger than any budget that would make the model spill.
-BOXES = {"box-16g-gpu": MachineSpec(gpu_gib=16.0), "box-16g-gpu-16g-ram": MachineSpec(gpu_gib=16.0, ram_gib=16.0)}
+BOXES = {"box-16g-gpu": MachineSpec(gpu_gib=16.0), "box-16g-gpu-16g-ram": MachineSpec(gpu_gib=16.0, ram_gib=16.0),
+         "box-16g-gpu-8g-ram": MachineSpec(gpu_gib=16.0, ram_gib=8.0)}
 
 
 def resolve_budget(name: str, device: str, scale: str | None) -> dict[Any, str] | None:
