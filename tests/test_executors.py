@@ -84,3 +84,23 @@ def test_fork_server_children_draw_fresh_random_state(tmp_path):
     finally:
         executor.close()
     assert first.signature.message != second.signature.message
+
+
+def test_fork_server_leaves_a_cuda_initializing_import_to_each_child(tmp_path, monkeypatch):
+    # bitsandbytes initializes CUDA when imported on a GPU box; a forked child could not use CUDA after that, so the
+    # server starts again without that preload instead of giving up on warm runs altogether
+    (tmp_path / "initializes_cuda.py").write_text(
+        "import sys, types\n"
+        "torch = types.ModuleType('torch')\n"
+        "torch.cuda = types.SimpleNamespace(is_initialized=lambda: True)\n"
+        "sys.modules['torch'] = torch\n")
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    script = tmp_path / "script.py"
+    script.write_text("import initializes_cuda\nraise ValueError('ran')\n")
+    executor = ForkServerExecutor(preload=["json", "initializes_cuda"])
+    try:
+        assert executor.skipped == ["initializes_cuda"]
+        [result] = executor.run_many([script], 30)
+        assert result.signature is not None and result.signature.message == "ran"
+    finally:
+        executor.close()

@@ -149,6 +149,11 @@ def _case(root: Path, index: int, raw: dict[str, Any], sets: dict[str, VersionSe
     )
 
 
+def stacking_order(catalog: Catalog) -> list[str]:
+    """Every patch id the cases use, in the order they stack: cases in manifest order, each case's own order."""
+    return list(dict.fromkeys(pid for case in catalog.cases for pid in case.patches))
+
+
 def _parse_pin(spec: str, label: str) -> tuple[str, Version]:
     name, sep, version = spec.partition("==")
     try:

@@ -7,7 +7,7 @@ import shlex
 import sys
 from pathlib import Path
 
-from ..catalog.manifest import load_catalog
+from ..catalog.manifest import load_catalog, stacking_order
 from ..catalog.run import check_set, write_results
 from ..errors import MinreproError
 from ..harness.probe import probe
@@ -26,9 +26,11 @@ def cmd_env_create(args: argparse.Namespace) -> int:
 
 
 def _case_patch_ids(catalog, ids: list[str]) -> list[str]:
+    """The patches named, else every case's, in stacking order: cases in manifest order, each case's patches in
+    the order it lists them (a patch written on top of another must come after it; sorting broke that)."""
     if ids:
         return ids
-    return sorted({pid for case in catalog.cases for pid in case.patches})
+    return stacking_order(catalog)
 
 
 def cmd_patch_list(args: argparse.Namespace) -> int:

@@ -110,7 +110,7 @@ def _placement(model, device_map, main):
         if type(param).__name__ in _QUANTIZED and any(not o or name == o or name.startswith(o + ".") for o in offloaded):
             quantized += 1
     return {"devices": devices, "main_device": main, "offloaded_entries": len(offloaded),
-            "offloaded_quantized_weights": quantized}
+            "offloaded_quantized_weights": quantized, "device_map": {k: str(v) for k, v in device_map.items()}}
 
 
 def _hooks(model):

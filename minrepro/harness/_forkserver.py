@@ -30,7 +30,14 @@ def _emit(record):
     sys.stdout.flush()
 
 
+def _cuda_initialized():
+    torch = sys.modules.get("torch")
+    return bool(torch is not None and torch.cuda.is_initialized())
+
+
 def _preload(names):
+    """Import the names in order; stop at the first that initializes CUDA (bitsandbytes does on a GPU box) and
+    name it, so the client can start again without it: a forked child could not use CUDA otherwise."""
     os.environ.setdefault("PYTORCH_NVML_BASED_CUDA_CHECK", "1")
     loaded = []
     for name in names:
@@ -39,9 +46,9 @@ def _preload(names):
             loaded.append(name)
         except Exception:  # the script will report its own import error when it runs
             pass
-    torch = sys.modules.get("torch")
-    cuda_initialized = bool(torch is not None and torch.cuda.is_initialized())
-    return {"ready": True, "loaded": loaded, "cuda_initialized": cuda_initialized, "pid": os.getpid()}
+        if _cuda_initialized():
+            return {"ready": True, "loaded": loaded, "cuda_initialized": True, "initialized_by": name, "pid": os.getpid()}
+    return {"ready": True, "loaded": loaded, "cuda_initialized": False, "pid": os.getpid()}
 
 
 def _redirect(job):

@@ -140,12 +140,21 @@ class ForkServerExecutor:
         self.jobs = max(1, jobs)
         self._tmp = tempfile.TemporaryDirectory(prefix="minrepro-fork-", ignore_cleanup_errors=True)
         self._log = open(Path(self._tmp.name) / "server.log", "wb")
-        self.proc = _start_worker(resolve_python(python), "fork", preload, self._log)
-        self._lines = _Lines(self.proc.stdout.fileno())
-        ready = _await_ready(self._lines, "the fork server")
-        if ready["cuda_initialized"]:
-            self.close()
-            raise MinreproError("CUDA was initialized while preloading; a fork server cannot be used")
+        self.skipped: list[str] = []  # preloads left to each child because importing them initializes CUDA
+        preload = list(preload)
+        while True:
+            self.proc = _start_worker(resolve_python(python), "fork", preload, self._log)
+            self._lines = _Lines(self.proc.stdout.fileno())
+            ready = _await_ready(self._lines, "the fork server")
+            if not ready["cuda_initialized"]:
+                break
+            self._stop_server()
+            culprit = ready.get("initialized_by")
+            if culprit not in preload:  # initialized by something other than a preload: no fork server here
+                self._cleanup()
+                raise MinreproError("CUDA was initialized while preloading; a fork server cannot be used")
+            preload.remove(culprit)
+            self.skipped.append(culprit)
 
     def run_many(self, scripts: Sequence[Path], timeout: float, home: Path | None = None) -> list[RunResult]:
         results: list[RunResult | None] = [None] * len(scripts)
@@ -172,15 +181,21 @@ class ForkServerExecutor:
                 job.expire(now, timeout)
         return [r for r in results if r is not None]
 
-    def close(self) -> None:
+    def _stop_server(self) -> None:
         if self.proc.poll() is None:
             self.proc.stdin.close()
             try:
                 self.proc.wait(5)
             except subprocess.TimeoutExpired:
                 _signal(self.proc.pid, signal.SIGKILL, group=True)
+
+    def _cleanup(self) -> None:
         self._log.close()
         self._tmp.cleanup()
+
+    def close(self) -> None:
+        self._stop_server()
+        self._cleanup()
 
 
 class WarmPoolExecutor:

@@ -186,6 +186,14 @@ def classify_run(
     return Signature("exit", f"exit {returncode}", ""), f"exit {returncode}"
 
 
+def traceback_tail(stderr: str, lines: int = 16) -> str:
+    """The end of the last traceback (or faulthandler dump) in stderr: where a failure happened, with line
+    numbers, for tables and reports (a signature keeps no line numbers on purpose)."""
+    start = max(stderr.rfind("Traceback (most recent call last):"), stderr.rfind("(most recent call first)"))
+    block = stderr[start:] if start >= 0 else stderr
+    return "\n".join(block.strip().splitlines()[-lines:])
+
+
 def _signal_name(number: int) -> str:
     try:
         return signal.Signals(number).name

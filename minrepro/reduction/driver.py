@@ -173,6 +173,8 @@ def _warm_executor(opts: ReduceOptions, python: str, source: str, original: Sign
         notes.append(f"{opts.executor} changes the failure ({warm.signature.headline if warm.signature else 'passes'}); "
                      "cold runs used")
         return ColdExecutor(python, opts.jobs), cold.seconds
+    if getattr(executor, "skipped", None):
+        notes.append(f"fork server: {', '.join(executor.skipped)} imported by each candidate (it initializes CUDA)")
     log(f"executor: {executor.name} (original runs in {warm.seconds:.2f} s there)")
     return executor, warm.seconds
 

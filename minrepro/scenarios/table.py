@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ..dirs import cache
-from ..harness.runner import RunResult, run_script
+from ..harness.runner import RunResult, run_script, traceback_tail
 from .presets import presets
 from .render import BUILT, checkpoint_key, render, render_build
 from .spec import SEEDS_INNER_LINEAR, Scenario
@@ -124,6 +124,7 @@ def scenario_table(names: list[str], scale: str, device: str, python: str, timeo
             rows.append({"preset": name, "scale": scale, "device": device, "outcome": "fail" if sig else "pass",
                          "headline": result.raw_headline.split("\n", 1)[0], "owner": str(sig.owner) if sig else "",
                          "seconds": round(result.seconds, 1), "build_seconds": round(build, 1),
-                         "placement": calls, "reached": reached_offloaded_quantized(calls)})
+                         "placement": calls, "reached": reached_offloaded_quantized(calls),
+                         "traceback": traceback_tail(result.stderr) if sig else ""})
             on_row(rows)
     return rows

@@ -5,9 +5,10 @@
 """Family L: Gemma 4 (transformers 5.6.2) mixes the inputs' device with the embeddings' device.
 
 When PEFT's redispatch infers a map with no GPU entry (a short budget: the seeds' consumer box), the whole model
-executes on the cpu while the user's inputs stay on cuda:0. `Gemma4Model.forward` builds the multimodal mask from
-`input_ids` (cuda) and combines it with `inputs_embeds` (cpu, from the hooked embedding): a device mismatch.
-transformers 5.23 moves the mask to the embeddings' device.
+executes on the cpu while the user's inputs stay on cuda:0. PEFT dispatches its wrapper, whose top-level hook would
+move inputs to the cpu, but `generate` calls the base model directly, past that hook. `Gemma4Model.forward` then
+builds the multimodal mask from `input_ids` (cuda) and combines it with `inputs_embeds` (cpu, from the hooked
+embedding): a device mismatch. transformers 5.23 moves the mask to the embeddings' device.
 """
 import tempfile
 
@@ -23,8 +24,9 @@ model = Gemma4ForConditionalGeneration(Gemma4Config(text_config=text, vision_con
 ids = torch.tensor([[2, 3, 4, 5]])
 with torch.no_grad():
     expected = model(input_ids=ids).logits
-    device_map = {f"model.language_model.{name}": "cpu" for name, _ in model.model.language_model.named_children()}
-    dispatch_model(model, device_map | {"lm_head": "disk"}, offload_dir=tempfile.mkdtemp())  # main device: cpu
-    out = model(input_ids=ids.to("cuda")).logits  # the user's inputs, on the GPU the base was loaded on
+    wrapper = torch.nn.ModuleDict({"base": model})  # PEFT's redispatch dispatches its wrapper around the base
+    device_map = {f"base.model.language_model.{name}": "cpu" for name, _ in model.model.language_model.named_children()}
+    dispatch_model(wrapper, device_map | {"base.lm_head": "disk"}, offload_dir=tempfile.mkdtemp())  # main: cpu
+    out = model(input_ids=ids.to("cuda")).logits  # generate calls the base, with the user's inputs on the GPU
 assert torch.allclose(out.cpu(), expected), f"output differs: max error {(out.cpu() - expected).abs().max():.3g}"
 print("output matches the reference")
