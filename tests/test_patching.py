@@ -144,3 +144,20 @@ def test_env_create_refuses_a_foreign_directory(tmp_path):
     with pytest.raises(MinreproError, match="not created by minrepro"):
         envs.create_env(tmp_path, ["demo==1.0"])
     assert (tmp_path / "mine.txt").read_text() == "user data"
+
+
+@needs_gnu_patch
+def test_a_stack_that_stops_midway_records_what_it_applied(tmp_path, monkeypatch):
+    # a second patch written on top of a first that is not there fails; the env's marker must still name the
+    # patches that did land, or a table recorded in that env would claim it unpatched
+    env, site = _fake_env(tmp_path, monkeypatch)
+    first = patching.load_patch(tmp_path / "patches" / "demo" / "demo-case.diff")
+    (site / "demo" / "other.py").write_text("a\nb\nc\n")
+    second_path = tmp_path / "patches" / "demo" / "other.diff"
+    second_path.write_text(DIFF.replace("demo-case", "other").split("---\n", 1)[0] + "---\n"
+                           "--- a/demo/other.py\n+++ b/demo/other.py\n@@ -1,3 +1,3 @@\n a\n-x\n+y\n c\n")
+    second = patching.load_patch(second_path)
+    with pytest.raises(MinreproError, match="applied before it: demo/demo-case.diff"):
+        patching.apply_patches([first, second], env)
+    assert json.loads((env / envs.MARKER).read_text())["patches"] == ["demo/demo-case.diff"]
+    assert "line ten\n" in (site / "demo" / "mod.py").read_text()

@@ -96,13 +96,14 @@ def _scenario_matrix(args: argparse.Namespace) -> int:
 
 
 def _measured_rows(path: Path, env, patches: list[str]) -> list[dict]:
-    """Rows of an earlier table in the same environment (versions, machine, patches), for a run cut short."""
+    """Rows of an earlier table in the same environment (versions, machine, patches), for a run cut short. A row
+    recorded before runs were traced cannot say which branch it took: it is measured again."""
     if not path.is_file():
         return []
     doc = json.loads(path.read_text())
     same = (doc.get("versions"), doc.get("machine"), doc.get("gpu"), doc.get("patches", [])) == (
         env.versions, env.machine, env.gpu, patches)
-    return doc.get("rows", []) if same else []
+    return [row for row in doc.get("rows", []) if "placement" in row] if same else []
 
 
 def register(sub: argparse._SubParsersAction) -> None:

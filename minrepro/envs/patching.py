@@ -157,7 +157,8 @@ def check_patch(patch: Patch, site: Path) -> list[HunkReport]:
 
 
 def apply_patches(patches: list[Patch], env: Path) -> list[HunkReport]:
-    """Apply each patch whole (dry run first) to a minrepro-created env; record it in the env's marker."""
+    """Apply each patch whole (dry run first) to a minrepro-created env, recording each in the env's marker as
+    it lands: if a later one does not apply, the marker still says exactly what the env holds."""
     marker = require_tool_env(env)
     site = site_packages(env)
     reports: list[HunkReport] = []
@@ -168,11 +169,12 @@ def apply_patches(patches: list[Patch], env: Path) -> list[HunkReport]:
             continue
         if not dry or any(r.status == "FAILED" for r in dry):
             raise MinreproError(f"{patch.path.name} does not apply cleanly to {site}: "
-                                + "; ".join(f"{r.file} hunk {r.hunk} {r.status}" for r in dry if r.status == "FAILED"))
+                                + "; ".join(f"{r.file} hunk {r.hunk} {r.status}" for r in dry if r.status == "FAILED")
+                                + f" (applied before it: {', '.join(marker['patches']) or 'none'})")
         _run_patch(patch, site, dry_run=False)
         _drop_bytecode(site, patch.files)
         marker["patches"].append(patch.rel)
-    write_marker(env, marker)
+        write_marker(env, marker)
     return reports
 
 
