@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import copy
+import operator
 from typing import Callable, Iterator
 
 from .ddmin import ddmin
@@ -270,7 +271,10 @@ def drop_arguments(tree: ast.Module) -> Iterator[ast.Module]:
 
 
 def simplify_constants(tree: ast.Module) -> Iterator[ast.Module]:
-    """Integers shrink (to 0, 1, then halves); floats become 0.0 or 1.0."""
+    """Integers shrink (to 0, 1, then halves); floats become 0.0 or 1.0. An argument of a call shrinks to 1 at
+    the least: `Linear4bit(0, 0)` reproduces as well as `Linear4bit(8, 8)`, and no maintainer wants to read it."""
+    in_calls = {id(a) for call in ast.walk(tree) if isinstance(call, ast.Call)
+                for a in [*call.args, *(k.value for k in call.keywords)]}
 
     def smaller(node: ast.AST) -> list:
         value = node.value
@@ -278,9 +282,78 @@ def simplify_constants(tree: ast.Module) -> Iterator[ast.Module]:
             return []
         if isinstance(value, float):
             return [ast.Constant(v) for v in (0.0, 1.0) if v != value]
-        return [ast.Constant(v) for v in dict.fromkeys((0, 1, value // 2)) if abs(v) < abs(value)]
+        floor = (1,) if id(node) in in_calls and value > 0 else (0, 1)
+        return [ast.Constant(v) for v in dict.fromkeys((*floor, value // 2)) if abs(v) < abs(value) and v >= min(floor)]
 
-    yield from _edits(tree, ast.Constant, smaller)
+    # the call-argument test needs the node identities of this tree, which _edits copies: filter here instead
+    nodes = [n for n in ast.walk(tree) if isinstance(n, ast.Constant)]
+    for target, original in enumerate(nodes):
+        for choice, replacement in enumerate(smaller(original)):
+            new = copy.deepcopy(tree)
+            node = _nth(new, ast.Constant, target)
+            if _replace(new, node, replacement):
+                yield new
+
+
+def drop_dict_entries(tree: ast.Module) -> Iterator[ast.Module]:
+    """A dict literal loses one entry (configs, device maps): `{'0': 'disk', '1': 'cpu'}` becomes `{'0': 'disk'}`."""
+
+    def fewer(node: ast.AST) -> list:
+        if len(node.keys) < 2 or any(k is None for k in node.keys):
+            return []
+        return [ast.Dict(node.keys[:i] + node.keys[i + 1:], node.values[:i] + node.values[i + 1:])
+                for i in range(len(node.keys))]
+
+    yield from _edits(tree, ast.Dict, fewer)
+
+
+def unwrap_raise(tree: ast.Module) -> Iterator[ast.Module]:
+    """`raise SystemExit(main())` becomes `main()`: the call that fails, without the exit around it."""
+
+    def call_inside(node: ast.AST) -> list:
+        exc = node.exc
+        if isinstance(exc, ast.Call) and exc.args and isinstance(exc.args[0], ast.Call):
+            return [ast.Expr(exc.args[0])]
+        return []
+
+    yield from _edits(tree, ast.Raise, call_inside)
+
+
+def fold_constants(tree: ast.Module) -> Iterator[ast.Module]:
+    """Arithmetic on literals is computed once: `range(1 - 0)` becomes `range(1)` (left by other passes)."""
+    folded = _Fold().visit(copy.deepcopy(tree))
+    if ast.dump(folded) != ast.dump(tree):
+        yield folded
+
+
+_ARITHMETIC = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.FloorDiv: operator.floordiv,
+               ast.Mod: operator.mod, ast.Div: operator.truediv}
+
+
+class _Fold(ast.NodeTransformer):
+    """Numbers only, plain arithmetic only: nothing here can call code or build a huge value."""
+
+    def visit_BinOp(self, node: ast.BinOp) -> ast.AST:
+        self.generic_visit(node)
+        op = _ARITHMETIC.get(type(node.op))
+        left, right = node.left, node.right
+        if op and all(isinstance(n, ast.Constant) and _number(n.value) for n in (left, right)):
+            try:
+                return ast.Constant(op(left.value, right.value))
+            except (ZeroDivisionError, OverflowError):
+                return node
+        return node
+
+    def visit_UnaryOp(self, node: ast.UnaryOp) -> ast.AST:
+        self.generic_visit(node)
+        operand = node.operand
+        if isinstance(node.op, ast.USub) and isinstance(operand, ast.UnaryOp) and isinstance(operand.op, ast.USub):
+            return operand.operand  # --x
+        return node
+
+
+def _number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 # --- ddmin passes ------------------------------------------------------------------------------------
@@ -364,6 +437,7 @@ def greedy(generate: Generator) -> Pass:
 # Structure first (cheap, big steps), then statements, then definitions and details.
 PASSES: list[Pass] = [
     greedy(unwrap_main_guard),
+    greedy(unwrap_raise),
     greedy(unwrap_try),
     greedy(unwrap_with),
     greedy(unwrap_if),
@@ -376,7 +450,9 @@ PASSES: list[Pass] = [
     greedy(constant_attributes),
     greedy(prune_imports),
     greedy(drop_arguments),
+    greedy(drop_dict_entries),
     greedy(simplify_constants),
+    greedy(fold_constants),
 ]
 
 FINAL_PASSES: list[Pass] = [delete_lines]

@@ -28,14 +28,32 @@ def assert_conditions(source: str) -> list[str]:
     return [ast.unparse(node.test) for node in ast.walk(ast.parse(source)) if isinstance(node, ast.Assert)]
 
 
+def check_data(source: str) -> list[str]:
+    """The values the script's own checks read: for every name an `assert` condition (or the test of an `if` that
+    raises) reads, the assignments that bind it, as written. A tolerance is data: shrunk to 0.0 it makes a check
+    that fails on anything. Frozen unless a differential oracle can judge the change."""
+    tree = ast.parse(source)
+    tests = [n.test for n in ast.walk(tree) if isinstance(n, ast.Assert)]
+    tests += [n.test for n in ast.walk(tree) if isinstance(n, ast.If) and any(isinstance(b, ast.Raise) for b in n.body)]
+    read = {n.id for t in tests for n in ast.walk(t) if isinstance(n, ast.Name)}
+    bound = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id in read for t in node.targets):
+            bound.append(ast.unparse(node))
+    return sorted(bound)
+
+
 class Problem:
     def __init__(self, source: str, test_many: TestMany, jobs: int = 1, seed: int = 0,
-                 on_accept: Callable[[str], None] = lambda _: None):
+                 on_accept: Callable[[str], None] = lambda _: None, freeze_check_data: bool = False):
         self.current = source
         self.test_many, self.jobs, self.seed, self.on_accept = test_many, max(1, jobs), seed, on_accept
         self.accepted: set[str] = {source}
         self.lines = code_lines(source)
         self.checks = assert_conditions(source)
+        # without a differential oracle nothing can tell a weakened check from a kept bug: its data is frozen
+        self.frozen = check_data(source) if freeze_check_data else None
+        self.tried = 0  # candidates sent to the oracle (progress)
 
     def order(self, candidates: Iterable[str]) -> list[str]:
         """Unique candidates in a seeded order that depends only on (seed, current source)."""
@@ -49,7 +67,8 @@ class Problem:
         condition as written: they are the script's own oracle (a reducer that turns `error < 0.05` into
         `error < 0.0` gets a "repro" that fails on anything)."""
         return (normalized not in self.accepted and code_lines(normalized) <= self.lines
-                and assert_conditions(normalized) == self.checks)
+                and assert_conditions(normalized) == self.checks
+                and (self.frozen is None or not self.checks or check_data(normalized) == self.frozen))
 
     def first_interesting(self, candidates: Sequence[str]) -> int | None:
         """Index of the first interesting candidate, testing ``jobs`` at a time in order."""
@@ -57,6 +76,7 @@ class Problem:
         pending = [(i, n) for i, n in normalized if n is not None and self.admissible(n)]
         for start in range(0, len(pending), self.jobs):
             batch = pending[start : start + self.jobs]
+            self.tried += len(batch)
             answers = self.test_many([source for _, source in batch])
             for (index, _), interesting in zip(batch, answers):
                 if interesting:
@@ -73,9 +93,9 @@ class Problem:
 def reduce_source(source: str, test_many: TestMany, passes: Sequence[Callable[[Problem], None]],
                   final_passes: Sequence[Callable[[Problem], None]], jobs: int = 1, seed: int = 0,
                   on_accept: Callable[[str], None] = lambda _: None,
-                  on_pass: Callable[[str], None] = lambda _: None) -> str:
+                  on_pass: Callable[[str], None] = lambda _: None, freeze_check_data: bool = False) -> str:
     """Apply the passes in order, then the final passes, until a whole round changes nothing."""
-    problem = Problem(normalize(source), test_many, jobs, seed, on_accept)
+    problem = Problem(normalize(source), test_many, jobs, seed, on_accept, freeze_check_data)
     for _ in range(MAX_ROUNDS):
         before = problem.current
         for reduction in [*passes, *final_passes]:

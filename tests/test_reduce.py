@@ -124,7 +124,7 @@ def test_bad_input_is_a_one_line_error(tmp_path, capsys, monkeypatch, body, mess
     err = capsys.readouterr().err.strip()
     assert message in err and len(err.splitlines()) == 1
     if message == "fails flakily":
-        assert "1 of 2 runs" in err
+        assert "1 of 3 runs (n=3" in err
 
 
 def test_missing_interpreter_is_a_one_line_error(tmp_path, capsys):

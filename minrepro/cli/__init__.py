@@ -10,6 +10,7 @@ from typing import Sequence
 
 from .. import __version__
 from ..errors import MinreproError
+from ..reduction.driver import Interrupted
 from . import catalog, envs, reduce, reports, scenarios
 
 GROUPS = (catalog, reduce, envs, scenarios, reports)
@@ -29,6 +30,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)
+    except Interrupted as exc:  # Ctrl-C in a reduction: where the best script went, how to resume
+        print(f"minrepro: {exc}", file=sys.stderr)
+        return 130
     except MinreproError as exc:
         print(f"minrepro: error: {exc}", file=sys.stderr)
         return 2

@@ -47,10 +47,16 @@ def cmd_reduce(args: argparse.Namespace) -> int:
         raise MinreproError("give a SCRIPT to reduce or --scenario PRESET (not both)")
     if args.scenario is not None:
         return _reduce_scenario(args)
+    if args.oracle and (args.good_python or args.guard != "auto"):
+        raise MinreproError("--good-python and --guard judge signatures; a command --oracle decides by itself")
+    if args.confirm_runs < 2:
+        raise MinreproError("--confirm-runs must be at least 2 (one run cannot tell a flaky failure)")
     options = ReduceOptions(
         script=Path(args.script), out=Path(args.out) if args.out else None, signature=args.signature,
         oracle=args.oracle, python=args.python, jobs=args.jobs, timeout=args.timeout, seed=args.seed,
         executor=args.executor, workdir=Path(args.workdir) if args.workdir else None, fresh=args.fresh,
+        good_pythons=list(args.good_python), guard=args.guard, confirm_runs=args.confirm_runs,
+        triggers=not args.no_triggers,
     )
     summary = reduce_script(options, log=_progress if args.verbose else lambda _: None)
     print_summary(summary, args.json)
@@ -105,7 +111,17 @@ def register(sub: argparse._SubParsersAction) -> None:
     reduce.add_argument("--seed", type=int, default=0, help="order in which proposals are tried")
     reduce.add_argument("--executor", default="forkserver", choices=["forkserver", "warm-pool", "cold"],
                         help="how candidates run (each in its own process either way)")
-    reduce.add_argument("--workdir", help="cache and state directory (default: .minrepro/<stem>-<hash>)")
+    reduce.add_argument("--good-python", action="append", default=[], metavar="PY",
+                        help="an interpreter where the bug is fixed (repeatable): a candidate must not fail the "
+                             "same way there (default: found automatically, see --guard)")
+    reduce.add_argument("--guard", choices=["auto", "none"], default="auto",
+                        help="auto: a version set or the catalog family's patched env where the original passes, "
+                             "else a necessity control; none: reduce unguarded (values feeding checks frozen)")
+    reduce.add_argument("--confirm-runs", type=int, default=3, metavar="N",
+                        help="cold runs of the original that must all fail the same way (default 3)")
+    reduce.add_argument("--no-triggers", action="store_true", help="skip the trigger report after the search")
+    reduce.add_argument("--workdir", help="cache and state directory (default: in the cache, "
+                                          "$MINREPRO_CACHE or ~/.cache/minrepro)")
     reduce.add_argument("--fresh", action="store_true", help="ignore a previous run's cache and state")
     reduce.add_argument("--json", action="store_true", help="end with a JSON summary line")
     reduce.add_argument("-v", "--verbose", action="store_true", help="log passes and accepted steps")

@@ -23,7 +23,8 @@ from pathlib import Path
 from typing import Protocol, Sequence
 
 from minrepro.errors import MinreproError
-from minrepro.harness.runner import STACK_GRACE, RunResult, classify_run, read_report, resolve_python, run_script
+from minrepro.harness.runner import (STACK_GRACE, RunResult, classify_run, read_report, resolve_python, run_script,
+                                     script_lines)
 
 FORKSERVER = Path(__file__).with_name("_forkserver.py")
 WARMUP_TIMEOUT = 300.0
@@ -79,8 +80,9 @@ class _Job:
         out = (self.workdir / "stdout").read_text(errors="replace") if (self.workdir / "stdout").exists() else ""
         err = (self.workdir / "stderr").read_text(errors="replace") if (self.workdir / "stderr").exists() else ""
         timed_out = self.usr1_at is not None
-        sig, headline = classify_run(code, err, read_report(self.workdir / "report.json"), timed_out, timeout)
-        return RunResult(code, out, err, time.monotonic() - self.started, sig, headline)
+        report = read_report(self.workdir / "report.json")
+        sig, headline = classify_run(code, err, report, timed_out, timeout)
+        return RunResult(code, out, err, time.monotonic() - self.started, sig, headline, (), script_lines(report))
 
     def expire(self, now: float, timeout: float) -> None:
         """Past the deadline: ask for a stack dump, then kill the child's whole group."""

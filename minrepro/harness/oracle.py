@@ -1,7 +1,10 @@
 """Oracles: answer "is this candidate interesting?" for batches of candidate sources, with a disk cache.
 
 `SignatureOracle` runs candidates through an executor and keeps those whose failure signature equals the
-original's (or, with a regex, whose final line matches it while type and library frames stay the same).
+original's (or, with a regex, whose final line matches it while type and library frames stay the same). With
+guards it is *differential*, as compilers' reducers are: a candidate must also not fail that way in a good
+environment (a release or a patched env where the bug is fixed), or, as a necessity control, once its call into
+the library on the failing path is neutralised. Symptom equality alone keeps reductions that lost the bug.
 `CommandOracle` runs a user's interestingness command, as Shrink Ray does: exit 0 means interesting.
 Either way, each distinct candidate runs once: answers are cached by content hash in the work directory.
 """
@@ -19,7 +22,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 
 from minrepro.harness.executors import Executor
 from minrepro.harness.runner import RunResult
@@ -37,7 +40,7 @@ class Cache:
     """Answers by content hash, appended to a JSON-lines file so an interrupted run resumes."""
 
     def __init__(self, path: Path, key: str):
-        self.path, self.key, self.answers = path, key, {}
+        self.path, self.key, self.answers, self.notes = path, key, {}, {}
         if path.exists():
             for line in path.read_text(encoding="utf-8").splitlines():
                 try:
@@ -45,12 +48,13 @@ class Cache:
                 except ValueError:
                     continue  # a line cut short by an interruption
                 self.answers[record["hash"]] = record["interesting"]
+                self.notes[record["hash"]] = record.get("note", "")
 
     def hash(self, source: str) -> str:
         return hashlib.sha256(f"{self.key}\0{source}".encode()).hexdigest()
 
     def store(self, digest: str, interesting: bool, note: str) -> None:
-        self.answers[digest] = interesting
+        self.answers[digest], self.notes[digest] = interesting, note
         with self.path.open("a", encoding="utf-8") as fh:
             fh.write(json.dumps({"hash": digest, "interesting": interesting, "note": note}) + "\n")
 
@@ -84,8 +88,29 @@ class _Base:
                 path.unlink(missing_ok=True)
         return [self.cache.answers[d] for d in digests]
 
+    def outcomes(self, sources: list[str]) -> list[tuple[bool, str]]:
+        """(interesting, what the run did: "pass" or the failure's headline) for each source."""
+        answers = self.test_many(sources)
+        return [(a, self.cache.notes.get(self.cache.hash(s), "")) for a, s in zip(answers, sources)]
+
     def _judge(self, paths: list[Path]) -> list[tuple[bool, str]]:
         raise NotImplementedError
+
+
+def same_failure(original: Signature | None, regex: str | None, result: RunResult) -> bool:
+    """Same failure: equal signature, or with a regex the same kind, type, raiser and library frames and a final
+    line the regex matches."""
+    sig = result.signature
+    if sig is None or original is None:
+        return False
+    if regex is None:
+        return sig == original
+    same_place = (sig.kind, sig.type, sig.frames, sig.raised_by) == (original.kind, original.type, original.frames,
+                                                                     original.raised_by)
+    return same_place and re.search(regex, result.raw_headline) is not None
+
+
+Neutralise = Callable[[str, RunResult], "str | None"]  # (candidate source, its failing run) -> control source
 
 
 @dataclass
@@ -94,21 +119,39 @@ class SignatureOracle(_Base):
     original: Signature | None = None
     regex: str | None = None
     max_seconds: float | None = None  # a reduction must not make the repro much slower to run
+    good: Sequence[Executor] = ()  # environments where the bug is fixed: the candidate must not fail the same there
+    neutralise: Neutralise | None = None  # necessity control: with the library call cut, the failure must vanish
 
     def matches(self, result: RunResult) -> bool:
-        """Same failure: equal signature, or with a regex the same kind, type and library frames."""
-        sig = result.signature
-        if sig is None or self.original is None:
-            return False
-        if self.regex is None:
-            return sig == self.original
-        same_place = (sig.kind, sig.type, sig.frames) == (self.original.kind, self.original.type, self.original.frames)
-        return same_place and re.search(self.regex, result.raw_headline) is not None
+        return same_failure(self.original, self.regex, result)
 
     def _judge(self, paths: list[Path]) -> list[tuple[bool, str]]:
         results = self.executor.run_many(paths, self.timeout, self.home)
-        return [(self.matches(r) and self._in_budget(r), r.signature.headline if r.signature else "pass")
-                for r in results]
+        answers = [(self.matches(r) and self._in_budget(r), r.signature.headline if r.signature else "pass")
+                   for r in results]
+        for guard in self.good:  # only candidates still interesting are run in the next good env
+            alive = [i for i, (ok, _) in enumerate(answers) if ok]
+            for i, run in zip(alive, guard.run_many([paths[i] for i in alive], self.timeout, self.home)):
+                if self.matches(run):
+                    answers[i] = (False, f"{answers[i][1]} (also in a good env: not the bug)")
+        if self.neutralise is not None:
+            self._necessity(paths, results, answers)
+        return answers
+
+    def _necessity(self, paths: list[Path], results: list[RunResult], answers: list[tuple[bool, str]]) -> None:
+        controls = {}
+        for i, (ok, _) in enumerate(answers):
+            control = self.neutralise(paths[i].read_text(encoding="utf-8"), results[i]) if ok else None
+            if ok and control is None:
+                answers[i] = (False, f"{answers[i][1]} (no library call to neutralise)")
+            elif control is not None:
+                path = paths[i].with_name(paths[i].stem + ".control.py")
+                path.write_text(control, encoding="utf-8")
+                controls[i] = path
+        for i, run in zip(controls, self.executor.run_many(list(controls.values()), self.timeout, self.home)):
+            controls[i].unlink(missing_ok=True)
+            if self.matches(run):
+                answers[i] = (False, f"{answers[i][1]} (persists with the library call cut: not the library's)")
 
     def _in_budget(self, result: RunResult) -> bool:
         return self.max_seconds is None or result.seconds <= self.max_seconds

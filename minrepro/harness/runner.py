@@ -27,6 +27,7 @@ from minrepro.harness.signature import (
     frames_from_text,
     normalize_message,
     parse_traceback,
+    raiser_of_records,
 )
 
 BOOTSTRAP = Path(__file__).with_name("_bootstrap.py")
@@ -45,6 +46,7 @@ class RunResult:
     signature: Signature | None
     raw_headline: str  # "Type: message" before normalization, for the catalog's regexes
     trace: tuple[dict[str, Any], ...] = ()  # placement records (`run_script(..., trace=True)`), in call order
+    script_lines: tuple[int, ...] = ()  # lines of the script's own frames on the failing stack, outermost first
 
     @property
     def failed(self) -> bool:
@@ -116,7 +118,7 @@ def run_script(
         report = read_report(report_path)
         records = read_trace(trace_path)
     signature, headline = classify_run(proc.returncode, stderr, report, timed_out, timeout)
-    return RunResult(proc.returncode, stdout, stderr, seconds, signature, headline, records)
+    return RunResult(proc.returncode, stdout, stderr, seconds, signature, headline, records, script_lines(report))
 
 
 def _kill_group(proc: subprocess.Popen[str]) -> tuple[str, str]:
@@ -131,6 +133,13 @@ def _kill_group(proc: subprocess.Popen[str]) -> tuple[str, str]:
         if wait:
             time.sleep(wait)
     return proc.communicate()
+
+
+def script_lines(report: dict[str, Any]) -> tuple[int, ...]:
+    """Where the failing stack passed through the script itself (its `__main__` frames)."""
+    frames = report.get("exception", {}).get("frames", [])
+    return tuple(f["line"] for f in frames if f.get("module") == "__main__" and f.get("line")
+                 and Path(f.get("file", "")).name != BOOTSTRAP.name)  # the bootstrap runs as __main__ too
 
 
 def read_trace(path: Path) -> tuple[dict[str, Any], ...]:
@@ -173,6 +182,7 @@ def classify_run(
             normalize_message(exc["message"]),
             frames_from_records(exc["frames"]),
             tuple(exc.get("causes", ())),
+            raiser_of_records(exc["frames"]),
         )
         return signature, f"{exc['type']}: {exc['message']}"
     if returncode == 0:

@@ -34,15 +34,21 @@ class Frame:
         return replace(self, function=self.function.rsplit(".", 1)[-1])
 
 
+RAISERS = ("library", "script", "other")  # who raised: a library frame, the script's own code, anything else
+
+
 @dataclass(frozen=True)
 class Signature:
-    """The identity of a failure. ``frames`` lists library frames outermost first, each once."""
+    """The identity of a failure. ``frames`` lists library frames outermost first, each once. ``raised_by`` says
+    whose frame raised it: the same message raised by the script's own code (a decoy, or a reduction that kept
+    the symptom and lost the library's part) is another failure even with library frames above it as callers."""
 
     kind: str
     type: str
     message: str
     frames: tuple[Frame, ...] = ()
     causes: tuple[str, ...] = field(default=())
+    raised_by: str = ""  # one of RAISERS; "" where it does not apply (timeouts, signals, exits)
 
     @property
     def headline(self) -> str:
@@ -64,7 +70,8 @@ class Signature:
         """Same failure entered lower down: same kind, type, message and causes, and these library frames are
         the innermost frames of ``other`` (a toy that calls `dispatch_model` itself instead of through PEFT)."""
         n = len(self.frames)
-        same = (self.kind, self.type, self.message, self.causes) == (other.kind, other.type, other.message, other.causes)
+        same = ((self.kind, self.type, self.message, self.causes, self.raised_by)
+                == (other.kind, other.type, other.message, other.causes, other.raised_by))
         if not other.frames:  # raised in the script itself (an assertion): nothing below it to enter
             return same and n == 0
         return same and n > 0 and other.frames[len(other.frames) - n:] == self.frames
@@ -80,11 +87,13 @@ class Signature:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "Signature":
         frames = tuple(Frame(**f) for f in data.get("frames", ()))
-        return cls(data["kind"], data["type"], data["message"], frames, tuple(data.get("causes", ())))
+        return cls(data["kind"], data["type"], data["message"], frames, tuple(data.get("causes", ())),
+                   data.get("raised_by", ""))
 
     def __str__(self) -> str:
         chain = " > ".join(str(f) for f in self.frames) or "(no library frames)"
-        return f"[{self.kind}] {self.headline}\n  via {chain}"
+        raiser = f", raised by {self.raised_by}" if self.raised_by else ""
+        return f"[{self.kind}] {self.headline}{raiser}\n  via {chain}"
 
 
 # --- message normalization -------------------------------------------------------------------------
@@ -186,6 +195,14 @@ _TB_FRAME = re.compile(r'^\s*File "(?P<path>[^"]+)", line (?P<line>\d+),? in (?P
 _EXC_LINE = re.compile(r"^(?P<type>[A-Za-z_][\w.]*(?:Error|Exception|Interrupt|Exit|Warning|Failure|Fault))(?:: (?P<msg>.*))?$")
 
 
+def raiser_of_records(records: list[dict[str, Any]]) -> str:
+    """Who raised, from the bootstrap's frame records (innermost last)."""
+    if not records:
+        return "other"
+    last = records[-1]
+    return "library" if last.get("library") else "script" if last.get("module") == "__main__" else "other"
+
+
 def frames_from_text(text: str, most_recent_first: bool = False) -> tuple[Frame, ...]:
     frames = []
     for match in _TB_FRAME.finditer(text):
@@ -208,7 +225,9 @@ def parse_traceback(text: str) -> Signature | None:
             message = "\n".join([match["msg"] or ""] + _continuation(lines[index + 1 :]))
             exc_type = match["type"]
             frames = frames_from_text("\n".join(lines[:index]))
-            return Signature(classify(exc_type, message), exc_type, normalize_message(message), frames)
+            paths = [m["path"] for m in _TB_FRAME.finditer("\n".join(lines[:index]))]
+            raiser = "other" if not paths else "library" if module_of_path(paths[-1]) else "script"
+            return Signature(classify(exc_type, message), exc_type, normalize_message(message), frames, (), raiser)
     return None
 
 

@@ -1,35 +1,42 @@
-"""`minrepro reduce`: establish the original failure, pick an executor, run the search, verify, write.
+"""`minrepro reduce`: establish the original failure, choose the guard, run the search, report the triggers,
+verify, write a script a maintainer accepts as is.
 
-The search itself lives in `reducers/`; this module is the execution side of the seam: it owns the
-oracle, the work directory (cache + state, so an interrupted run resumes) and the final cold check.
+The search lives in `minrepro.reducers` and sees only `test_many`; this module is the execution side of the seam:
+it owns the oracle (differential when a guard exists), the work directory (answers cache + best-so-far state, so
+an interrupted run resumes), the final cold check and the output's form.
 """
 
 from __future__ import annotations
 
-import ast
+import functools
 import hashlib
 import json
 import re
 import shlex
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from minrepro.reducers import FINAL_PASSES, PASSES, reduce_source
+from ..dirs import cache
+from ..errors import MinreproError
+from ..harness.executors import ColdExecutor, Executor, make_executor
+from ..harness.oracle import Cache, CommandOracle, SignatureOracle, same_failure
+from ..harness.probe import probe
+from ..harness.runner import DEFAULT_TIMEOUT, RunResult, resolve_python
+from ..harness.signature import Signature
+from ..reducers import FINAL_PASSES, PASSES, reduce_source
+from ..reducers.source import code_lines, imported_modules, module_imports, normalize
+from . import output, triggers
+from .guard import UNGUARDED, Guard, GuardSearch, choose_guard, neutralise_library_call
+from .progress import Progress
 
-from minrepro.reducers.source import code_lines, module_imports
-from minrepro.errors import MinreproError
-from minrepro.harness.executors import ColdExecutor, Executor, make_executor
-from minrepro.harness.oracle import Cache, CommandOracle, SignatureOracle
-from minrepro.harness.runner import DEFAULT_TIMEOUT, RunResult, resolve_python
-from minrepro.harness.signature import Signature
-
-CONFIRM_RUNS = 2  # the original runs this many times to establish (and check the stability of) its failure
+CONFIRM_RUNS = 3  # the original runs this many times, cold, to establish its failure: all must agree
 # A candidate may not run slower than SLOWDOWN x the original (or the original + GRACE_SECONDS): dropping
 # `num_hidden_layers=2` keeps the bug but makes every later candidate, and the final repro, slow.
 SLOWDOWN, GRACE_SECONDS = 3.0, 2.0
+UNDER_TEST = {"torch", "transformers", "accelerate", "peft", "bitsandbytes"}
 
 
 @dataclass
@@ -45,6 +52,10 @@ class ReduceOptions:
     executor: str = "forkserver"
     workdir: Path | None = None
     fresh: bool = False
+    good_pythons: list[str] = field(default_factory=list)
+    guard: str = "auto"  # "auto" | "none"
+    confirm_runs: int = CONFIRM_RUNS
+    triggers: bool = True
 
 
 @dataclass
@@ -58,11 +69,18 @@ class ReduceSummary:
     output: str
     executor: str
     resumed: bool
+    guard: str = "none"
+    guard_why: str = ""
+    passes_in_good_env: bool | None = None
+    triggers: list[dict] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
     def as_json(self) -> dict:
-        return {k: getattr(self, k) for k in ("input_lines", "output_lines", "oracle_calls", "cache_hits", "seconds",
-                                              "signature", "output", "executor", "resumed", "notes")}
+        return asdict(self)
+
+
+class Interrupted(MinreproError):
+    """Ctrl-C during a reduction: the best script so far is written, with the command that resumes."""
 
 
 def _read_script(path: Path) -> str:
@@ -70,23 +88,40 @@ def _read_script(path: Path) -> str:
         raise MinreproError(f"no such script: {path}")
     source = path.read_text(encoding="utf-8")
     try:
-        ast.parse(source)
+        compile(source, str(path), "exec")
     except SyntaxError as exc:
         raise MinreproError(f"{path} is not valid Python: {exc.msg} (line {exc.lineno})") from None
     return source
 
 
-def establish(script: Path, python: str, timeout: float, home: Path) -> tuple[Signature, RunResult]:
-    """Run the original CONFIRM_RUNS times, cold: its signature, or a one-line error."""
-    runs = ColdExecutor(python, CONFIRM_RUNS).run_many([script] * CONFIRM_RUNS, timeout, home)
-    failing = [r for r in runs if r.signature is not None]
+def refuse_missing_libraries(result: RunResult, source: str, python: str) -> None:
+    """A failure to import the libraries under test is the environment's, not a bug to reduce."""
+    sig = result.signature
+    if sig is None or sig.type not in ("ModuleNotFoundError", "ImportError"):
+        return
+    missing = re.search(r"No module named '([\w.]+)'", result.raw_headline)
+    name = missing[1].split(".")[0] if missing else ""
+    if name and name in imported_modules(source) and (name in UNDER_TEST or sig.raised_by == "script"):
+        raise MinreproError(f"the script cannot import {name} under {python}: give --python with the environment "
+                            "it fails in (a failing import is not a bug to reduce)")
+
+
+def establish(script: Path, python: str, timeout: float, home: Path, runs: int) -> tuple[Signature, RunResult]:
+    """Run the original `runs` times, cold: its signature if every run agrees, else a one-line error."""
+    results = ColdExecutor(python, runs).run_many([script] * runs, timeout, home)
+    failing = [r for r in results if r.signature is not None]
     if not failing:
-        raise MinreproError(f"nothing to reduce: {script} does not fail (passed {len(runs)} of {len(runs)} runs)")
+        raise MinreproError(f"nothing to reduce: {script} does not fail (passed {runs} of {runs} runs)")
     first = failing[0].signature
-    same = sum(r.signature == first for r in runs)
-    if same < len(runs):
-        raise MinreproError(f"{script} fails flakily: '{first.headline}' in {same} of {len(runs)} runs")
+    same = sum(r.signature == first for r in results)
+    if same < runs:
+        raise MinreproError(f"{script} fails flakily: '{first.headline}' in {same} of {runs} runs (n={runs}, "
+                            "all must agree); make it deterministic, or reduce with --oracle and your own retries")
     return first, failing[0]
+
+
+def default_workdir(script: Path, source: str, key: str) -> Path:
+    return cache("reductions", f"{script.stem}-{_digest(source + key)[:10]}")
 
 
 def reduce_script(opts: ReduceOptions, log: Callable[[str], None] = lambda _: None) -> ReduceSummary:
@@ -97,69 +132,140 @@ def reduce_script(opts: ReduceOptions, log: Callable[[str], None] = lambda _: No
     if out == script:
         raise MinreproError("the output path is the input script; minrepro never overwrites it")
     python = resolve_python(opts.python)
-    key = json.dumps([opts.oracle or "signature", opts.signature, python, opts.timeout])
-    workdir = (opts.workdir or Path(".minrepro") / f"{script.stem}-{_digest(source + key)[:10]}").resolve()
-    workdir.mkdir(parents=True, exist_ok=True)
-    state_path = workdir / "state.json"
-    if opts.fresh:
-        for stale in (state_path, workdir / "cache.jsonl"):
-            stale.unlink(missing_ok=True)
-    cache = Cache(workdir / "cache.jsonl", key)
     notes: list[str] = []
-
     executor: Executor | None = None
+    guard_executors: list[Executor] = []
+    guard, versions = UNGUARDED, {}
+
     if opts.oracle:
-        oracle = CommandOracle(cache, workdir, opts.timeout, script.parent, command=shlex.split(opts.oracle),
-                               jobs=opts.jobs)
+        key = json.dumps(["command", opts.oracle, python, opts.timeout])
+        workdir = _workdir(opts, script, source, key)
+        oracle = CommandOracle(Cache(workdir / "cache.jsonl", key), workdir, opts.timeout, script.parent,
+                               command=shlex.split(opts.oracle), jobs=opts.jobs)
         if not oracle.test_many([source])[0]:
             raise MinreproError(f"nothing to reduce: the oracle does not accept {script.name} itself")
-        headline = f"oracle: {opts.oracle}"
-        owner = ""
+        headline, owner = f"oracle: {opts.oracle}", ""
     else:
-        log(f"running {script.name} {CONFIRM_RUNS}x to establish its failure signature")
-        original, first_run = establish(script, python, opts.timeout, script.parent)
+        log(f"running {script.name} {opts.confirm_runs}x, cold, to establish its failure signature")
+        original, first_run = establish(script, python, opts.timeout, script.parent, opts.confirm_runs)
+        refuse_missing_libraries(first_run, source, python)
         if opts.signature and not _search(opts.signature, first_run.raw_headline):
             raise MinreproError(f"{script.name} fails with '{first_run.raw_headline.splitlines()[0]}', "
                                 f"which does not match --signature {opts.signature!r}")
+        env = probe(python)
+        versions = env.versions
+        matcher = functools.partial(same_failure, original, opts.signature)
+        guard = choose_guard(GuardSearch(script, source, original, first_run.raw_headline, matcher, env, opts.timeout,
+                                         log, notes=notes), opts.good_pythons, opts.guard)
+        log(f"guard: {guard.why}")
+        key = json.dumps(["signature", opts.signature, python, opts.timeout, guard.key()])
+        workdir = _workdir(opts, script, source, key)
         executor, baseline = _warm_executor(opts, python, source, original, script, first_run, notes, log)
+        guard_executors = [_guard_executor(opts, py, source, notes) for py in guard.pythons]
         budget = max(SLOWDOWN * baseline, baseline + GRACE_SECONDS)
         # a candidate past the budget is uninteresting anyway: stop it there, not at --timeout
-        oracle = SignatureOracle(cache, workdir, min(opts.timeout, budget + 1), script.parent, executor=executor,
-                                 original=original, regex=opts.signature, max_seconds=budget)
+        oracle = SignatureOracle(Cache(workdir / "cache.jsonl", key), workdir, min(opts.timeout, budget + 1),
+                                 script.parent, executor=executor, original=original, regex=opts.signature,
+                                 max_seconds=budget, good=guard_executors,
+                                 neutralise=neutralise_library_call if guard.kind == "necessity" else None)
+        if guard.guarded and not oracle.test_many([normalize(source)])[0]:
+            notes.append(f"the original does not pass its guard ({guard.why}); reduced unguarded")
+            guard = UNGUARDED
+            oracle.good, oracle.neutralise = (), None
+        if not guard.guarded:
+            notes.append("UNGUARDED: nothing checks that the reduction still holds the library's bug; values the "
+                         "script's own checks read are frozen")
         headline, owner = original.headline, str(original.owner or "")
         log(f"signature: {original.headline}  (owner: {original.owner})")
 
+    state_path = workdir / "state.json"
     state = _load_state(state_path, _digest(source))
     resumed = state is not None
     begin = state["best"] if state else source
     if resumed:
         log(f"resuming from {state_path} ({code_lines(begin)} code lines so far)")
+    best = [begin]
+    progress = Progress(code_lines(source), log)
 
-    def save(best: str) -> None:
-        state_path.write_text(json.dumps({"original": _digest(source), "best": best}), encoding="utf-8")
-        log(f"  accepted: {code_lines(best)} code lines")
+    def save(candidate: str) -> None:
+        best[0] = candidate
+        state_path.write_text(json.dumps({"original": _digest(source), "best": candidate}), encoding="utf-8")
+        progress.accepted(code_lines(candidate))
 
     try:
-        result = reduce_source(begin, oracle.test_many, PASSES, FINAL_PASSES, opts.jobs, opts.seed, save,
-                               on_pass=lambda name: log(f"pass {name}"))
+        try:
+            result = reduce_source(begin, _counted(oracle.test_many, progress), PASSES, FINAL_PASSES, opts.jobs,
+                                   opts.seed, save, on_pass=progress.phase, freeze_check_data=not guard.guarded)
+        except KeyboardInterrupt:
+            progress.close()
+            _write(out, best[0], source, script, headline, owner, guard, versions, verified=False)
+            raise Interrupted(f"interrupted: the best script so far ({code_lines(best[0])} code lines, not verified) "
+                              f"is in {out}; resume with: {_resume_command()}") from None
+        found: list[triggers.Trigger] = []
+        if opts.triggers and not opts.oracle:
+            progress.phase("trigger report")
+            found = triggers.trigger_report(source, result, oracle.outcomes)
+            explicit = triggers.make_explicit(result, found)
+            if explicit != result and oracle.test_many([explicit])[0]:
+                result = explicit
+        progress.close()
+        good_pass = None
+        if not opts.oracle:
+            verified, good_pass = _verify_cold(result, oracle, python, guard, opts.timeout, workdir, script.parent)
+            if not verified:
+                raise MinreproError(f"the reduced script does not reproduce in a fresh interpreter; kept in {state_path}")
     finally:
-        if executor is not None:
-            executor.close()
+        for used in [executor, *guard_executors]:
+            if used is not None:
+                used.close()
 
-    if not opts.oracle and not _verify_cold(result, oracle, python, opts.timeout, workdir, script.parent):
-        raise MinreproError(f"the reduced script does not reproduce in a fresh interpreter; kept in {state_path}")
-    header = (f"# Reduced by minrepro from {script.name}: {code_lines(source)} -> {code_lines(result)} code lines.\n"
-              f"# Failure: {headline}" + (f"  (in {owner})" if owner else "") + "\n")
-    out.write_text(header + result, encoding="utf-8")
-    return ReduceSummary(code_lines(source), code_lines(result), oracle.stats.calls, oracle.stats.cache_hits,
+    text = _write(out, result, source, script, headline, owner, guard, versions, verified=not opts.oracle,
+                  found=found)
+    return ReduceSummary(code_lines(source), code_lines(text), oracle.stats.calls, oracle.stats.cache_hits,
                          round(time.monotonic() - start, 1), headline, str(out),
-                         executor.name if executor else "command", resumed, notes)
+                         executor.name if executor else "command", resumed, guard.kind, guard.why, good_pass,
+                         [asdict(t) for t in found], notes)
+
+
+def _workdir(opts: ReduceOptions, script: Path, source: str, key: str) -> Path:
+    workdir = (opts.workdir or default_workdir(script, source, key)).resolve()
+    workdir.mkdir(parents=True, exist_ok=True)
+    if opts.fresh:
+        for stale in ("state.json", "cache.jsonl"):
+            (workdir / stale).unlink(missing_ok=True)
+    return workdir
+
+
+def _counted(test_many, progress: Progress):
+    def run(sources: list[str]) -> list[bool]:
+        answers = test_many(sources)
+        progress.tried(len(sources))
+        return answers
+
+    return run
+
+
+def _write(out: Path, result: str, source: str, script: Path, headline: str, owner: str, guard: Guard,
+           versions: dict, verified: bool, found: list[triggers.Trigger] = ()) -> str:
+    body = triggers.annotate(output.layout(result), list(found))
+    status = "" if verified else "INTERRUPTED, NOT VERIFIED: "
+    header = (output.pep723(body, versions) if versions else "") + (
+        f"# {status}reduced by minrepro from {script.name}: {code_lines(source)} -> {code_lines(body)} code lines.\n"
+        f"# Fails with: {headline}" + (f"  (in {owner})" if owner else "") + "\n"
+        f"# Guard: {guard.why}\n")
+    text = header + body
+    out.write_text(text, encoding="utf-8")
+    return text
+
+
+def _resume_command() -> str:
+    return " ".join(shlex.quote(a) for a in ["minrepro", *sys.argv[1:]])
 
 
 def _warm_executor(opts: ReduceOptions, python: str, source: str, original: Signature, script: Path,
                    cold: RunResult, notes: list[str], log: Callable[[str], None]) -> tuple[Executor, float]:
-    """The requested executor and the original's run time under it, if it reproduces the original
-    signature; otherwise cold runs."""
+    """The requested executor and the original's run time under it, if it reproduces the original signature
+    (twice: a warm executor that disagrees with itself is not trusted either); otherwise cold runs."""
     if opts.executor == "cold":
         return ColdExecutor(python, opts.jobs), cold.seconds
     try:
@@ -167,24 +273,44 @@ def _warm_executor(opts: ReduceOptions, python: str, source: str, original: Sign
     except MinreproError as exc:
         notes.append(f"{opts.executor} unavailable ({exc}); cold runs used")
         return ColdExecutor(python, opts.jobs), cold.seconds
-    warm = executor.run_many([script], opts.timeout, script.parent)[0]
-    if warm.signature != original:
+    warm = executor.run_many([script, script], opts.timeout, script.parent)
+    if any(run.signature != original for run in warm):
         executor.close()
-        notes.append(f"{opts.executor} changes the failure ({warm.signature.headline if warm.signature else 'passes'}); "
-                     "cold runs used")
+        seen = "; ".join(run.signature.headline if run.signature else "passes" for run in warm)
+        notes.append(f"under {opts.executor} the script gives [{seen}] where {CONFIRM_RUNS} cold runs agree on "
+                     f"'{original.headline}' (it depends on a fresh interpreter: imports done before it, threads, "
+                     "seeds); cold runs used")
         return ColdExecutor(python, opts.jobs), cold.seconds
     if getattr(executor, "skipped", None):
         notes.append(f"fork server: {', '.join(executor.skipped)} imported by each candidate (it initializes CUDA)")
-    log(f"executor: {executor.name} (original runs in {warm.seconds:.2f} s there)")
-    return executor, warm.seconds
+    log(f"executor: {executor.name} (original runs in {warm[0].seconds:.2f} s there)")
+    return executor, max(run.seconds for run in warm)
 
 
-def _verify_cold(result: str, oracle: SignatureOracle, python: str, timeout: float, workdir: Path,
-                 home: Path) -> bool:
+def _guard_executor(opts: ReduceOptions, python: str, source: str, notes: list[str]) -> Executor:
+    if opts.executor == "cold":
+        return ColdExecutor(python, opts.jobs)
+    try:
+        return make_executor(opts.executor, python, module_imports(source), opts.jobs)
+    except MinreproError as exc:
+        notes.append(f"guard env {python}: {opts.executor} unavailable ({exc}); cold runs used there")
+        return ColdExecutor(python, opts.jobs)
+
+
+def _verify_cold(result: str, oracle: SignatureOracle, python: str, guard: Guard, timeout: float, workdir: Path,
+                 home: Path) -> tuple[bool, bool | None]:
+    """The result fails with the signature in a fresh interpreter; and (None when unguarded) it does not in the
+    good environments. No run-time budget here: a cold run pays the imports the budget excludes."""
     path = workdir / "verify.py"
     path.write_text(result, encoding="utf-8")
-    run = ColdExecutor(python, 1).run_many([path], timeout, home)[0]
-    return oracle.matches(run)  # no run-time budget here: a cold run pays the imports the budget excludes
+    bad = ColdExecutor(python, 1).run_many([path], timeout, home)[0]
+    if not oracle.matches(bad):
+        return False, None
+    if not guard.pythons:
+        return True, None
+    good = [ColdExecutor(py, 1).run_many([path], timeout, home)[0] for py in guard.pythons]
+    passes = not any(oracle.matches(run) for run in good)
+    return passes, passes
 
 
 def _load_state(path: Path, original: str) -> dict | None:
@@ -211,6 +337,12 @@ def print_summary(summary: ReduceSummary, as_json: bool) -> None:
           f"({summary.cache_hits} cache hits), {summary.seconds:.1f} s, executor {summary.executor}"
           + (" (resumed)" if summary.resumed else ""))
     print(f"signature: {summary.signature}")
+    print(f"guard: {summary.guard_why or summary.guard}"
+          + ("" if summary.passes_in_good_env is None else
+             f"; the result passes in the good env: {'yes' if summary.passes_in_good_env else 'NO'}"))
+    if summary.triggers:
+        print("trigger report:")
+        print(triggers.format_table([triggers.Trigger(**t) for t in summary.triggers]))
     print(f"written to {summary.output}")
     for note in summary.notes:
         print(f"note: {note}")

@@ -1,0 +1,198 @@
+"""The guard of a reduction: what makes the oracle differential. A candidate is interesting only if it fails with
+the original's signature in the bad environment *and* not in a good one, where the bug is fixed.
+
+Chosen in this order, the original having to pass the same check first:
+  1. the interpreters named with --good-python;
+  2. a release where the original passes: the environment of another version set (created in the cache);
+  3. the patched environment of the catalog family whose signature and owner match the original's;
+  4. a necessity control: with the script's call into the library on the failing stack cut, the failure must
+     vanish (only for failures a library raised);
+  5. none: the result is marked unguarded, loudly, and values feeding the script's own checks are frozen.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import re
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from ..catalog.manifest import Catalog, load_catalog, stacking_order
+from ..dirs import cache
+from ..envs.venvs import create_env, read_marker
+from ..errors import MinreproError
+from ..harness.executors import ColdExecutor
+from ..harness.probe import Environment
+from ..harness.runner import RunResult
+from ..harness.signature import Signature
+from ..reducers.source import imported_modules
+
+HF_LIBRARIES = {"transformers", "accelerate", "peft", "bitsandbytes"}
+
+
+@dataclass(frozen=True)
+class Guard:
+    kind: str                      # "good-env" | "necessity" | "none"
+    why: str                       # what it is, for the summary and the output's header
+    pythons: tuple[str, ...] = ()  # good interpreters (kind "good-env")
+
+    @property
+    def guarded(self) -> bool:
+        return self.kind != "none"
+
+    def key(self) -> list[str]:
+        """What the answer cache must be keyed on: an unguarded answer is not a guarded one."""
+        return [self.kind, *self.pythons]
+
+
+UNGUARDED = Guard("none", "unguarded: no environment where the bug is fixed, and no library call to cut")
+
+
+def neutralise_library_call(source: str, run: RunResult) -> str | None:
+    """The necessity control for one candidate: the statement at the script's innermost own frame on the failing
+    stack (its call into the library) replaced by `pass` (an assignment keeps its names, bound to None)."""
+    if not run.script_lines:
+        return None
+    line = run.script_lines[-1]
+    tree = ast.parse(source)
+    found = [n for n in ast.walk(tree) if isinstance(n, ast.stmt) and n.lineno <= line <= (n.end_lineno or n.lineno)
+             and not isinstance(n, (ast.FunctionDef, ast.ClassDef, ast.If, ast.For, ast.While, ast.With, ast.Try))]
+    if not found:
+        return None
+    target = min(found, key=lambda n: (n.end_lineno or n.lineno) - n.lineno)
+    if isinstance(target, (ast.Assign, ast.AnnAssign)):
+        names = target.targets if isinstance(target, ast.Assign) else [target.target]
+        replacement: ast.stmt = ast.Assign(names, ast.Constant(None), lineno=target.lineno)
+    else:
+        replacement = ast.Pass()
+    for parent in ast.walk(tree):
+        for field in ("body", "orelse", "finalbody"):
+            block = getattr(parent, field, None)
+            if isinstance(block, list) and target in block:
+                block[block.index(target)] = replacement
+                return ast.unparse(ast.fix_missing_locations(tree)) + "\n"
+    return None
+
+
+@dataclass
+class GuardSearch:
+    """Everything `choose_guard` needs, so that each way of finding a good environment is a small function."""
+    script: Path
+    source: str
+    signature: Signature
+    headline: str  # the original's raw final line, which the catalog's regexes are written against
+    matches: Callable[[RunResult], bool]
+    bad: Environment
+    timeout: float
+    log: Callable[[str], None]
+    catalog: Catalog | None = None
+    notes: list[str] | None = None
+
+    def passes_in(self, python: str) -> bool:
+        """The original passes under `python`, twice (a flaky pass is no pass). Passes, not merely "fails
+        otherwise": an earlier bug that masks this one (B before A on pinned) is no fixed world."""
+        runs = ColdExecutor(python, 2).run_many([self.script, self.script], self.timeout, self.script.parent)
+        return all(r.signature is None for r in runs)
+
+    def note(self, text: str) -> None:
+        self.log(text)
+        if self.notes is not None:
+            self.notes.append(text)
+
+
+def named_pythons(search: GuardSearch, pythons: list[str]) -> Guard | None:
+    for python in pythons:
+        if not search.passes_in(python):
+            raise MinreproError(f"the original does not pass under --good-python {python}: it cannot stand for a "
+                                "world where the bug is fixed")
+    return Guard("good-env", "passes under " + ", ".join(pythons), tuple(pythons)) if pythons else None
+
+
+def other_version_set(search: GuardSearch) -> Guard | None:
+    """A set where the original passes (another release line), its env made once in the cache."""
+    if not imported_modules(search.source) & HF_LIBRARIES or search.catalog is None:
+        return None
+    current = search.catalog.detect_set(search.bad.versions)
+    for name in sorted((s for s in search.catalog.sets if s != current), key=lambda s: s != "newest"):
+        python = _set_env(search, name, patched=False)
+        if python and search.passes_in(python):
+            return Guard("good-env", f"passes on the {name} set ({_pins(search.catalog, name)})", (python,))
+    return None
+
+
+def patched_family(search: GuardSearch) -> Guard | None:
+    """The catalog family this failure belongs to (same signature regex and owner): its patched environment."""
+    if search.catalog is None:
+        return None
+    owner = str(search.signature.owner or "")
+    family = [c for c in search.catalog.cases if c.patches and c.owner in (None, owner)
+              and _headline_matches(c.signature, search)]
+    current = search.catalog.detect_set(search.bad.versions)
+    if not family or current is None:
+        return None
+    python = _set_env(search, current, patched=True)
+    if python and search.passes_in(python):
+        return Guard("good-env", f"passes with the {family[0].family} patches ({family[0].id}) on {current}", (python,))
+    return None
+
+
+def necessity_control(search: GuardSearch) -> Guard | None:
+    if search.signature.raised_by != "library":
+        return None  # the script raised it itself (a check): there is no library call on the stack to cut
+    return Guard("necessity", "necessity control: with the script's call into the library cut, the failure vanishes")
+
+
+def _headline_matches(pattern: str, search: GuardSearch) -> bool:
+    return re.search(pattern, search.headline) is not None
+
+
+def _pins(catalog: Catalog, name: str) -> str:
+    return ", ".join(f"{k} {v}" for k, v in catalog.sets[name].pins().items() if k != "tokenizers")
+
+
+def _set_env(search: GuardSearch, name: str, patched: bool) -> str | None:
+    """The cached env of a version set (patched: with every catalog patch), created on first use."""
+    env = cache("envs", f"{name}-patched" if patched else name)
+    requirements = [str(r) for r in search.catalog.sets[name].requirements]
+    wheelhouse = Path(os.environ["MINREPRO_WHEELHOUSE"]) if os.environ.get("MINREPRO_WHEELHOUSE") else None
+    marker = read_marker(env) or {}
+    try:
+        if patched:
+            from ..envs.patching import apply_patches, select
+
+            wanted = [p.rel for p in select(stacking_order(search.catalog), search.catalog.sets[name].pins())]
+            if marker.get("requirements") != requirements or marker.get("patches") != wanted:
+                search.note(f"guard: making the patched {name} environment in {env} (once)")
+                if env.exists():
+                    shutil.rmtree(env)
+                create_env(env, requirements, wheelhouse, label=f"{name} patched (guard)")
+                apply_patches(select(stacking_order(search.catalog), search.catalog.sets[name].pins()), env)
+        elif marker.get("requirements") != requirements or marker.get("patches"):
+            search.note(f"guard: making the {name} environment in {env} (once)")
+            create_env(env, requirements, wheelhouse, label=f"{name} (guard)")
+    except MinreproError as exc:
+        search.note(f"guard: no {name}{' patched' if patched else ''} environment ({exc})")
+        return None
+    return str(env / "bin" / "python")
+
+
+SEARCH_ORDER: list[Callable[[GuardSearch], Guard | None]] = [other_version_set, patched_family, necessity_control]
+
+
+def choose_guard(search: GuardSearch, good_pythons: list[str], mode: str) -> Guard:
+    """The guard for a reduction: named interpreters, else the first of SEARCH_ORDER that holds (mode "auto"),
+    else none. The caller checks the original against the chosen guard before the search starts."""
+    if good_pythons:
+        return named_pythons(search, good_pythons)
+    if mode == "none":
+        return UNGUARDED
+    if search.catalog is None:
+        search.catalog = load_catalog()
+    for find in SEARCH_ORDER:
+        guard = find(search)
+        if guard is not None:
+            return guard
+    return UNGUARDED

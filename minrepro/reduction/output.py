@@ -1,0 +1,49 @@
+"""What the reduced script looks like when it is handed over: laid out as people write Python (imports grouped,
+blank lines around definitions), with a PEP 723 block pinning the bad environment's versions, and a header that
+says where it came from, what it fails with, and what guarded the reduction."""
+
+from __future__ import annotations
+
+import ast
+import sys
+
+from ..catalog.manifest import LIBRARIES
+from ..reducers.source import imported_modules
+
+SUPPORT_PINS = ("tokenizers",)  # pins that hold a set together (transformers 5.6.2 refuses newer tokenizers)
+
+
+def layout(source: str) -> str:
+    """ast.unparse's text with PEP 8's vertical layout: stdlib and other imports in groups, two blank lines
+    around top-level definitions. Only blank lines change: the code is what was verified."""
+    parts: list[str] = []
+    previous = None
+    for stmt in ast.parse(source).body:
+        kind = _kind(stmt)
+        if previous is not None:
+            parts.append("\n\n\n" if "def" in (kind, previous) else "\n\n" if kind != previous else "\n")
+        parts.append(ast.unparse(stmt))
+        previous = kind
+    return "".join(parts) + "\n"
+
+
+def _kind(stmt: ast.stmt) -> str:
+    if isinstance(stmt, (ast.Import, ast.ImportFrom)):
+        names = [a.name for a in stmt.names] if isinstance(stmt, ast.Import) else [stmt.module or ""]
+        top = names[0].split(".")[0]
+        return "import-stdlib" if top in sys.stdlib_module_names else "import-other"
+    if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return "def"
+    return "code"
+
+
+def pep723(source: str, versions: dict[str, str | None]) -> str:
+    """A PEP 723 block pinning, from the bad environment, each library the script imports (torch unpinned: its
+    build is the machine's) plus the support pins that hold those versions together."""
+    used = sorted(imported_modules(source) & (LIBRARIES - {"torch"}))
+    deps = ["torch"] if "torch" in imported_modules(source) or used else []
+    deps += [f"{name}=={versions[name]}" for name in used if versions.get(name)]
+    if "transformers" in used:
+        deps += [f"{name}=={versions[name]}" for name in SUPPORT_PINS if versions.get(name)]
+    listed = ", ".join(f'"{d}"' for d in deps)
+    return f'# /// script\n# requires-python = ">=3.10"\n# dependencies = [{listed}]\n# ///\n'
