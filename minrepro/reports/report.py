@@ -144,6 +144,7 @@ def draft(case: Case, catalog: Catalog, results_dir: Path, python: Path | None =
     }
     extra = {
         "Versions": _version_table(case, runs, results_dir),
+        "Where it shows up": scenario_evidence(case, results_dir / "scenarios"),
         "Related": "\n".join(f"- https://github.com/{ref.split('#')[0]}/issues/{ref.split('#')[1]}"
                              for ref in case.upstream) or "- none found",
         "Suggested fix": _patches(case),
@@ -191,6 +192,43 @@ def _reproduction(case: Case, source: str, pins: list[str], headline: str, signa
         "```bash", f"uv run {name}        # or: pip install torch {install} && python {name}", "```", "",
         f"Output (the {failing_set} versions):", "", "```", trace_tail(signature, headline), "```",
     ])
+
+
+def scenario_evidence(case: Case, directory: Path) -> str:
+    """The recorded Gemma 4 scenario rows of this case's family (with the map PEFT's redispatch inferred, which
+    says which branch each run took) and the scenario reductions that ended at this case's failure."""
+    from ..scenarios.matrix import expectation, load_tables
+    from ..scenarios.presets import SEED_REPORTS
+    from ..scenarios.table import describe_placement
+
+    presets = {name for name, r in SEED_REPORTS.items() if r.case == case.id}
+    if not presets or not directory.is_dir():
+        return "No Gemma 4 scenario of this family was recorded."
+    rows = ["| scenario | set | scale, machine | patches | outcome | what PEFT's redispatch did |", "|---|---|---|---|---|---|"]
+    order = {"pinned": 0, "reporter": 1, "newest": 2}
+    docs = sorted(load_tables(directory), key=lambda d: (bool(d.get("patches")), order.get(d["scenario_set"], 9)))
+    for doc in docs:  # the released dimensions only: the tiny tables are the same story, smaller
+        for row in (r for r in doc["rows"] if r["preset"] in presets and "placement" in r and r["scale"] != "tiny"):
+            outcome = "pass" if row["outcome"] == "pass" else f"`{row['headline'][:70]}`"
+            rows.append(f"| {row['preset']} | {doc['scenario_set']} | {row['scale']}, {doc.get('gpu') or 'cpu'} | "
+                        f"{len(doc.get('patches', []))} | {outcome} | {describe_placement(row['placement'])} |")
+    out = ["Random-weight Gemma 4 checkpoints loaded as the reports do (`from_pretrained` with the reporter's "
+           "BitsAndBytesConfig and a CPU/GPU split, then `PeftModel.from_pretrained`), each run traced:", "", *rows]
+    for steps in sorted((directory / "reductions").glob("*.steps.json")):
+        doc = json.loads(steps.read_text(encoding="utf-8"))
+        record = doc.get("catalog_case") or {}
+        if record.get("case") != case.id or (directory / "reductions" / steps.name) != steps:
+            continue
+        script = steps.with_name(steps.name.replace(".steps.json", ".min.py"))
+        passes = ", ".join(s["pass"] for s in doc["steps"][1:]) or "none"
+        same = "the same failure as the script above (equal signature and owner)" if record.get("same_signature") else (
+            "the same owning function" if record.get("same_owner") else "a different failure")
+        out += ["", f"`minrepro reduce --scenario {doc['preset']} --scale {doc['scale']} --device {doc['device']}` "
+                f"reduced that scenario to a toy (spec passes: {passes}), {same}:", "",
+                "```python", script.read_text(encoding="utf-8").rstrip(), "```"]
+    if len(rows) == 2:
+        return "No Gemma 4 scenario of this family was recorded at the released dimensions."
+    return "\n".join(out)
 
 
 def _version_table(case: Case, runs: dict[tuple[str, str], dict[str, Any]], results_dir: Path) -> str:

@@ -18,11 +18,12 @@ from ..dirs import cache
 from ..errors import MinreproError
 from ..envs.venvs import env_of, read_marker
 from ..harness.probe import probe
-from ..harness.runner import resolve_python
+from ..catalog.manifest import load_catalog
+from ..harness.runner import resolve_python, run_script
 from ..harness.signature import Signature
 from ..reduction.driver import ReduceOptions, ReduceSummary, reduce_script
 from .passes import SCENARIO_PASSES
-from .presets import presets
+from .presets import SEED_REPORTS, presets
 from .render import render
 from .spec import Scenario
 from .table import (CHECKPOINT_ENV, checkpoint_namespace, digest, prebuild, run_rendered, spec_namespace,
@@ -115,4 +116,24 @@ def reduce_scenario(preset: str, scale: str, device: str, opts: ReduceOptions, k
     # and leave a script that only runs on this machine
     os.environ.pop(CHECKPOINT_ENV, None)
     summary = reduce_script(ReduceOptions(**{**opts.__dict__, "script": final, "out": out, "workdir": workdir / "script"}), log)
+    if keep_steps:
+        record_equivalence(steps_file_of(out.resolve()), out, preset, python, opts.timeout)
     return trip, summary
+
+
+def record_equivalence(steps_file: Path, reduction: Path, preset: str, python: str, timeout: float) -> dict | None:
+    """Run the reduction and its family's catalog case in one environment and record whether they are the same
+    failure: the same signature, the same owning function. Written into the steps file beside the reduction."""
+    report = SEED_REPORTS.get(preset)
+    if report is None or report.case is None:
+        return None
+    [case] = load_catalog().select([report.case])
+    ours, theirs = (run_script(path, python=python, timeout=timeout).signature for path in (reduction, case.script))
+    record = {"case": case.id, "python": python, "reduction": ours.to_dict() if ours else None,
+              "case_signature": theirs.to_dict() if theirs else None,
+              "same_signature": ours is not None and ours == theirs,
+              "same_owner": ours is not None and theirs is not None and ours.owner == theirs.owner}
+    doc = json.loads(steps_file.read_text(encoding="utf-8")) if steps_file.is_file() else {}
+    doc["catalog_case"] = record
+    steps_file.write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
+    return record
