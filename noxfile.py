@@ -1,6 +1,9 @@
 """nox sessions: the catalog on each version set (`minrepro`), the patches proved on each set (`patched`),
 the test suite (`tests`), and an offline wheelhouse for GPU boxes without network (`wheelhouse`).
 
+Results go to .minrepro/results/ (untracked): a run never rewrites tracked files. `-- --record` writes them to
+results/ instead and regenerates the README matrices from there (what a maintainer of this repo does).
+
 Environment:
   MINREPRO_WHEELHOUSE=DIR  install the HF libraries from DIR only (pip --no-index), for offline GPU boxes.
 
@@ -41,6 +44,15 @@ def _install(session: nox.Session, *requirements: str) -> None:
         session.install(*requirements)
 
 
+def _results_dir(session: nox.Session) -> tuple[Path, list[str]]:
+    """(where results go, the remaining posargs): results/ with --record, else the untracked .minrepro/results/."""
+    args = list(session.posargs)
+    record = "--record" in args
+    if record:
+        args.remove("--record")
+    return (ROOT / "results" if record else ROOT / ".minrepro" / "results"), args
+
+
 def _torch(session: nox.Session) -> None:
     if SYSTEM_TORCH:
         purelib = session.run("python", "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])",
@@ -58,13 +70,14 @@ def minrepro(session: nox.Session, vset: str) -> None:
     """Run the catalog against one version set; CUDA cases run only where CUDA is present."""
     _torch(session)
     _install(session, *(str(r) for r in SETS[vset].requirements))
-    results = ROOT / "results" / f"{vset}-{{machine}}.json"
+    where, args = _results_dir(session)
     env = {"PYTHONPATH": str(ROOT)}  # run the harness from the checkout, not an installed copy
     probe = session.run("python", "-c", "import torch; print(torch.cuda.is_available())", silent=True, env=env)
     machine = "cuda" if probe.strip().endswith("True") else "cpu"
-    session.run("python", "-m", "minrepro", "run", "--set", vset,
-                "--results", str(results).format(machine=machine), *session.posargs, env=env)
-    session.run("python", "-m", "minrepro", "matrix", "--readme", str(ROOT / "README.md"), env=env)
+    session.run("python", "-m", "minrepro", "run", "--set", vset, "--jobs", str(os.cpu_count() or 1), "--warm",
+                "--results", str(where / f"{vset}-{machine}.json"), *args, env=env)
+    if where == ROOT / "results":
+        session.run("python", "-m", "minrepro", "matrix", "--readme", str(ROOT / "README.md"), env=env)
 
 
 @nox.session(venv_params=VENV_PARAMS)
@@ -74,12 +87,13 @@ def patched(session: nox.Session, vset: str) -> None:
     the patches applied, and still fails as declared in its unpatched twin (both venvs under .minrepro/envs)."""
     _torch(session)
     session.install("packaging>=23")
+    where, args = _results_dir(session)
     env = {"PYTHONPATH": str(ROOT)}
     wheelhouse = ["--wheelhouse", WHEELHOUSE] if WHEELHOUSE else []
     session.run("python", "-m", "minrepro", "patch", "prove", "--set", vset, "--envs", str(ROOT / ".minrepro" / "envs"),
-                "--results", str(ROOT / "results" / "patched" / f"{vset}-{{machine}}.json"), *wheelhouse,
-                *session.posargs, env=env)
-    session.run("python", "-m", "minrepro", "matrix", "--readme", str(ROOT / "README.md"), env=env)
+                "--results", str(where / "patched" / f"{vset}-{{machine}}.json"), *wheelhouse, *args, env=env)
+    if where == ROOT / "results":
+        session.run("python", "-m", "minrepro", "matrix", "--readme", str(ROOT / "README.md"), env=env)
 
 
 @nox.session

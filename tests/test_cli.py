@@ -95,8 +95,8 @@ def test_readme_matrix_is_generated_from_recorded_results():
 
 
 def test_readme_scenario_tables_are_generated_from_recorded_results():
-    assert main(["scenario", "matrix", "--from", str(ROOT / "results" / "scenarios"), "--readme", str(ROOT / "README.md"),
-                 "--check"]) == 0
+    assert main(["scenario", "matrix", "--from", str(ROOT / "results" / "scenarios"),
+                 "--readme", str(ROOT / "docs" / "scenarios.md"), "--check"]) == 0
 
 
 def test_an_os_error_is_one_line(tmp_path, capsys):

@@ -12,7 +12,9 @@ from typing import Any, Callable, Iterable
 from minrepro.catalog.manifest import FAILING, Catalog, Case, expected_outcome
 from minrepro.errors import MinreproError
 from minrepro.harness.probe import Environment
+from minrepro.harness.executors import ColdExecutor, ForkServerExecutor
 from minrepro.harness.runner import RunResult, run_script
+from minrepro.reducers.source import module_imports
 from minrepro.harness.signature import Signature, parse_traceback
 
 
@@ -75,19 +77,29 @@ def run_cases(
     set_name: str | None,
     timeout: float,
     progress: Callable[[str], None] = lambda _: None,
+    jobs: int = 1,
+    warm: bool = False,
 ) -> list[CaseResult]:
+    """Run the cases, `jobs` at a time; `warm` runs them in a fork server that imports the libraries once, and
+    any case whose verdict differs from the manifest there is run again cold before it is believed."""
+    cases = list(cases)
+    skipped = {case.id: skip_reason(case, env) for case in cases}
+    runnable = [case for case in cases if not skipped[case.id]]
+    runs = dict(zip((c.id for c in runnable), _execute(runnable, env, timeout, jobs, warm, progress)))
     results = []
     for case in cases:
         expected = expected_outcome(case, set_name, env.versions)
-        reason = skip_reason(case, env)
-        if reason:
+        if skipped[case.id]:
             results.append(CaseResult(case.id, case.family, case.device, expected, "skipped", "", None, 0.0,
-                                      "skipped", reason))
-            progress(f"{case.id}: skipped ({reason})")
+                                      "skipped", skipped[case.id]))
+            progress(f"{case.id}: skipped ({skipped[case.id]})")
             continue
-        progress(f"{case.id}: running")
-        run = run_script(case.script, python=env.python, timeout=timeout)
+        run = runs[case.id]
         observed, why = observe(case, run)
+        if warm and verdict(expected, observed) == "differs":
+            progress(f"{case.id}: {observed} under the fork server; confirming cold")
+            run = run_script(case.script, python=env.python, timeout=timeout)
+            observed, why = observe(case, run)
         sig: Signature | None = run.signature
         results.append(CaseResult(
             case.id, case.family, case.device, expected, observed, run.raw_headline.split("\n", 1)[0],
@@ -95,6 +107,25 @@ def run_cases(
         ))
         progress(f"{case.id}: {observed} in {run.seconds:.1f} s")
     return results
+
+
+def _execute(cases: list[Case], env: Environment, timeout: float, jobs: int, warm: bool,
+             progress: Callable[[str], None]) -> list[RunResult]:
+    if not cases:
+        return []
+    scripts = [case.script for case in cases]
+    if warm:
+        preload = list(dict.fromkeys(m for case in cases for m in module_imports(case.script.read_text())))
+        try:
+            executor = ForkServerExecutor(env.python, preload, jobs)
+        except MinreproError as exc:
+            progress(f"fork server unavailable ({exc}); cold runs")
+        else:
+            try:
+                return executor.run_many(scripts, timeout)
+            finally:
+                executor.close()
+    return ColdExecutor(env.python, jobs).run_many(scripts, timeout)
 
 
 def check_set(catalog: Catalog, set_name: str, env: Environment) -> None:

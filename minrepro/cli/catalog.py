@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from pathlib import Path
 
 from ..catalog.manifest import check_case, load_catalog
@@ -26,7 +27,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     set_name = args.set or catalog.detect_set(env.versions)
     print(f"minrepro run: {env.python} (Python {env.python_version}), set: {set_name or 'none matched'}, "
           f"{'CUDA: ' + env.gpu if env.cuda else 'no CUDA'}", file=sys.stderr)
-    results = run_cases(catalog, cases, env, set_name, args.timeout, _progress)
+    if args.jobs < 1:
+        raise MinreproError("--jobs must be at least 1")
+    start = time.monotonic()
+    results = run_cases(catalog, cases, env, set_name, args.timeout, _progress, args.jobs, args.warm)
+    wall = time.monotonic() - start
     document = results_document(env, set_name, results)
     if args.results:
         write_results(Path(args.results), document)
@@ -36,7 +41,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     else:
         print(format_table(results))
         print(f"\n{len(results)} cases: {len(differs)} differ from the manifest"
-              + (f" ({', '.join(differs)})" if differs else ""))
+              + (f" ({', '.join(differs)})" if differs else "")
+              + f"; {wall:.0f} s wall for the {set_name or 'installed'} set ({args.jobs} at a time"
+              + (", warm)" if args.warm else ", cold)"))
     return 1 if differs else 0
 
 
@@ -80,6 +87,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     run.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, help="seconds per case")
     run.add_argument("--results", help="also write the results as JSON to this file")
     run.add_argument("--json", action="store_true", help="print the results as one JSON object")
+    run.add_argument("--jobs", type=int, default=1, help="cases run at a time (default 1)")
+    run.add_argument("--warm", action="store_true", help="run cases in a fork server that imports the libraries "
+                     "once; a case that surprises there is confirmed cold")
     run.set_defaults(func=cmd_run)
 
     check = sub.add_parser("check", help="static checks: line limit, imports, PEP 723 pins")
