@@ -1,15 +1,20 @@
-"""Benchmark: `minrepro reduce` against Shrink Ray and pysource-minimize, with one oracle, and the
-per-candidate overhead of each executor against a cold start, measured in the same run.
+"""Benchmark: `minrepro reduce` against Shrink Ray, pysource-minimize, Lithium and picire on realistic scripts,
+side by side in one run, every tool with the same interestingness test; and the per-candidate cost of each
+executor against a cold start.
 
-    python benchmarks/run.py --python VENV/bin/python [--shrinkray PATH] [--pysource-python PATH]
-                             [--cap SECONDS] [--scripts NAME,...] [--overhead-runs N] [--json FILE]
+    python benchmarks/run.py --python BAD/bin/python --good-python GOOD/bin/python
+        [--tools minrepro,shrinkray,pysource-minimize,lithium,picire] [--cap 300] [--scripts a,b] [--jobs 2]
+        [--shrinkray PATH] [--peers-python PATH] [--overhead-runs 5] [--json FILE]
 
---python is the environment the scripts fail in (e.g. the pinned set's venv: `nox -s "minrepro(pinned)"`
-leaves one in .nox/minrepro-pinned). Every tool gets the same oracle: the candidate's failure signature,
-from a cold run, must equal the original's (`minrepro matches`). Shrink Ray (Python >= 3.12, from its
-repository) and pysource-minimize (`pip install "pysource-minimize[cli]"`) are optional; a tool that is
-not given is reported as not run. Each external tool is stopped at --cap seconds and its best result so
-far is measured. Prints Markdown tables (last), suitable for the README.
+--python is the environment the scripts fail in (e.g. ~/.cache/minrepro/envs/pinned, made by `minrepro check
+SCRIPT --set pinned`), --good-python one where the bug is fixed (the patched set: ~/.cache/minrepro/envs/
+pinned-patched). The shared interestingness test is `minrepro matches` (a cold run whose signature equals the
+original's). Each tool is stopped at --cap seconds and its best result so far is measured; minrepro gets the same
+cap. Every output is then judged cold: the same signature in the bad env ("same"), and no such failure in the good
+env ("faithful": it still holds the library's bug, not just its symptom). Prints Markdown tables, last.
+
+Peers are installed from the package index: `pip install "pysource-minimize[cli]" lithium-reducer picire` into
+--peers-python's venv; Shrink Ray (`pip install shrinkray`) needs Python >= 3.12, hence its own --shrinkray path.
 """
 
 from __future__ import annotations
@@ -28,17 +33,18 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from minrepro.catalog.manifest import code_lines  # noqa: E402
 from minrepro.harness.executors import ForkServerExecutor, WarmPoolExecutor  # noqa: E402
 from minrepro.harness.oracle import Cache, SignatureOracle  # noqa: E402
 from minrepro.harness.runner import run_script  # noqa: E402
+from minrepro.reducers.source import code_lines  # noqa: E402
 
 SCRIPTS = ROOT / "benchmarks" / "scripts"
 LIBRARIES = ["torch", "transformers", "accelerate", "peft", "bitsandbytes"]
 PROBE = "import torch, transformers, accelerate, peft, bitsandbytes\nraise ValueError('probe')\n"
+TOOLS = ("minrepro", "shrinkray", "pysource-minimize", "lithium", "picire")
 
-# pysource-minimize's API in its own interpreter: the checker calls the shared oracle command and keeps
-# the smallest interesting source on disk, so a capped run still leaves its best result.
+# Drivers that run inside the peers' interpreter. Each keeps its best-so-far file atomically, so a run stopped at
+# the cap still leaves a result to measure; each counts its oracle calls in a file.
 PYSOURCE_DRIVER = r"""
 import json, os, subprocess, sys
 from pysource_minimize import minimize
@@ -47,7 +53,7 @@ smallest = [len(source)]
 def keep(text):
     with open(best + ".tmp", "w") as fh:
         fh.write(text)
-    os.replace(best + ".tmp", best)  # atomic: a kill at the cap never leaves a half-written file
+    os.replace(best + ".tmp", best)
 def checker(candidate):
     with open(best + ".candidate.py", "w") as fh:
         fh.write(candidate)
@@ -61,6 +67,24 @@ def checker(candidate):
 keep(source)
 keep(minimize(source, checker))
 """
+LITHIUM_CONDITION = r'''
+"""Lithium interestingness: the shared oracle; counts calls and keeps the smallest interesting file."""
+import json, os, subprocess
+ORACLE, COUNT, BEST = json.loads(os.environ["BENCH_ORACLE"]), os.environ["BENCH_COUNT"], os.environ["BENCH_BEST"]
+def interesting(cond_args, prefix):
+    path = cond_args[-1]
+    with open(COUNT, "a") as fh:
+        fh.write("x")
+    ok = subprocess.run(ORACLE + [path], capture_output=True).returncode == 0
+    if ok:
+        text = open(path).read()
+        if not os.path.exists(BEST) or len(text) <= len(open(BEST).read()):
+            with open(BEST + ".tmp", "w") as fh:
+                fh.write(text)
+            os.replace(BEST + ".tmp", BEST)
+    return ok
+'''
+
 
 def overhead(python: str, runs: int) -> list[tuple[str, float, float]]:
     """(approach, seconds per candidate, setup seconds), all on the same failing probe script."""
@@ -84,12 +108,7 @@ def overhead(python: str, runs: int) -> list[tuple[str, float, float]]:
             executor.run_many([probe], 60)
         rows.append((name, (time.monotonic() - start) / runs, setup))
         executor.close()
-    begin = time.monotonic()
-    executor = ForkServerExecutor(python, LIBRARIES, 2)
-    setup = time.monotonic() - begin
-    start = time.monotonic()
-    executor.run_many(probes, 60)
-    rows.append(("fork server, --jobs 2", (time.monotonic() - start) / runs, setup))
+    executor = ForkServerExecutor(python, LIBRARIES, 1)
     original = executor.run_many([probes[0]], 60)[0].signature
     oracle = SignatureOracle(Cache(tmp / "cache.jsonl", "k"), tmp, 60, executor=executor, original=original)
     oracle.test_many([PROBE])
@@ -112,21 +131,32 @@ def _stop(proc: subprocess.Popen, cap: float) -> bool:
         return True
 
 
-def run_minrepro(script: Path, python: str, work: Path) -> dict:
+def _calls(counter: Path) -> int:
+    return len(counter.read_text()) if counter.exists() else 0
+
+
+def run_minrepro(script: Path, bad: str, good: str | None, work: Path, cap: float, jobs: int) -> dict:
     out = work / f"{script.stem}.min.py"
+    command = [sys.executable, "-m", "minrepro", "reduce", str(script), "-o", str(out), "--python", bad, "--json",
+               "--fresh", "--workdir", str(work / "minrepro-work"), "--jobs", str(jobs)]
+    command += ["--good-python", good] if good else []
     start = time.monotonic()
-    proc = subprocess.run([sys.executable, "-m", "minrepro", "reduce", str(script), "-o", str(out), "--python",
-                           python, "--json", "--fresh", "--workdir", str(work / "minrepro-work")],
-                          capture_output=True, text=True, cwd=ROOT)
-    seconds = time.monotonic() - start
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
+                            start_new_session=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    try:
+        stdout, stderr = proc.communicate(timeout=cap)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C: minrepro writes its best so far
+        stdout, stderr = proc.communicate()
+        return {"calls": None, "seconds": time.monotonic() - start, "output": out, "capped": True}
     if proc.returncode != 0:
-        return {"error": proc.stderr.strip().splitlines()[-1], "seconds": seconds}
-    summary = json.loads(proc.stdout.strip().splitlines()[-1])
-    return {"lines": summary["output_lines"], "calls": summary["oracle_calls"], "seconds": seconds,
-            "output": out, "capped": False}
+        return {"error": (stderr.strip().splitlines() or ["?"])[-1], "seconds": time.monotonic() - start}
+    summary = json.loads(stdout.strip().splitlines()[-1])
+    return {"calls": summary["oracle_calls"], "seconds": time.monotonic() - start, "output": out, "capped": False,
+            "guard": summary["guard"]}
 
 
-def run_shrinkray(script: Path, oracle: list[str], shrinkray: str, work: Path, cap: float) -> dict:
+def run_shrinkray(script: Path, oracle: list[str], shrinkray: str, work: Path, cap: float, jobs: int) -> dict:
     target = work / script.name
     shutil.copy(script, target)
     counter = work / "shrinkray.calls"
@@ -134,47 +164,89 @@ def run_shrinkray(script: Path, oracle: list[str], shrinkray: str, work: Path, c
     test.write_text("#!/bin/sh\nprintf x >> %s\nexec %s \"$1\"\n" % (counter, " ".join(map(_quote, oracle))))
     test.chmod(0o755)
     start = time.monotonic()
-    proc = subprocess.Popen([shrinkray, "--ui", "basic", "--input-type", "arg", "--parallelism", "1",
+    proc = subprocess.Popen([shrinkray, "--ui", "basic", "--input-type", "arg", "--parallelism", str(jobs),
                              "--timeout", "120", str(test), str(target)], cwd=work, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL, start_new_session=True)
     capped = _stop(proc, cap)
-    calls = len(counter.read_text()) if counter.exists() else 0
-    return {"lines": code_lines(target.read_text()), "calls": calls, "seconds": time.monotonic() - start,
-            "output": target, "capped": capped}
+    return {"calls": _calls(counter), "seconds": time.monotonic() - start, "output": target, "capped": capped}
 
 
-def run_pysource(script: Path, oracle: list[str], python: str, work: Path, cap: float) -> dict:
+def run_pysource(script: Path, oracle: list[str], python: str, work: Path, cap: float, jobs: int) -> dict:
     best, counter = work / f"{script.stem}.pysource.py", work / "pysource.calls"
     start = time.monotonic()
     proc = subprocess.Popen([python, "-c", PYSOURCE_DRIVER, str(script), json.dumps(oracle), str(best), str(counter)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     capped = _stop(proc, cap)
-    calls = len(counter.read_text()) if counter.exists() else 0
-    return {"lines": code_lines(best.read_text()), "calls": calls, "seconds": time.monotonic() - start,
-            "output": best, "capped": capped}
+    return {"calls": _calls(counter), "seconds": time.monotonic() - start, "output": best, "capped": capped}
+
+
+def run_lithium(script: Path, oracle: list[str], python: str, work: Path, cap: float, jobs: int) -> dict:
+    target, best, counter = work / f"{script.stem}.lithium.py", work / f"{script.stem}.lithium.best.py", work / "lithium.calls"
+    shutil.copy(script, target)
+    shutil.copy(script, best)
+    condition = work / "bench_condition.py"
+    condition.write_text(LITHIUM_CONDITION)
+    env = {**os.environ, "BENCH_ORACLE": json.dumps(oracle), "BENCH_COUNT": str(counter), "BENCH_BEST": str(best),
+           "PYTHONPATH": str(work)}
+    start = time.monotonic()
+    proc = subprocess.Popen([str(Path(python).with_name("lithium")), "bench_condition", str(target)], cwd=work, env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    capped = _stop(proc, cap)
+    return {"calls": _calls(counter), "seconds": time.monotonic() - start, "output": best, "capped": capped}
+
+
+def run_picire(script: Path, oracle: list[str], python: str, work: Path, cap: float, jobs: int) -> dict:
+    counter, best, out_dir = work / "picire.calls", work / f"{script.stem}.picire.best.py", work / "picire-out"
+    shutil.copy(script, best)
+    test = work / "picire_test.sh"  # picire: exit 0 means the input is interesting ("FAIL")
+    test.write_text("#!/bin/sh\nprintf x >> %s\n%s \"$1\" || exit 1\n"
+                    "if [ ! -s %s ] || [ $(wc -c < \"$1\") -le $(wc -c < %s) ]; then cp \"$1\" %s; fi\n"
+                    % (counter, " ".join(map(_quote, oracle)), best, best, best))
+    test.chmod(0o755)
+    start = time.monotonic()
+    proc = subprocess.Popen([str(Path(python).with_name("picire")), "-i", str(script), "--test", str(test), "-j", str(jobs),
+                             "-o", str(out_dir)], cwd=work,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    capped = _stop(proc, cap)
+    return {"calls": _calls(counter), "seconds": time.monotonic() - start, "output": best, "capped": capped}
 
 
 def _quote(text: str) -> str:
     return "'" + text.replace("'", "'\\''") + "'"
 
 
+def judge(output: Path, original, bad: str, good: str | None) -> dict:
+    """Cold runs of a tool's output: the same signature in the bad env, and (faithful) not in the good env."""
+    if not output.exists():
+        return {"lines": None, "same": False, "faithful": None}
+    try:
+        lines = code_lines(output.read_text())
+    except SyntaxError:
+        return {"lines": None, "same": False, "faithful": None}
+    same = run_script(output, python=bad).signature == original
+    faithful = None if good is None else (same and run_script(output, python=good).signature != original)
+    return {"lines": lines, "same": same, "faithful": faithful}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--python", required=True, help="interpreter of the environment the scripts fail in")
-    parser.add_argument("--shrinkray", help="path to the shrinkray executable")
-    parser.add_argument("--pysource-python", help="interpreter that has pysource-minimize installed")
-    parser.add_argument("--cap", type=float, default=600, help="wall-clock cap per external tool run (s)")
+    parser.add_argument("--good-python", help="interpreter of an environment where the bugs are fixed (patched)")
+    parser.add_argument("--shrinkray", help="path to the shrinkray executable (Python >= 3.12)")
+    parser.add_argument("--peers-python", help="interpreter with pysource-minimize, lithium-reducer and picire")
+    parser.add_argument("--cap", type=float, default=300, help="wall-clock cap per tool and script (s)")
+    parser.add_argument("--jobs", type=int, default=2, help="parallel candidates, for every tool that has them")
     parser.add_argument("--scripts", help="comma-separated script stems (default: all in benchmarks/scripts)")
-    parser.add_argument("--overhead-runs", type=int, default=10)
+    parser.add_argument("--overhead-runs", type=int, default=5, help="probe runs per executor (0: skip that table)")
     parser.add_argument("--json", help="also write the raw numbers here")
-    parser.add_argument("--tools", default="minrepro,shrinkray,pysource-minimize",
-                        help="comma-separated subset of: minrepro, shrinkray, pysource-minimize")
+    parser.add_argument("--tools", default=",".join(TOOLS), help=f"comma-separated subset of: {', '.join(TOOLS)}")
     args = parser.parse_args()
 
-    rows = overhead(args.python, args.overhead_runs)
+    rows = overhead(args.python, args.overhead_runs) if args.overhead_runs else []
     scripts = sorted(SCRIPTS.glob("*.py"))
     if args.scripts:
         scripts = [SCRIPTS / f"{stem}.py" for stem in args.scripts.split(",")]
+    wanted = set(args.tools.split(","))
     results = []
     for script in scripts:
         original = run_script(script, python=args.python).signature
@@ -183,39 +255,46 @@ def main() -> int:
         expect.write_text(json.dumps(original.to_dict()))
         oracle = [sys.executable, "-m", "minrepro", "matches", "--expect", str(expect), "--python", args.python]
         os.environ["PYTHONPATH"] = str(ROOT)
-        wanted = set(args.tools.split(","))
-        tools = {"minrepro reduce": lambda: run_minrepro(script, args.python, work)} if "minrepro" in wanted else {}
+        tools = {}
+        if "minrepro" in wanted:
+            tools["minrepro reduce"] = lambda: run_minrepro(script, args.python, args.good_python, work, args.cap, args.jobs)
         if args.shrinkray and "shrinkray" in wanted:
-            tools["Shrink Ray"] = lambda: run_shrinkray(script, oracle, args.shrinkray, work, args.cap)
-        if args.pysource_python and "pysource-minimize" in wanted:
-            tools["pysource-minimize"] = lambda: run_pysource(script, oracle, args.pysource_python, work, args.cap)
+            tools["Shrink Ray"] = lambda: run_shrinkray(script, oracle, args.shrinkray, work, args.cap, args.jobs)
+        for tool, run in (("pysource-minimize", run_pysource), ("Lithium", run_lithium), ("picire", run_picire)):
+            if args.peers_python and tool.lower() in wanted:
+                tools[tool] = (lambda run=run: run(script, oracle, args.peers_python, work, args.cap, args.jobs))
         for tool, run in tools.items():
             print(f"  {script.stem}: {tool} ...", file=sys.stderr, flush=True)
             outcome = run()
             if "output" in outcome:
-                final = run_script(outcome["output"], python=args.python).signature
-                outcome["same"] = final == original
+                outcome.update(judge(outcome["output"], original, args.python, args.good_python))
                 outcome["output"] = str(outcome["output"])
             results.append({"script": script.stem, "tool": tool, "input": code_lines(script.read_text()), **outcome})
+            print(f"    {results[-1]}", file=sys.stderr, flush=True)
     if args.json:
-        Path(args.json).write_text(json.dumps({"overhead": rows, "results": results}, indent=2))
-    _print(rows, results)
+        Path(args.json).write_text(json.dumps({"overhead": rows, "results": results, "cap": args.cap,
+                                               "jobs": args.jobs}, indent=2))
+    _print(rows, results, args.cap)
     return 0
 
 
-def _print(rows, results) -> None:
-    cold = rows[0][1]
-    print("\n| candidate execution | s per candidate | setup s | vs cold |\n|---|---|---|---|")
-    for name, per, setup in rows:
-        print(f"| {name} | {per:.3f} | {setup:.1f} | {cold / per:.0f}x faster |" if per else f"| {name} | 0 | | |")
-    print("\n| script | tool | code lines | oracle calls | wall s | same signature |\n|---|---|---|---|---|---|")
+def _print(rows, results, cap) -> None:
+    if rows:
+        cold = rows[0][1]
+        print("\n| candidate execution | s per candidate | setup s | vs cold |\n|---|---|---|---|")
+        for name, per, setup in rows:
+            print(f"| {name} | {per:.3f} | {setup:.1f} | {cold / per:.0f}x faster |" if per else f"| {name} | 0 | | |")
+    print("\n| script | tool | code lines | oracle calls | wall s | same signature | faithful (passes where fixed) |")
+    print("|---|---|---|---|---|---|---|")
     for r in results:
         if "error" in r:
-            print(f"| {r['script']} | {r['tool']} | error: {r['error']} | | {r['seconds']:.0f} | |")
+            print(f"| {r['script']} | {r['tool']} | error: {r['error'][:60]} | | {r['seconds']:.0f} | | |")
             continue
-        capped = " (capped)" if r.get("capped") else ""
-        print(f"| {r['script']} | {r['tool']} | {r['input']} → {r['lines']} | {r['calls']} | "
-              f"{r['seconds']:.0f}{capped} | {'yes' if r['same'] else 'NO'} |")
+        capped = f" (capped at {cap:.0f})" if r.get("capped") else ""
+        faithful = "—" if r.get("faithful") is None else ("yes" if r["faithful"] else "NO")
+        lines = f"{r['input']} → {r['lines']}" if r.get("lines") is not None else f"{r['input']} → (no result)"
+        print(f"| {r['script']} | {r['tool']} | {lines} | {r['calls'] if r['calls'] is not None else '?'} | "
+              f"{r['seconds']:.0f}{capped} | {'yes' if r['same'] else 'NO'} | {faithful} |")
 
 
 if __name__ == "__main__":

@@ -407,6 +407,102 @@ def delete_lines(problem: Problem) -> None:
         problem.accept("\n".join(lines[i] for i in keep) + "\n")
 
 
+# --- fact-driven passes (what a run of the current program showed, measured by the driver) ---------------
+
+def slice_to_failure(problem: Problem) -> None:
+    """Everything off the failure's backward slice goes in one candidate: statements after the failing one never
+    ran, and of those before, only the ones that bind or touch what the failing statement reads are kept."""
+    failing = problem.facts.get("failing_statement")
+    tree = ast.parse(problem.current)
+    at = [i for i, stmt in enumerate(tree.body) if ast.unparse(stmt) == failing]
+    if not at:
+        return
+    keep = backward_slice(tree.body, at[-1])
+    candidates = [_module([tree.body[i] for i in keep]), _module(tree.body[: at[-1] + 1])]
+    found = problem.first_interesting([c for c in candidates if c != problem.current])
+    if found is not None:
+        problem.accept([c for c in candidates if c != problem.current][found])
+
+
+def backward_slice(body: list[ast.stmt], failing: int) -> list[int]:
+    """Indices of the statements the failing one depends on: those binding a name it (transitively) reads, and
+    those that read a kept object other than a module (a method call may mutate it: `model.eval()`)."""
+    modules = {(a.asname or a.name).split(".")[0] for s in body if isinstance(s, (ast.Import, ast.ImportFrom))
+               for a in s.names}
+    relevant = _reads(body[failing])
+    keep = {failing}
+    for index in reversed(range(failing)):
+        stmt = body[index]
+        binds, reads = _binds(stmt), _reads(stmt)
+        if binds & relevant or (reads & relevant) - modules:
+            keep.add(index)
+            relevant |= reads
+    return sorted(keep)
+
+
+def _reads(stmt: ast.AST) -> set[str]:
+    return {n.id for n in ast.walk(stmt) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+
+
+def _binds(stmt: ast.stmt) -> set[str]:
+    if isinstance(stmt, (ast.Import, ast.ImportFrom)):
+        return {(a.asname or a.name).split(".")[0] for a in stmt.names}
+    if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return {stmt.name}
+    return {n.id for n in ast.walk(stmt) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+
+
+def _module(body: list[ast.stmt]) -> str:
+    return ast.unparse(ast.Module(body, [])) + "\n"
+
+
+def resolve_recorded_values(problem: Problem) -> None:
+    """Option and config reads (`args.steps`, `cfg.hidden`) whose value never changed during the run become that
+    literal: all at once first, then one name at a time. The parser or dataclass behind them is then dead."""
+    values: dict[str, str] = problem.facts.get("values", {})
+    tree = ast.parse(problem.current)
+    present = [k for k in values if any(_key(n) == k for n in ast.walk(tree) if isinstance(n, ast.Attribute))]
+    if not present:
+        return
+    found = problem.first_interesting([_with_values(problem.current, {k: values[k] for k in present})])
+    if found is not None:
+        problem.accept(_with_values(problem.current, {k: values[k] for k in present}))
+        return
+    for key in present:
+        candidate = _with_values(problem.current, {key: values[key]})
+        if problem.first_interesting([candidate]) is not None:
+            problem.accept(candidate)
+
+
+def _key(node: ast.Attribute) -> str | None:
+    return f"{node.value.id}.{node.attr}" if isinstance(node.value, ast.Name) and isinstance(node.ctx, ast.Load) else None
+
+
+def _with_values(source: str, values: dict[str, str]) -> str:
+    class Replace(ast.NodeTransformer):
+        def visit_Attribute(self, node: ast.Attribute) -> ast.AST:
+            key = _key(node)
+            if key in values:
+                return ast.copy_location(ast.parse(values[key], mode="eval").body, node)
+            return self.generic_visit(node)
+
+    return ast.unparse(ast.fix_missing_locations(Replace().visit(ast.parse(source)))) + "\n"
+
+
+def drop_all_dead_definitions(problem: Problem) -> None:
+    """Every definition nothing reads, in one candidate, until none is left (one run, not one per definition)."""
+    while True:
+        tree = ast.parse(problem.current)
+        loaded = _names_loaded(tree)
+        body = [s for s in tree.body if not (_defined_names(s) and not _defined_names(s) & loaded)]
+        if len(body) == len(tree.body):
+            return
+        candidate = _module(body)
+        if problem.first_interesting([candidate]) is None:
+            return
+        problem.accept(candidate)
+
+
 # --- the registry ------------------------------------------------------------------------------------
 
 def _render(tree: ast.Module) -> str | None:
@@ -434,8 +530,12 @@ def greedy(generate: Generator) -> Pass:
     return run
 
 
-# Structure first (cheap, big steps), then statements, then definitions and details.
+# What a run showed first (the biggest cuts, in one candidate each), then structure (cheap, big steps), then
+# statements, then definitions and details.
 PASSES: list[Pass] = [
+    slice_to_failure,
+    resolve_recorded_values,
+    drop_all_dead_definitions,
     greedy(unwrap_main_guard),
     greedy(unwrap_raise),
     greedy(unwrap_try),

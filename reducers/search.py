@@ -38,7 +38,8 @@ def check_data(source: str) -> list[str]:
     read = {n.id for t in tests for n in ast.walk(t) if isinstance(n, ast.Name)}
     bound = []
     for node in ast.walk(tree):
-        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id in read for t in node.targets):
+        if (isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id in read for t in node.targets)
+                and not any(isinstance(n, ast.Call) for n in ast.walk(node.value))):  # data, not computation
             bound.append(ast.unparse(node))
     return sorted(bound)
 
@@ -54,6 +55,10 @@ class Problem:
         # without a differential oracle nothing can tell a weakened check from a kept bug: its data is frozen
         self.frozen = check_data(source) if freeze_check_data else None
         self.tried = 0  # candidates sent to the oracle (progress)
+        # What a run of the current program showed, as plain data (the driver measures it; see `Facts`):
+        # "failing_statement" (the top-level statement the failure went through, as unparsed), "values"
+        # ({"args.steps": "3"}: reads that always had that literal value), "heavy" (slow top-level statements).
+        self.facts: dict = {}
 
     def order(self, candidates: Iterable[str]) -> list[str]:
         """Unique candidates in a seeded order that depends only on (seed, current source)."""
@@ -90,14 +95,20 @@ class Problem:
         self.on_accept(self.current)
 
 
+Facts = Callable[[str], dict]  # current program -> what a run of it showed (the driver runs it; the search never does)
+
+
 def reduce_source(source: str, test_many: TestMany, passes: Sequence[Callable[[Problem], None]],
                   final_passes: Sequence[Callable[[Problem], None]], jobs: int = 1, seed: int = 0,
                   on_accept: Callable[[str], None] = lambda _: None,
-                  on_pass: Callable[[str], None] = lambda _: None, freeze_check_data: bool = False) -> str:
-    """Apply the passes in order, then the final passes, until a whole round changes nothing."""
+                  on_pass: Callable[[str], None] = lambda _: None, freeze_check_data: bool = False,
+                  facts: Facts | None = None) -> str:
+    """Apply the passes in order, then the final passes, until a whole round changes nothing. Before each round
+    `facts` (if given) says what a run of the current program showed; fact-driven passes use it."""
     problem = Problem(normalize(source), test_many, jobs, seed, on_accept, freeze_check_data)
     for _ in range(MAX_ROUNDS):
         before = problem.current
+        problem.facts = facts(problem.current) if facts else {}
         for reduction in [*passes, *final_passes]:
             on_pass(reduction.__name__)
             reduction(problem)

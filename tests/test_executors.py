@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from minrepro.harness.executors import ColdExecutor, ForkServerExecutor, WarmPoolExecutor
@@ -102,5 +104,32 @@ def test_fork_server_leaves_a_cuda_initializing_import_to_each_child(tmp_path, m
         assert executor.skipped == ["initializes_cuda"]
         [result] = executor.run_many([script], 30)
         assert result.signature is not None and result.signature.message == "ran"
+    finally:
+        executor.close()
+
+
+def test_candidates_sharing_a_slow_prefix_run_from_a_snapshot_of_it(tmp_path):
+    # each candidate sleeps 1 s in its shared prefix; from the third on they run only their suffix, in a process
+    # of their own (what one appends to `shared` is not seen by the next), and a failing prefix is replayed
+    prefix = "import time\nshared = []\ntime.sleep(1)\n"
+    scripts = []
+    for i, suffix in enumerate(["shared.append(1)\nraise ValueError(shared)\n"] * 4 + ["raise KeyError('k')\n"]):
+        path = tmp_path / f"c{i}.py"
+        path.write_text(prefix + suffix)
+        scripts.append(path)
+    broken = tmp_path / "broken.py"
+    broken.write_text("import time\nshared = []\ntime.sleep(1)\nraise OSError('in the prefix')\nx = 1\n")
+    executor = ForkServerExecutor(preload=["json"])
+    try:
+        executor.set_heavy(["time.sleep(1)"])
+        start = time.monotonic()
+        results = [executor.run_many([s], 30)[0] for s in scripts]
+        elapsed = time.monotonic() - start
+        assert [r.signature.headline for r in results] == ["ValueError: [<num>]"] * 4 + ["KeyError: 'k'"]
+        assert all(r.script_lines[-1] == (5 if i < 4 else 4) for i, r in enumerate(results))
+        assert executor.snapshot_runs == 4 and elapsed < 4.0  # five cold-ish runs would take over 5 s
+        executor.set_heavy(["raise OSError('in the prefix')"])
+        twice = [executor.run_many([broken], 30)[0] for _ in range(2)]
+        assert [r.signature.headline for r in twice] == ["OSError: in the prefix"] * 2
     finally:
         executor.close()

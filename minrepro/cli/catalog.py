@@ -11,6 +11,8 @@ from pathlib import Path
 from ..catalog.manifest import check_case, load_catalog
 from ..catalog.matrix import readme_with_matrices, tables, write_matrices
 from ..catalog.run import check_set, format_table, results_document, run_cases, write_results
+from ..catalog.targets import is_script, resolve, results_home, static_problems, with_pins
+from ..envs.venvs import set_env
 from ..errors import MinreproError
 from ..harness.probe import probe
 from ..harness.runner import DEFAULT_TIMEOUT
@@ -20,7 +22,7 @@ from .common import progress as _progress
 
 def cmd_run(args: argparse.Namespace) -> int:
     catalog = load_catalog(args.manifest)
-    cases = catalog.select(args.cases)
+    cases = [case for case, _ in resolve(catalog, args.cases, args.python, args.timeout, _progress)] or catalog.cases
     env = probe(args.python)
     if args.set:
         check_set(catalog, args.set, env)
@@ -48,19 +50,63 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
+    """Static checks (line limit, imports, PEP 723 pins) of cases or scripts; with --set, also run each of them in
+    every named set's environment (made once in the cache) and record the runs, which `report` then reads."""
     catalog = load_catalog(args.manifest)
+    sets = [s.strip() for s in args.set.split(",") if s.strip()] if args.set else []
+    for name in sets:
+        catalog.version_set(name)
+    if args.write_pins and (len(args.cases) != 1 or not is_script(args.cases[0])):
+        raise MinreproError("--write-pins takes exactly one script")
+    targets = resolve(catalog, args.cases, args.python, args.timeout, _progress) if args.cases else [
+        (case, None) for case in catalog.cases]
     bad = 0
-    for case in catalog.select(args.cases):
-        problems = check_case(case, catalog)
+    for case, _ in targets:
+        problems = check_case(case, catalog) if case.family != "your script" else static_problems(case.script)
         lines = code_lines(case.script.read_text(encoding="utf-8"))
         print(f"{case.id:34} {lines:3} code lines  " + ("ok" if not problems else "; ".join(problems)))
         bad += bool(problems)
+    if args.write_pins:
+        [(case, reference)] = targets
+        out = Path(args.write_pins)
+        if out.resolve() == case.script:
+            raise MinreproError("--write-pins writes a copy; it never overwrites the script")
+        out.write_text(with_pins(case, probe(reference).versions), encoding="utf-8")
+        print(f"pinned copy written to {out} (versions of {reference})")
+    if sets:
+        bad += _check_in_sets(catalog, [case for case, _ in targets], sets, args)
     return 1 if bad else 0
+
+
+def _check_in_sets(catalog, cases: list, sets: list[str], args: argparse.Namespace) -> int:
+    """Run the targets in each set's environment; a table target x set; the runs recorded per set."""
+    scripts = [c for c in cases if c.family == "your script"]
+    where = Path(args.results) if args.results else (results_home(scripts[0].script) if len(scripts) == 1 else None)
+    columns = {}
+    for name in sets:
+        env = probe(str(set_env(catalog, name, note=_progress)))
+        results = run_cases(catalog, cases, env, name, args.timeout, _progress, jobs=max(1, args.jobs))
+        columns[name] = {r.case: r for r in results}
+        if where is not None:
+            write_results(where / f"{name}-{env.machine}.json", results_document(env, name, results))
+    print("\n| target | " + " | ".join(sets) + " |\n|---|" + "---|" * len(sets))
+    differs = 0
+    for case in cases:
+        cells = []
+        for name in sets:
+            r = columns[name][case.id]
+            shown = "pass" if r.observed == "pass" else f"{r.observed}: {r.headline[:60]}"
+            cells.append(shown + (" ✗ differs" if r.verdict == "differs" else ""))
+            differs += r.verdict == "differs"
+        print(f"| {case.id} | " + " | ".join(cells) + " |")
+    if where is not None:
+        print(f"\nruns recorded in {where} (`minrepro report TARGET --results {where}` drafts from them)")
+    return differs
 
 
 def cmd_list(args: argparse.Namespace) -> int:
     for case in load_catalog(args.manifest).cases:
-        print(f"{case.id:34} {case.family:3} {case.device:5} pinned={case.pinned:12} newest={case.newest}")
+        print(f"{case.id:34} {case.family:3} {case.device:5} " + " ".join(f"{k}={v:12}" for k, v in case.outcomes.items()))
     return 0
 
 
@@ -81,7 +127,7 @@ def cmd_matrix(args: argparse.Namespace) -> int:
 
 def register(sub: argparse._SubParsersAction) -> None:
     run = sub.add_parser("run", help="run catalog cases here and compare with the manifest")
-    run.add_argument("cases", nargs="*", metavar="CASE", help="case ids (default: all)")
+    run.add_argument("cases", nargs="*", metavar="CASE|SCRIPT", help="case ids or script paths (default: every case)")
     run.add_argument("--python", help="interpreter whose environment runs the cases (default: this one)")
     run.add_argument("--set", help="version set whose declared outcomes apply; the installed pins must match")
     run.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, help="seconds per case")
@@ -92,8 +138,18 @@ def register(sub: argparse._SubParsersAction) -> None:
                      "once; a case that surprises there is confirmed cold")
     run.set_defaults(func=cmd_run)
 
-    check = sub.add_parser("check", help="static checks: line limit, imports, PEP 723 pins")
-    check.add_argument("cases", nargs="*", metavar="CASE")
+    check = sub.add_parser("check", help="static checks of cases or scripts; with --set, run them on version sets")
+    check.add_argument("cases", nargs="*", metavar="CASE|SCRIPT", help="catalog case ids or script paths "
+                       "(default: every case)")
+    check.add_argument("--set", metavar="S1,S2", help="also run each target in these version sets' environments "
+                       "(made once in the cache) and record the runs")
+    check.add_argument("--python", help="reference interpreter for a script whose PEP 723 pins name no set")
+    check.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, help="seconds per run")
+    check.add_argument("--jobs", type=int, default=1, help="targets run at a time")
+    check.add_argument("--results", metavar="DIR", help="where the runs are recorded (default for one script: the "
+                       "cache, where `report SCRIPT` looks)")
+    check.add_argument("--write-pins", metavar="OUT", help="write a copy of the one SCRIPT with a PEP 723 block "
+                       "pinning its reference environment's versions")
     check.set_defaults(func=cmd_check)
 
     listing = sub.add_parser("list", help="list catalog cases")

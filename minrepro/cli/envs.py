@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import shlex
 import sys
 from pathlib import Path
@@ -23,6 +24,13 @@ def cmd_env_create(args: argparse.Namespace) -> int:
                         Path(args.wheelhouse) if args.wheelhouse else None, label=args.set)
     print(python)
     return 0
+
+
+def _envs(args: argparse.Namespace) -> Path:
+    """--envs, else the cache (never the current directory)."""
+    from ..dirs import cache
+
+    return Path(args.envs) if args.envs else cache("envs", "prove")
 
 
 def _case_patch_ids(catalog, ids: list[str]) -> list[str]:
@@ -75,7 +83,7 @@ def cmd_patch_prove(args: argparse.Namespace) -> int:
     from minrepro.catalog.proof import format_proof, prepare, prove
 
     catalog = load_catalog(args.manifest)
-    clean, patched = prepare(catalog, args.set, Path(args.envs), Path(args.wheelhouse) if args.wheelhouse else None,
+    clean, patched = prepare(catalog, args.set, _envs(args), Path(args.wheelhouse) if args.wheelhouse else None,
                              _progress)
     document = prove(catalog, catalog.select(args.cases), args.set, clean, patched, args.timeout, _progress)
     if args.results:
@@ -98,14 +106,14 @@ def cmd_upstream_tests(args: argparse.Namespace) -> int:
     if args.library not in SELECTIONS or version is None:
         raise MinreproError(f"no upstream tests known for {args.library!r} (known: {', '.join(SELECTIONS)})")
     wheelhouse = Path(args.wheelhouse) if args.wheelhouse else None
-    clean, patched = prepare(catalog, args.set, Path(args.envs), wheelhouse, _progress)
+    clean, patched = prepare(catalog, args.set, _envs(args), wheelhouse, _progress)
     ids = [pid for pid in _case_patch_ids(catalog, []) if pid.startswith(args.library + "/")]
     chosen = select(ids, catalog.sets[args.set].pins())
     apply_patches(chosen, patched)
     for env in (clean, patched):
         pip_install(env, TEST_REQUIREMENTS[args.library], wheelhouse)
     ref = args.ref or TAGS[args.library].format(version)
-    cache = Path(args.envs).parent / "upstream"
+    cache = _envs(args).parent / "upstream"
     checkout = tests_checkout(args.library, ref, Path(args.source) if args.source else None, cache)
     selection = shlex.split(args.select) if args.select else SELECTIONS[args.library]
     stand_ins = STAND_INS.get(args.library, []) if args.offline else []
@@ -133,12 +141,29 @@ def cmd_upstream_tests(args: argparse.Namespace) -> int:
     return 1 if fresh else 0
 
 
+def cmd_validate(args: argparse.Namespace) -> int:
+    from ..envs.validate import as_json, format_report, parse_with, validate
+
+    catalog = load_catalog(args.manifest)
+    candidates = [parse_with(spec) for spec in args.with_]
+    sets = [s.strip() for s in args.set.split(",") if s.strip()]
+    for name in sets:
+        catalog.version_set(name)
+    reports = validate(catalog, candidates, sets, max(1, args.jobs), args.timeout, args.upstream_tests,
+                       not args.no_scenarios, _progress)
+    document = as_json(candidates, reports)
+    if args.results:
+        write_results(Path(args.results), document)
+    print(json.dumps(document) if args.json else format_report(candidates, reports))
+    return 1 if document["verdict"].startswith("verdict: BREAKS") else 0
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     env = sub.add_parser("env", help="isolated environments that minrepro creates (the only ones it patches)")
     env_sub = env.add_subparsers(dest="env_command", required=True)
     create = env_sub.add_parser("create", help="create a venv with a version set installed")
-    create.add_argument("dir")
-    create.add_argument("--set", required=True)
+    create.add_argument("dir", help="where the venv goes (refused if it holds anything minrepro did not make)")
+    create.add_argument("--set", required=True, help="the version set to install (pinned, reporter, newest)")
     create.add_argument("--wheelhouse", help="install offline from this directory")
     create.set_defaults(func=cmd_env_create)
 
@@ -152,28 +177,43 @@ def register(sub: argparse._SubParsersAction) -> None:
     apply.add_argument("--into", required=True, metavar="ENV", help="a venv made by `minrepro env create`")
     apply.set_defaults(func=cmd_patch_apply)
     revert = patch_sub.add_parser("revert", help="undo every patch applied to a minrepro-created env")
-    revert.add_argument("env")
+    revert.add_argument("env", help="a venv made by `minrepro env create`")
     revert.set_defaults(func=cmd_patch_revert)
     prove = patch_sub.add_parser("prove", help="patched cases pass while their unpatched twins fail, in one run")
-    prove.add_argument("cases", nargs="*", metavar="CASE")
-    prove.add_argument("--set", required=True)
-    prove.add_argument("--envs", default=".minrepro/envs", help="where the clean and patched envs live")
+    prove.add_argument("cases", nargs="*", metavar="CASE", help="cases to prove (default: every case with patches)")
+    prove.add_argument("--set", required=True, help="the version set whose clean and patched envs are built")
+    prove.add_argument("--envs", help="where the clean and patched envs live (default: ~/.cache/minrepro/envs/prove)")
     prove.add_argument("--wheelhouse", help="install offline from this directory")
     prove.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, help="seconds per case")
     prove.add_argument("--results", help="write the proof as JSON here ({machine} is replaced)")
     prove.set_defaults(func=cmd_patch_prove)
 
     upstream = sub.add_parser("upstream-tests", help="a library's own tests without and with its patches")
-    upstream.add_argument("library", choices=["accelerate", "peft", "bitsandbytes"])
-    upstream.add_argument("--set", required=True)
+    upstream.add_argument("library", choices=["accelerate", "peft", "bitsandbytes"], help="whose tests run")
+    upstream.add_argument("--set", required=True, help="the version set the tests run against")
     upstream.add_argument("--source", help="a checkout or git directory of the library (default: clone the tag)")
     upstream.add_argument("--ref", help="tag or commit of the tests (default: the set's release tag)")
     upstream.add_argument("--select", metavar="ARGS", help='pytest arguments selecting tests, one string '
                           '(default: the known ones), e.g. --select "tests/test_functional.py -k 4bit"')
-    upstream.add_argument("--envs", default=".minrepro/envs")
-    upstream.add_argument("--wheelhouse")
-    upstream.add_argument("--timeout", type=float, default=3600)
+    upstream.add_argument("--envs", help="where the clean and patched venvs live (default: ~/.cache/minrepro/envs/prove)")
+    upstream.add_argument("--wheelhouse", help="install from this directory only (offline)")
+    upstream.add_argument("--timeout", type=float, default=3600, help="seconds for each pytest run")
     upstream.add_argument("--offline", action="store_true", help="no hub: set HF_HUB_OFFLINE and build local "
                           "stand-ins (published config, random weights) for the hub models the tests load")
     upstream.add_argument("--results", help="write the comparison as JSON here")
     upstream.set_defaults(func=cmd_upstream_tests)
+
+    validate = sub.add_parser("validate", help="what a candidate upstream change fixes and breaks, before it is "
+                              "submitted: catalog cases, scenarios and the library's own tests, before and after")
+    validate.add_argument("--with", dest="with_", action="append", required=True, metavar="LIB=SPEC",
+                          help="the candidate: LIB=path.diff, LIB=CHECKOUT (a source tree) or LIB=GITDIR@REF (a ref "
+                               "of a fetched repository); repeatable, they stack")
+    validate.add_argument("--set", default="pinned,newest", metavar="S1,S2", help="version sets to validate on")
+    validate.add_argument("--jobs", type=int, default=1, help="cases run at a time")
+    validate.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, help="seconds per case")
+    validate.add_argument("--upstream-tests", action="store_true",
+                          help="also run the library's tests for the touched files, from the candidate's own tree")
+    validate.add_argument("--no-scenarios", action="store_true", help="skip the tiny Gemma 4 scenarios")
+    validate.add_argument("--json", action="store_true", help="print the result as one JSON object")
+    validate.add_argument("--results", metavar="FILE", help="also write the JSON to FILE")
+    validate.set_defaults(func=cmd_validate)

@@ -13,7 +13,12 @@ from .common import progress as _progress
 
 
 def cmd_signature(args: argparse.Namespace) -> int:
+    from ..catalog.targets import read_source
+    from ..reduction.driver import refuse_missing_libraries
+
+    source = read_source(Path(args.script))  # a syntax error is bad input, not a failure to sign
     result = run_script(args.script, python=args.python, timeout=args.timeout)
+    refuse_missing_libraries(result, source, args.python or "this interpreter")
     if result.signature is None:
         raise MinreproError(f"{args.script} does not fail: nothing to sign (exit 0 in {result.seconds:.1f} s)")
     if args.json:
@@ -31,7 +36,9 @@ def cmd_matches(args: argparse.Namespace) -> int:
     from minrepro.harness.signature import Signature
 
     try:
-        expected = Signature.from_dict(json.loads(Path(args.expect).read_text(encoding="utf-8")))
+        data = json.loads(Path(args.expect).read_text(encoding="utf-8"))
+        # what `signature --json` prints wraps the signature with its headline and owner: take either form
+        expected = Signature.from_dict(data["signature"] if "signature" in data else data)
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise MinreproError(f"cannot read the expected signature from {args.expect}: {exc}") from None
     result = run_script(args.candidate, python=args.python, timeout=args.timeout)
@@ -80,21 +87,21 @@ def _reduce_scenario(args: argparse.Namespace) -> int:
 
 def register(sub: argparse._SubParsersAction) -> None:
     signature = sub.add_parser("signature", help="run a script and print its failure signature")
-    signature.add_argument("script")
-    signature.add_argument("--python")
-    signature.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT)
-    signature.add_argument("--json", action="store_true")
+    signature.add_argument("script", help="the script to run")
+    signature.add_argument("--python", help="interpreter whose environment runs it (default: this one)")
+    signature.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, help="seconds before it counts as a timeout")
+    signature.add_argument("--json", action="store_true", help="print it as JSON (what `matches --expect` reads)")
     signature.set_defaults(func=cmd_signature)
 
     matches = sub.add_parser("matches", help="exit 0 iff a script fails with a recorded signature (an oracle)")
     matches.add_argument("--expect", required=True, help="JSON of the signature (as `signature --json` prints)")
-    matches.add_argument("candidate")
-    matches.add_argument("--python")
-    matches.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT)
+    matches.add_argument("candidate", help="the script to judge")
+    matches.add_argument("--python", help="interpreter whose environment runs it (default: this one)")
+    matches.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, help="seconds before it counts as a timeout")
     matches.set_defaults(func=cmd_matches)
 
     reduce = sub.add_parser("reduce", help="shrink a failing script, keeping its failure signature")
-    reduce.add_argument("script", nargs="?")
+    reduce.add_argument("script", nargs="?", help="the failing script (it is never modified)")
     reduce.add_argument("--scenario", metavar="PRESET", help="start from a seed scenario (see `minrepro scenario list`)")
     reduce.add_argument("--scale", default="tiny", choices=["tiny", "e2b", "e4b"], help="scenario model scale")
     reduce.add_argument("--device", default="cpu", choices=["cpu", "cuda"], help="scenario placement family")

@@ -7,7 +7,9 @@ import json
 import sys
 from pathlib import Path
 
-from ..catalog.manifest import load_catalog
+from ..catalog.manifest import load_catalog, script_pins
+from ..catalog.targets import is_script, resolve, results_home
+from ..dirs import cache
 from ..catalog.matrix import write_matrices
 from ..catalog.run import write_results
 from ..errors import MinreproError
@@ -21,10 +23,18 @@ def cmd_bisect(args: argparse.Namespace) -> int:
     from minrepro.reports.bisect import bisect_package, judge_for, minimal_upgrades, releases
 
     catalog = load_catalog(args.manifest)
-    [case] = catalog.select([args.case])
+    [(case, _)] = resolve(catalog, [args.case], args.python, args.timeout, _progress)
+    script = is_script(args.case)
+    if script and args.record:
+        raise MinreproError("--record writes fixed_in into the catalog's manifest; a script is not in it")
+    if script and not script_pins(case.script.read_text(encoding="utf-8")):
+        raise MinreproError(f"{case.script.name} pins no versions: write a pinned copy with "
+                            "`minrepro check SCRIPT --python ENV/bin/python --write-pins OUT` and bisect that")
     packages = [p.strip().lower() for p in (args.packages or args.package).split(",") if p.strip()]
     wheelhouse = Path(args.wheelhouse) if args.wheelhouse else None
-    judge = judge_for(case, packages, Path(args.envs), args.timeout, wheelhouse, _progress)
+    envs = Path(args.envs) if args.envs else cache("envs")
+    results_dir = Path(args.results) if args.results else (results_home(case.script) if script else cache("results", "catalog"))
+    judge = judge_for(case, packages, envs, args.timeout, wheelhouse, _progress)
     base = judge.base
     results = []
     for package in packages:
@@ -44,7 +54,8 @@ def cmd_bisect(args: argparse.Namespace) -> int:
         document["minimal_upgrades"] = [[f"{p}>={targets[p]}" for p in subset] for subset in minimal]
         print("minimal upgrades that make it pass: "
               + ("; ".join(" + ".join(f"{p}>={targets[p]}" for p in subset) for subset in minimal) or "none"))
-    write_results(Path(args.results) / "bisect" / f"{case.id}.json", document)
+    write_results(results_dir / "bisect" / f"{case.id}.json", document)
+    print(f"recorded in {results_dir / 'bisect' / (case.id + '.json')}", file=sys.stderr)
     if args.record:
         from minrepro.catalog.manifest import record_fixed_in
 
@@ -52,7 +63,7 @@ def cmd_bisect(args: argparse.Namespace) -> int:
         record_fixed_in(catalog.path, case.id, fixed)
         print(f"recorded fixed_in = {fixed} for {case.id} in {catalog.path}", file=sys.stderr)
         if Path(args.readme).is_file():
-            write_matrices(load_catalog(args.manifest), Path(args.results), Path(args.readme))
+            write_matrices(load_catalog(args.manifest), results_dir, Path(args.readme))
     return 0
 
 
@@ -61,12 +72,15 @@ def cmd_report(args: argparse.Namespace) -> int:
 
     catalog = load_catalog(args.manifest)
     if args.all == bool(args.cases):
-        raise MinreproError("name one or more cases, or --all")
-    cases = catalog.cases if args.all else catalog.select(args.cases)
+        raise MinreproError("name one or more cases or scripts, or --all")
+    targets = [(c, None) for c in catalog.cases] if args.all else resolve(catalog, args.cases, args.python,
+                                                                          DEFAULT_TIMEOUT, _progress)
     out_dir = Path(args.out) if args.out else None
-    for case in cases:
-        python = Path(args.python) if args.python else None
-        report = draft(case, catalog, Path(args.results), python)
+    for case, reference in targets:
+        python = Path(args.python or reference) if (args.python or reference) else None
+        results_dir = Path(args.results) if args.results else (
+            results_home(case.script) if case.family == "your script" else Path("results"))
+        report = draft(case, catalog, results_dir, python)
         text = json.dumps(report, indent=2) if args.format == "json" else render_markdown(report)
         if out_dir is None:
             print(text)
@@ -79,27 +93,30 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    bisect = sub.add_parser("bisect", help="find the release of a package that fixed (or broke) a case")
-    bisect.add_argument("case")
+    bisect = sub.add_parser("bisect", help="find the release of a package that fixed (or broke) a case or script")
+    bisect.add_argument("case", metavar="CASE|SCRIPT", help="a catalog case id, or a script with PEP 723 pins")
     target = bisect.add_mutually_exclusive_group(required=True)
     target.add_argument("--package", help="the package whose releases are searched")
     target.add_argument("--packages", metavar="A,B", help="joint mode: each alone, then minimal upgrade sets")
     bisect.add_argument("--bad", help="a release on which the case fails (default: its pin)")
     bisect.add_argument("--good", help="a release on which it passes (default: the newest release)")
     bisect.add_argument("--pre", action="store_true", help="include prereleases")
-    bisect.add_argument("--envs", default=".minrepro/envs", help="where the per-release venvs live")
-    bisect.add_argument("--wheelhouse")
-    bisect.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT)
-    bisect.add_argument("--results", default="results", help="writes <results>/bisect/<case>.json")
+    bisect.add_argument("--envs", help="where the per-release venvs live (default: ~/.cache/minrepro/envs)")
+    bisect.add_argument("--wheelhouse", help="install releases from this directory only (offline)")
+    bisect.add_argument("--python", help="reference interpreter for a script whose pins name no set")
+    bisect.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, help="seconds per run")
+    bisect.add_argument("--results", help="writes <results>/bisect/<case>.json (default: the cache; give "
+                        "results to record it in the checkout)")
     bisect.add_argument("--record", action="store_true", help="write fixed_in into the manifest")
     bisect.add_argument("--readme", default="README.md", help="README whose matrix --record regenerates")
     bisect.set_defaults(func=cmd_bisect)
 
     report = sub.add_parser("report", help="draft an issue for the right repository (never posts anything)")
-    report.add_argument("cases", nargs="*", metavar="CASE")
+    report.add_argument("cases", nargs="*", metavar="CASE|SCRIPT", help="catalog case ids or script paths")
     report.add_argument("--all", action="store_true", help="every catalog case")
-    report.add_argument("--format", choices=["md", "json"], default="md")
+    report.add_argument("--format", choices=["md", "json"], default="md", help="Markdown, or the sections as JSON")
     report.add_argument("--out", help="write one file per case into this directory (default: print)")
-    report.add_argument("--results", default="results", help="recorded runs, bisections and proofs")
+    report.add_argument("--results", help="recorded runs, bisections and proofs (default: results/ for a case, "
+                        "the cache `check SCRIPT --set ...` wrote to for a script)")
     report.add_argument("--python", help="interpreter of the env the case ran in, for `transformers env` etc.")
     report.set_defaults(func=cmd_report)

@@ -108,12 +108,12 @@ def _measured_rows(path: Path, env, patches: list[str]) -> list[dict]:
 
 def register(sub: argparse._SubParsersAction) -> None:
     scenario = sub.add_parser("scenario", help="the seeds' Gemma 4 scenarios as specs: list, render, run")
-    scenario.add_argument("action", choices=["list", "render", "table", "matrix"])
-    scenario.add_argument("presets", nargs="*", metavar="PRESET")
-    scenario.add_argument("--scale", default="tiny", choices=["tiny", "e2b", "e4b"])
-    scenario.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
-    scenario.add_argument("--python")
-    scenario.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT)
+    scenario.add_argument("action", choices=["list", "render", "table", "matrix"], help="list the presets, render them as scripts, run them into a table, or render the recorded tables")
+    scenario.add_argument("presets", nargs="*", metavar="PRESET", help="presets (default: all of this device and scale)")
+    scenario.add_argument("--scale", default="tiny", choices=["tiny", "e2b", "e4b"], help="model dimensions: tiny, or a released checkpoint's text config")
+    scenario.add_argument("--device", default="cpu", choices=["cpu", "cuda"], help="the placement family: GPU/CPU splits, or their CPU-only analogues")
+    scenario.add_argument("--python", help="interpreter whose environment runs the scenarios (default: this one)")
+    scenario.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, help="seconds per scenario run (the checkpoint build not counted)")
     scenario.add_argument("--results", help="table: also write the rows as JSON here; presets it holds from the "
                           "same environment are not run again")
     scenario.add_argument("--fresh", action="store_true", help="table: run every preset, ignoring rows in --results")

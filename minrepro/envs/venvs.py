@@ -11,6 +11,7 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import os
+import shutil
 import subprocess
 import sys
 import venv
@@ -118,4 +119,32 @@ def create_env(env: Path, requirements: Sequence[str], wheelhouse: Path | None =
     write_marker(env, {"created_by": "minrepro", "label": label, "requirements": list(requirements),
                        "torch_from": torch_from or CPU_TORCH, "patches": [],
                        "created": _dt.datetime.now().isoformat(timespec="seconds")})
+    return env_python(env)
+
+
+def wheelhouse_from_env() -> Path | None:
+    """MINREPRO_WHEELHOUSE: install from that directory only (an offline GPU box)."""
+    where = os.environ.get("MINREPRO_WHEELHOUSE")
+    return Path(where) if where else None
+
+
+def set_env(catalog, name: str, patched: bool = False, note=lambda _: None) -> Path:
+    """The python of the cached env of a version set (patched: with every catalog patch that applies, in stacking
+    order), made on first use in ~/.cache/minrepro/envs/ and reused while its marker still matches."""
+    from ..catalog.manifest import stacking_order
+    from ..dirs import cache
+    from .patching import apply_patches, select
+
+    env = cache("envs", f"{name}-patched" if patched else name)
+    requirements = [str(r) for r in catalog.version_set(name).requirements]
+    marker = read_marker(env) or {}
+    wanted = [] if not patched else select(stacking_order(catalog), catalog.sets[name].pins())
+    if marker.get("requirements") == requirements and marker.get("patches") == [p.rel for p in wanted]:
+        return env_python(env)
+    note(f"making the {name}{' patched' if patched else ''} environment in {env} (once)")
+    if env.exists():
+        shutil.rmtree(env)
+    create_env(env, requirements, wheelhouse_from_env(), label=f"{name}{' patched' if patched else ''}")
+    if wanted:
+        apply_patches(wanted, env)
     return env_python(env)

@@ -191,10 +191,83 @@ def install_trace(path):
         sys.meta_path.insert(0, _TraceFinder(path))
 
 
-def execute(script, args, report, path0=None):
-    """Run ``script`` as __main__ with ``args``; record how it ended in ``report``; return the exit code.
+# --- profile of the original (for the reducer's static passes and prefix snapshots) ------------------
 
-    Also used in-process by the fork server's children and the warm workers."""
+_LITERALS = (int, float, str, bool, type(None))
+
+
+def _literal_repr(value, depth=0):
+    """A source expression for a plain value, or None (only literals and flat tuples/lists of them)."""
+    if isinstance(value, _LITERALS) and not (isinstance(value, float) and value != value):
+        return repr(value)
+    if isinstance(value, (tuple, list)) and depth == 0 and len(value) <= 16:
+        parts = [_literal_repr(v, 1) for v in value]
+        if all(p is not None for p in parts):
+            return repr(type(value)(__import__("ast").literal_eval(p) for p in parts))
+    return None
+
+
+class _Recorder(__import__("ast").NodeTransformer):
+    """`name.attr` loads become `__minrepro_seen__("name.attr", name.attr)`: the value each read had."""
+
+    def visit_Attribute(self, node):
+        import ast
+
+        self.generic_visit(node)
+        if isinstance(node.ctx, ast.Load) and isinstance(node.value, ast.Name):
+            key = ast.Constant(f"{node.value.id}.{node.attr}")
+            call = ast.Call(ast.Name("__minrepro_seen__", ast.Load()), [key, node], [])
+            return ast.copy_location(call, node)
+        return node
+
+
+def run_profiled(script, out_path):
+    """Run the script as __main__ with its module-level statements timed (by line) and the values of its
+    `name.attr` reads recorded; write both to out_path. Raises what the script raises."""
+    import ast
+    import time
+
+    source = open(script, encoding="utf-8").read()
+    tree = _Recorder().visit(ast.parse(source))
+    code = compile(ast.fix_missing_locations(tree), script, "exec")
+    seen, timing, last = {}, {}, [None, time.monotonic()]
+
+    def note(key, value):
+        text = _literal_repr(value)
+        seen.setdefault(key, set()).add(text)
+        return value
+
+    def tracer(frame, event, arg):
+        if frame.f_code is not code:
+            return None  # only the module's own lines: calls run untraced
+        if event == "line":
+            now = time.monotonic()
+            if last[0] is not None:
+                timing[last[0]] = timing.get(last[0], 0.0) + now - last[1]
+            last[0], last[1] = frame.f_lineno, now
+        return tracer
+
+    globals_ = {"__name__": "__main__", "__file__": script, "__builtins__": __builtins__,
+                "__minrepro_seen__": note}
+
+    def dump():
+        if last[0] is not None:
+            timing[last[0]] = timing.get(last[0], 0.0) + time.monotonic() - last[1]
+        values = {k: next(iter(v)) for k, v in seen.items() if len(v) == 1 and None not in v}
+        with open(out_path, "w", encoding="utf-8") as fh:
+            json.dump({"values": values, "line_seconds": timing}, fh)
+
+    sys.settrace(tracer)
+    try:
+        exec(code, globals_)
+    finally:
+        sys.settrace(None)
+        dump()
+
+
+def prepare(script, args, path0=None):
+    """The process as a script expects it: argv, its directory first on sys.path, stacks on crashes and on the
+    runner's SIGUSR1, and the placement trace when asked for."""
     sys.argv = [script, *args]
     sys.path.insert(0, path0 or os.path.dirname(os.path.abspath(script)))
     faulthandler.enable()  # segfaults and aborts leave a Python stack on stderr
@@ -202,11 +275,41 @@ def execute(script, args, report, path0=None):
         install_trace(os.environ["MINREPRO_TRACE"])
     if hasattr(signal, "SIGUSR1"):
         faulthandler.register(signal.SIGUSR1, all_threads=False)  # the runner asks for a stack on timeout
+
+
+def execute(script, args, report, path0=None):
+    """Run ``script`` as __main__ with ``args``; record how it ended in ``report``; return the exit code.
+
+    Also used in-process by the fork server's children and the warm workers."""
+    prepare(script, args, path0)
+    if os.environ.get("MINREPRO_PROFILE"):
+        return guarded(lambda: run_profiled(script, os.environ["MINREPRO_PROFILE"]), report)
+    return guarded(lambda: runpy.run_path(script, run_name="__main__"), report)
+
+
+def split_module(script, cut):
+    """The script's code as (first `cut` top-level statements, the rest), compiled with their own line numbers
+    and the whole module's __future__ flags: a prefix snapshot runs the first, each candidate the second."""
+    import __future__
+    import ast
+
+    tree = ast.parse(open(script, encoding="utf-8").read(), script)
+    mask = 0
+    for name in __future__.all_feature_names:
+        mask |= getattr(__future__, name).compiler_flag
+    flags = compile(tree, script, "exec").co_flags & mask
+    head, tail = ast.Module(tree.body[:cut], []), ast.Module(tree.body[cut:], [])
+    return (compile(head, script, "exec", flags=flags, dont_inherit=True),
+            compile(tail, script, "exec", flags=flags, dont_inherit=True))
+
+
+def guarded(run, report):
+    """Call ``run``; record how it ended in ``report`` as the runner reads it; return the exit code."""
     try:
-        runpy.run_path(script, run_name="__main__")
+        run()
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-        _write(report, {"exit": code})
+        _write(report, {"exit": code, "system_exit": True})
         return code
     except BaseException as exc:
         _write(report, {"exception": _describe(exc, _library_tops())})

@@ -79,7 +79,10 @@ def _run_job(job):
         os._exit(code)
 
 
-def serve():
+def serve(source=0, handle=None, on_eof=lambda: None):
+    """Read job lines from `source` and hand each to `handle` (default: fork a child for it), reaping children
+    and reporting their exit codes, until `source` closes; then wait for the children still running."""
+    handle = handle or _dispatch
     wake_r, wake_w = os.pipe()
     os.set_blocking(wake_w, False)
     signal.set_wakeup_fd(wake_w)
@@ -87,20 +90,130 @@ def serve():
     pending = b""
     while True:
         try:
-            ready, _, _ = select.select([0, wake_r], [], [])
+            ready, _, _ = select.select([source, wake_r], [], [])
         except InterruptedError:
             continue
         if wake_r in ready:
             os.read(wake_r, 4096)
             _reap()
-        if 0 in ready:
-            chunk = os.read(0, 65536)
+        if source in ready:
+            chunk = os.read(source, 65536)
             if not chunk:
+                on_eof()
+                _drain()
                 return
             pending += chunk
             while b"\n" in pending:
                 line, pending = pending.split(b"\n", 1)
-                _fork(json.loads(line))
+                handle(json.loads(line))
+
+
+def _drain():
+    while True:
+        try:
+            pid, status = os.waitpid(-1, 0)
+        except ChildProcessError:
+            return
+        _emit({"pid": pid, "code": os.waitstatus_to_exitcode(status)})
+
+
+# --- prefix snapshots -------------------------------------------------------------------------------------
+# A job with a "prefix_key" and a "cut" shares its first `cut` top-level statements with other candidates.
+# The first such job starts a snapshot: a child of this server that runs that prefix once and then serves the
+# jobs forwarded to it, forking, for each, a child that runs only the rest (the suffix) in the namespace the
+# prefix left. The prefix's files live as long as the snapshot; the client evicts the oldest beyond a few.
+
+SNAPSHOTS = {}  # prefix key -> (pid, write end of its job pipe), oldest first
+MAX_SNAPSHOTS = 3
+
+
+def _dispatch(job):
+    key = job.get("prefix_key")
+    if key is None:
+        _fork(job)
+        return
+    if key not in SNAPSHOTS:
+        if len(SNAPSHOTS) >= MAX_SNAPSHOTS:
+            os.close(SNAPSHOTS.pop(next(iter(SNAPSHOTS)))[1])  # its job pipe closes: it finishes its children, exits
+        SNAPSHOTS[key] = _start_snapshot(job)
+    os.write(SNAPSHOTS[key][1], (json.dumps(job) + "\n").encode())
+
+
+def _close_snapshots():
+    while SNAPSHOTS:
+        os.close(SNAPSHOTS.popitem()[1][1])
+
+
+def _start_snapshot(job):
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(write_end)
+        os.setsid()
+        signal.set_wakeup_fd(-1)
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        for _, (_, other) in SNAPSHOTS.items():
+            os.close(other)
+        _reseed()
+        code = 70
+        try:
+            code = _snapshot(job, read_end)
+        finally:
+            os._exit(code)
+    os.close(read_end)
+    return pid, write_end
+
+
+def _snapshot(job, jobs):
+    """Run the prefix, then serve the suffix jobs; if the prefix itself fails, that is every such job's failure."""
+    scratch = tempfile.mkdtemp(prefix="snapshot-", dir=os.path.dirname(job["cwd"]) or None)
+    os.chdir(scratch)
+    os.environ["TMPDIR"] = tempfile.tempdir = scratch
+    null = os.open(os.devnull, os.O_WRONLY)
+    saved_out, saved_err = os.dup(1), os.dup(2)
+    log = os.open(os.path.join(scratch, "prefix.err"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    os.dup2(null, 1)
+    os.dup2(log, 2)
+    prefix, _ = _bootstrap.split_module(job["script"], job["cut"])
+    namespace = {"__name__": "__main__", "__file__": job["script"], "__builtins__": __builtins__}
+    prefix_report = os.path.join(scratch, "prefix.json")
+    _bootstrap.prepare(job["script"], job["args"], job.get("path0"))
+    failed = _bootstrap.guarded(lambda: exec(prefix, namespace), prefix_report)
+    with open(prefix_report, encoding="utf-8") as fh:
+        if json.load(fh).get("system_exit"):
+            failed = failed or -1  # the prefix exited: so does every candidate sharing it (replayed below)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.dup2(saved_out, 1)  # the job lines go to the client through the server's stdout
+    os.dup2(saved_err, 2)
+
+    def handle(suffix_job):
+        pid = os.fork()
+        if pid == 0:
+            os.setsid()
+            signal.set_wakeup_fd(-1)
+            signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+            code = 70
+            try:
+                _redirect(suffix_job)
+                if failed:  # the prefix raised: so does every candidate that shares it, at the same place
+                    with open(os.path.join(scratch, "prefix.err"), encoding="utf-8", errors="replace") as fh:
+                        sys.stderr.write(fh.read())
+                    with open(prefix_report, encoding="utf-8") as src, open(suffix_job["report"], "w") as dst:
+                        dst.write(src.read())
+                    code = max(failed, 0)
+                else:
+                    _, suffix = _bootstrap.split_module(suffix_job["script"], suffix_job["cut"])
+                    namespace["__file__"] = suffix_job["script"]
+                    code = _bootstrap.guarded(lambda: exec(suffix, namespace), suffix_job["report"])
+                sys.stdout.flush()
+                sys.stderr.flush()
+            finally:
+                os._exit(code)
+        _emit({"id": suffix_job["id"], "pid": pid})
+
+    serve(jobs, handle)
+    return 0
 
 
 def _reseed():
@@ -143,7 +256,7 @@ def single():
 def main():
     mode, modules = sys.argv[1], [m for m in sys.argv[2].split(",") if m]
     _emit(_preload(modules))
-    serve() if mode == "fork" else single()
+    serve(on_eof=_close_snapshots) if mode == "fork" else single()
 
 
 if __name__ == "__main__":

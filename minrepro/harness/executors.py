@@ -10,6 +10,8 @@ The reducer only sees `run_many`; `benchmarks/` measures the three against each 
 
 from __future__ import annotations
 
+import ast
+import hashlib
 import json
 import os
 import select
@@ -69,12 +71,17 @@ class _Job:
     pid: int | None = None
     usr1_at: float | None = None  # when the stack dump was requested (timeout)
 
+    prefix: tuple[int, str] | None = None  # (cut, key): run from a snapshot of the first `cut` statements
+
     def spec(self) -> dict:
         scratch = self.workdir / "cwd"
         scratch.mkdir(exist_ok=True)
-        return {"id": self.index, "script": str(self.script.resolve()), "args": [], "cwd": str(scratch),
+        spec = {"id": self.index, "script": str(self.script.resolve()), "args": [], "cwd": str(scratch),
                 "path0": str((self.home or self.script.parent).resolve()), "report": str(self.workdir / "report.json"),
                 "stdout": str(self.workdir / "stdout"), "stderr": str(self.workdir / "stderr")}
+        if self.prefix is not None:
+            spec["cut"], spec["prefix_key"] = self.prefix
+        return spec
 
     def result(self, code: int, timeout: float) -> RunResult:
         out = (self.workdir / "stdout").read_text(errors="replace") if (self.workdir / "stdout").exists() else ""
@@ -136,10 +143,19 @@ def _start_worker(python: str, mode: str, preload: Sequence[str], log) -> subpro
 
 
 class ForkServerExecutor:
+    """Forks a child per candidate from a server that imported the libraries once. With `set_heavy`, candidates
+    that share their statements up to the last slow one run from a snapshot of that prefix: it runs once, in a
+    child of the server, and each such candidate forks from it and runs only the rest. A prefix is snapshotted
+    the second time it is asked for (a one-off prefix costs as much either way). Snapshot children share the
+    files the prefix wrote; the reducer's final cold check does not trust them."""
+
     name = "forkserver"
 
     def __init__(self, python: str | None = None, preload: Sequence[str] = (), jobs: int = 1):
         self.jobs = max(1, jobs)
+        self.heavy: set[str] = set()
+        self.asked: dict[str, int] = {}
+        self.snapshot_runs = 0
         self._tmp = tempfile.TemporaryDirectory(prefix="minrepro-fork-", ignore_cleanup_errors=True)
         self._log = open(Path(self._tmp.name) / "server.log", "wb")
         self.skipped: list[str] = []  # preloads left to each child because importing them initializes CUDA
@@ -158,6 +174,24 @@ class ForkServerExecutor:
             preload.remove(culprit)
             self.skipped.append(culprit)
 
+    def set_heavy(self, statements: Sequence[str]) -> None:
+        """The slow top-level statements of the current program (as unparsed): where prefixes are cut."""
+        self.heavy = set(statements)
+
+    def _prefix(self, script: Path, home: Path | None) -> tuple[int, str] | None:
+        if not self.heavy:
+            return None
+        try:
+            texts = [ast.unparse(s) for s in ast.parse(script.read_text(encoding="utf-8")).body]
+        except (SyntaxError, OSError, ValueError):
+            return None
+        cuts = [i + 1 for i, text in enumerate(texts[:-1]) if text in self.heavy]  # leave a suffix to run
+        if not cuts:
+            return None
+        key = hashlib.sha1("\n".join([str(home), *texts[: cuts[-1]]]).encode()).hexdigest()
+        self.asked[key] = self.asked.get(key, 0) + 1
+        return (cuts[-1], key) if self.asked[key] >= 2 else None
+
     def run_many(self, scripts: Sequence[Path], timeout: float, home: Path | None = None) -> list[RunResult]:
         results: list[RunResult | None] = [None] * len(scripts)
         queue = list(enumerate(scripts))
@@ -167,6 +201,8 @@ class ForkServerExecutor:
             while queue and len(by_id) + len(by_pid) < self.jobs:
                 index, script = queue.pop(0)
                 job = _Job(index, Path(script), Path(tempfile.mkdtemp(dir=self._tmp.name)), home)
+                job.prefix = self._prefix(Path(script), home)
+                self.snapshot_runs += job.prefix is not None
                 by_id[index] = job
                 self.proc.stdin.write((json.dumps(job.spec()) + "\n").encode())
                 self.proc.stdin.flush()

@@ -31,6 +31,7 @@ from minrepro.harness.signature import (
 )
 
 BOOTSTRAP = Path(__file__).with_name("_bootstrap.py")
+HARNESS_FILES = {"_bootstrap.py", "_forkserver.py"}
 DEFAULT_TIMEOUT = 120.0
 STACK_GRACE = 1.0  # seconds a timed-out script gets to dump its stack before SIGKILL
 
@@ -57,6 +58,10 @@ def resolve_python(python: str | None) -> str:
     """An executable path for ``python`` (default: this interpreter), or a one-line error."""
     if python is None:
         return sys.executable
+    if Path(python).is_dir():
+        hint = Path(python) / "bin" / "python"
+        raise MinreproError(f"--python names a directory ({python}); give the interpreter"
+                            + (f", e.g. {hint}" if hint.exists() else ""))
     found = shutil.which(python) if os.sep not in python else (python if os.access(python, os.X_OK) else None)
     if not found:
         raise MinreproError(f"interpreter not found: {python}")
@@ -73,6 +78,7 @@ def run_script(
     cwd: str | os.PathLike[str] | None = None,
     path0: str | os.PathLike[str] | None = None,
     trace: bool = False,
+    profile: Path | None = None,
 ) -> RunResult:
     """Run ``script`` under ``python`` via the bootstrap and classify how it ended.
 
@@ -95,6 +101,8 @@ def run_script(
         trace_path = Path(tmp) / "trace.jsonl"
         if trace:
             child_env["MINREPRO_TRACE"] = str(trace_path)
+        if profile is not None:  # module-level timing and the values of `name.attr` reads (see _bootstrap)
+            child_env["MINREPRO_PROFILE"] = str(profile)
         command = [interpreter, str(BOOTSTRAP), str(script.resolve()), *args]
         start = time.monotonic()
         proc = subprocess.Popen(
@@ -139,7 +147,7 @@ def script_lines(report: dict[str, Any]) -> tuple[int, ...]:
     """Where the failing stack passed through the script itself (its `__main__` frames)."""
     frames = report.get("exception", {}).get("frames", [])
     return tuple(f["line"] for f in frames if f.get("module") == "__main__" and f.get("line")
-                 and Path(f.get("file", "")).name != BOOTSTRAP.name)  # the bootstrap runs as __main__ too
+                 and Path(f.get("file", "")).name not in HARNESS_FILES)  # they run as __main__ too
 
 
 def read_trace(path: Path) -> tuple[dict[str, Any], ...]:

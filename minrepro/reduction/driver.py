@@ -8,12 +8,15 @@ an interrupted run resumes), the final cold check and the output's form.
 
 from __future__ import annotations
 
+import ast
+import contextlib
 import functools
 import hashlib
 import json
 import re
 import shlex
 import sys
+import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -24,7 +27,7 @@ from ..errors import MinreproError
 from ..harness.executors import ColdExecutor, Executor, make_executor
 from ..harness.oracle import Cache, CommandOracle, SignatureOracle, same_failure
 from ..harness.probe import probe
-from ..harness.runner import DEFAULT_TIMEOUT, RunResult, resolve_python
+from ..harness.runner import DEFAULT_TIMEOUT, RunResult, resolve_python, run_script
 from ..harness.signature import Signature
 from ..reducers import FINAL_PASSES, PASSES, reduce_source
 from ..reducers.source import code_lines, imported_modules, module_imports, normalize
@@ -194,8 +197,10 @@ def reduce_script(opts: ReduceOptions, log: Callable[[str], None] = lambda _: No
 
     try:
         try:
+            measure = None if opts.oracle else _facts(python, opts.timeout, workdir, script.parent, executor)
             result = reduce_source(begin, _counted(oracle.test_many, progress), PASSES, FINAL_PASSES, opts.jobs,
-                                   opts.seed, save, on_pass=progress.phase, freeze_check_data=not guard.guarded)
+                                   opts.seed, save, on_pass=progress.phase, freeze_check_data=not guard.guarded,
+                                   facts=measure)
         except KeyboardInterrupt:
             progress.close()
             _write(out, best[0], source, script, headline, owner, guard, versions, verified=False)
@@ -234,6 +239,55 @@ def _workdir(opts: ReduceOptions, script: Path, source: str, key: str) -> Path:
         for stale in ("state.json", "cache.jsonl"):
             (workdir / stale).unlink(missing_ok=True)
     return workdir
+
+
+HEAVY_SECONDS = 0.5  # a top-level statement this slow is worth running once for many candidates (prefix snapshots)
+
+
+def _facts(python: str, timeout: float, workdir: Path, home: Path, executor: Executor | None):
+    """What one profiled cold run of the current program shows, for the fact-driven passes: the top-level statement
+    the failure went through, the literal values of `name.attr` reads, and the slow statements (which the fork
+    server then runs once per shared prefix). Cached by content, like the answers."""
+    store = workdir / "facts.jsonl"
+    known = {}
+    if store.exists():
+        for line in store.read_text(encoding="utf-8").splitlines():
+            with contextlib.suppress(ValueError):
+                record = json.loads(line)
+                known[record["digest"]] = record["facts"]
+
+    def measure(current: str) -> dict:
+        digest = _digest(current)
+        if digest not in known:
+            path, profile = workdir / "facts.py", workdir / "facts.profile.json"
+            path.write_text(current, encoding="utf-8")
+            profile.unlink(missing_ok=True)
+            with tempfile.TemporaryDirectory(prefix="minrepro-facts-") as scratch:
+                run = run_script(path, python=python, timeout=timeout, cwd=scratch, path0=home, profile=profile)
+            data = json.loads(profile.read_text(encoding="utf-8")) if profile.is_file() else {}
+            known[digest] = statement_facts(current, run, data)
+            with store.open("a", encoding="utf-8") as fh:
+                fh.write(json.dumps({"digest": digest, "facts": known[digest]}) + "\n")
+        facts = known[digest]
+        if hasattr(executor, "set_heavy"):
+            executor.set_heavy(facts["heavy"])
+        return facts
+
+    return measure
+
+
+def statement_facts(source: str, run: RunResult, profile: dict) -> dict:
+    body = ast.parse(source).body
+    seconds = {int(line): t for line, t in profile.get("line_seconds", {}).items()}
+    total = sum(seconds.values()) or 1.0
+
+    def cost(stmt: ast.stmt) -> float:
+        return sum(t for line, t in seconds.items() if stmt.lineno <= line <= (stmt.end_lineno or stmt.lineno))
+
+    outer = run.script_lines[0] if run.script_lines else None
+    failing = next((ast.unparse(s) for s in body if outer and s.lineno <= outer <= (s.end_lineno or s.lineno)), None)
+    heavy = [ast.unparse(s) for s in body if cost(s) >= max(HEAVY_SECONDS, 0.1 * total)]
+    return {"failing_statement": failing, "values": profile.get("values", {}), "heavy": heavy}
 
 
 def _counted(test_many, progress: Progress):

@@ -13,16 +13,13 @@ Chosen in this order, the original having to pass the same check first:
 from __future__ import annotations
 
 import ast
-import os
 import re
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from ..catalog.manifest import Catalog, load_catalog, stacking_order
-from ..dirs import cache
-from ..envs.venvs import create_env, read_marker
+from ..catalog.manifest import Catalog, load_catalog
+from ..envs.venvs import set_env
 from ..errors import MinreproError
 from ..harness.executors import ColdExecutor
 from ..harness.probe import Environment
@@ -154,29 +151,11 @@ def _pins(catalog: Catalog, name: str) -> str:
 
 
 def _set_env(search: GuardSearch, name: str, patched: bool) -> str | None:
-    """The cached env of a version set (patched: with every catalog patch), created on first use."""
-    env = cache("envs", f"{name}-patched" if patched else name)
-    requirements = [str(r) for r in search.catalog.sets[name].requirements]
-    wheelhouse = Path(os.environ["MINREPRO_WHEELHOUSE"]) if os.environ.get("MINREPRO_WHEELHOUSE") else None
-    marker = read_marker(env) or {}
     try:
-        if patched:
-            from ..envs.patching import apply_patches, select
-
-            wanted = [p.rel for p in select(stacking_order(search.catalog), search.catalog.sets[name].pins())]
-            if marker.get("requirements") != requirements or marker.get("patches") != wanted:
-                search.note(f"guard: making the patched {name} environment in {env} (once)")
-                if env.exists():
-                    shutil.rmtree(env)
-                create_env(env, requirements, wheelhouse, label=f"{name} patched (guard)")
-                apply_patches(select(stacking_order(search.catalog), search.catalog.sets[name].pins()), env)
-        elif marker.get("requirements") != requirements or marker.get("patches"):
-            search.note(f"guard: making the {name} environment in {env} (once)")
-            create_env(env, requirements, wheelhouse, label=f"{name} (guard)")
+        return str(set_env(search.catalog, name, patched, search.note))
     except MinreproError as exc:
         search.note(f"guard: no {name}{' patched' if patched else ''} environment ({exc})")
         return None
-    return str(env / "bin" / "python")
 
 
 SEARCH_ORDER: list[Callable[[GuardSearch], Guard | None]] = [other_version_set, patched_family, necessity_control]

@@ -16,7 +16,8 @@ from typing import Any
 from packaging.version import Version
 
 from minrepro.catalog.manifest import Case, Catalog, script_metadata
-from minrepro.envs.venvs import env_python
+from minrepro.dirs import cache
+from minrepro.errors import MinreproError
 from minrepro.catalog.matrix import load_results
 from minrepro.envs.patching import PATCHES_DIR, load_patches
 from minrepro.harness.signature import Signature
@@ -119,12 +120,21 @@ def expected_line(source: str) -> str:
 
 def draft(case: Case, catalog: Catalog, results_dir: Path, python: Path | None = None) -> dict[str, Any]:
     """The report as a dict (title, repository, sections, body); `render_markdown` turns it into text."""
-    runs = load_results(results_dir)
+    runs = load_results(results_dir) if results_dir.is_dir() else {}
     failing_set = case.failing_set()
     run = runs.get((failing_set, case.device)) or runs.get((failing_set, "cpu")) or runs.get((failing_set, "cuda"))
-    if python is None:  # the env `minrepro patch prove` ran the unpatched case in, if it is there
-        python = env_python(results_dir.parent / ".minrepro" / "envs" / failing_set)
+    if _entry(run, case.id) is None or _entry(run, case.id)["observed"] not in ("fail", "fail-other", "pass"):
+        # the set it was declared to fail on was not recorded here: any recorded run in which it failed
+        run = next((doc for (_, _), doc in sorted(runs.items()) if (_entry(doc, case.id) or {}).get("observed") == "fail"),
+                   run)
     entry = _entry(run, case.id)
+    if entry is None:
+        raise MinreproError(f"no recorded run of {case.id} in {results_dir}: record one first (`minrepro run CASE "
+                            "--results DIR/<set>-<machine>.json`, or `minrepro check SCRIPT --set pinned,newest`)")
+    failing_set = run["set"] or failing_set
+    if python is None:  # the cached env of that set, if one was made (system info comes from it)
+        candidate = cache("envs", failing_set) / "bin" / "python"
+        python = candidate if candidate.exists() else None
     signature = entry.get("signature") if entry else None
     headline = entry.get("headline", "") if entry else ""
     library = target_library(case, signature)
@@ -149,7 +159,7 @@ def draft(case: Case, catalog: Catalog, results_dir: Path, python: Path | None =
                              for ref in case.upstream) or "- none found",
         "Suggested fix": _patches(case),
     }
-    if case.pinned == case.newest == "unreproduced":
+    if case.outcomes and all(o == "unreproduced" for o in case.outcomes.values()):
         title = f"[not reproduced yet] {summary}"
         sections["Expected behavior"] += f"\n\nNote: this script has not reproduced the report yet. {case.notes}"
     else:
@@ -197,7 +207,7 @@ def _reproduction(case: Case, source: str, pins: list[str], headline: str, signa
 def scenario_evidence(case: Case, directory: Path) -> str:
     """The recorded Gemma 4 scenario rows of this case's family (with the map PEFT's redispatch inferred, which
     says which branch each run took) and the scenario reductions that ended at this case's failure."""
-    from ..scenarios.matrix import expectation, load_tables
+    from ..scenarios.matrix import load_tables
     from ..scenarios.presets import SEED_REPORTS
     from ..scenarios.table import describe_placement
 

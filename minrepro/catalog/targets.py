@@ -1,0 +1,119 @@
+"""A user's script where a catalog case id is accepted (`check`, `run`, `bisect`, `report`): it becomes an ad-hoc
+case whose expected failure is its own failure in the reference environment (the version set its PEP 723 pins
+name, else `--python`), so the same judging, bisection and drafting apply to it as to a catalog case."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from pathlib import Path
+
+from ..dirs import cache
+from ..errors import MinreproError
+from ..harness.runner import RunResult, run_script
+from .manifest import LIBRARIES, MAX_CODE_LINES, Case, Catalog, script_metadata, script_pins
+from ..reducers.source import code_lines, imported_modules
+
+
+def is_script(arg: str) -> bool:
+    return arg.endswith(".py") or Path(arg).is_file()
+
+
+def read_source(path: Path) -> str:
+    if not path.is_file():
+        raise MinreproError(f"no such script: {path}")
+    source = path.read_text(encoding="utf-8")
+    try:
+        compile(source, str(path), "exec")
+    except SyntaxError as exc:
+        raise MinreproError(f"{path} is not valid Python: {exc.msg} (line {exc.lineno})") from None
+    return source
+
+
+def pinned_set(catalog: Catalog, path: Path) -> str | None:
+    """The version set whose pins the script's PEP 723 block lists exactly (for the libraries it pins)."""
+    pins = script_pins(read_source(path))
+    if not pins:
+        return None
+    for name, vset in catalog.sets.items():
+        set_pins = vset.pins()
+        if all(set_pins.get(dist) == version for dist, version in pins.items() if dist in set_pins):
+            if any(dist in set_pins for dist in pins):
+                return name
+    return None
+
+
+def headline_regex(raw_headline: str) -> str:
+    """The failure's final line as a regex: literal, with numbers free (a key or a size may move between runs)."""
+    return re.sub(r"\d+", r"\\d+", re.escape(raw_headline.split("\n", 1)[0]))
+
+
+def script_case(path: Path, reference: RunResult, reference_set: str | None) -> Case:
+    """The script as a case: it is expected to fail as it did in the reference environment."""
+    if reference.signature is None:
+        raise MinreproError(f"{path} passes in its reference environment: there is no failure to check or bisect")
+    owner = reference.signature.owner
+    return Case(id=path.stem, script=path.resolve(), family="your script", device="cpu",
+                signature=headline_regex(reference.raw_headline), outcomes={reference_set: "fail"} if reference_set else {},
+                fixed_in=(), upstream=(), owner=str(owner) if owner else None)
+
+
+def reference_run(path: Path, python: str, timeout: float) -> RunResult:
+    return run_script(path, python=python, timeout=timeout)
+
+
+def results_home(path: Path) -> Path:
+    """Where `check SCRIPT --set ...` records its runs by default (and `report SCRIPT` reads them): the cache."""
+    digest = hashlib.sha1(str(path.resolve()).encode()).hexdigest()[:10]
+    return cache("results", f"{path.stem}-{digest}")
+
+
+def static_problems(path: Path) -> list[str]:
+    """The catalog's rules for a hand-over script: line limit, imports, a PEP 723 block that pins what it uses."""
+    import sys
+
+    source = read_source(path)
+    problems = []
+    if code_lines(source) > MAX_CODE_LINES:
+        problems.append(f"{code_lines(source)} code lines (limit {MAX_CODE_LINES})")
+    foreign = sorted(imported_modules(source) - LIBRARIES - set(sys.stdlib_module_names))
+    if foreign:
+        problems.append(f"imports outside torch/HF libraries/stdlib: {', '.join(foreign)}")
+    meta = script_metadata(source)
+    if meta is None:
+        return problems + ["no PEP 723 '# /// script' block (write one with --write-pins)"]
+    pins = script_pins(source)
+    unpinned = sorted((imported_modules(source) & LIBRARIES) - {"torch"} - set(pins))
+    if unpinned:
+        problems.append(f"imports {', '.join(unpinned)} without an exact pin")
+    return problems
+
+
+def with_pins(case: Case, versions: dict[str, str | None]) -> str:
+    """The script's text with a PEP 723 block pinning, from `versions`, the libraries it imports."""
+    from ..reduction.output import pep723
+
+    source = read_source(case.script)
+    body = re.sub(r"(?ms)^# /// script\n.*?^# ///\n", "", source, count=1)
+    return pep723(body, versions) + body
+
+
+def resolve(catalog: Catalog, names: list[str], python: str | None, timeout: float,
+            note=lambda _: None) -> list[tuple[Case, str | None]]:
+    """(case, the python it was judged against) for each name: a catalog id as it is, a script as an ad-hoc case
+    whose reference failure is its run in the env of its pinned set, else under `python` (or this interpreter)."""
+    from ..envs.venvs import set_env
+    from ..harness.runner import resolve_python
+
+    out = []
+    for name in names:
+        if not is_script(name):
+            out.append((catalog.select([name])[0], None))
+            continue
+        path = Path(name)
+        read_source(path)
+        where = pinned_set(catalog, path) if python is None else None
+        reference = str(set_env(catalog, where, note=note)) if where else resolve_python(python)
+        note(f"{path.name}: reference run under {reference}" + (f" (its pins are the {where} set)" if where else ""))
+        out.append((script_case(path, reference_run(path, reference, timeout), where), reference))
+    return out
