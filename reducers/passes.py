@@ -466,12 +466,15 @@ def resolve_recorded_values(problem: Problem) -> None:
         return
     found = problem.first_interesting([_with_values(problem.current, {k: values[k] for k in present})])
     if found is not None:
-        problem.accept(_with_values(problem.current, {k: values[k] for k in present}))
+        _accept_values(problem, {k: values[k] for k in present})
         return
     for key in present:
-        candidate = _with_values(problem.current, {key: values[key]})
-        if problem.first_interesting([candidate]) is not None:
-            problem.accept(candidate)
+        if problem.first_interesting([_with_values(problem.current, {key: values[key]})]) is not None:
+            _accept_values(problem, {key: values[key]})
+
+
+def _accept_values(problem: Problem, values: dict[str, str]) -> None:
+    problem.accept(_with_values(problem.current, values))
 
 
 def _key(node: ast.Attribute) -> str | None:
@@ -494,13 +497,19 @@ def drop_all_dead_definitions(problem: Problem) -> None:
     while True:
         tree = ast.parse(problem.current)
         loaded = _names_loaded(tree)
-        body = [s for s in tree.body if not (_defined_names(s) and not _defined_names(s) & loaded)]
+        body = [s for s in tree.body if not (_defined_names(s) and not _defined_names(s) & loaded) and not _no_op(s)]
         if len(body) == len(tree.body):
             return
         candidate = _module(body)
         if problem.first_interesting([candidate]) is None:
             return
         problem.accept(candidate)
+
+
+def _no_op(stmt: ast.stmt) -> bool:
+    """`path = path`: what reductions leave of a rebinding (`path = normalize(path)` with the call unwrapped)."""
+    return (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name)
+            and isinstance(stmt.value, ast.Name) and stmt.value.id == stmt.targets[0].id)
 
 
 # --- the registry ------------------------------------------------------------------------------------
@@ -533,10 +542,12 @@ def greedy(generate: Generator) -> Pass:
 # What a run showed first (the biggest cuts, in one candidate each), then structure (cheap, big steps), then
 # statements, then definitions and details.
 PASSES: list[Pass] = [
-    slice_to_failure,
-    resolve_recorded_values,
-    drop_all_dead_definitions,
+    # `main()` under a guard hides the failing statement from the slice: unwrap and inline it first
     greedy(unwrap_main_guard),
+    greedy(inline_functions),
+    resolve_recorded_values,  # before the slice: the parser and config objects then fall off it
+    slice_to_failure,
+    drop_all_dead_definitions,
     greedy(unwrap_raise),
     greedy(unwrap_try),
     greedy(unwrap_with),
@@ -544,6 +555,7 @@ PASSES: list[Pass] = [
     greedy(unwrap_conditional_expressions),
     greedy(unroll_loops),
     delete_statements,
+    drop_all_dead_definitions,  # what the deleted statements read is dead now: one run, not one per name
     greedy(unwrap_calls),
     greedy(inline_functions),
     greedy(remove_dead_definitions),
@@ -553,6 +565,7 @@ PASSES: list[Pass] = [
     greedy(drop_dict_entries),
     greedy(simplify_constants),
     greedy(fold_constants),
+    drop_all_dead_definitions,
 ]
 
 FINAL_PASSES: list[Pass] = [delete_lines]

@@ -58,7 +58,13 @@ class Problem:
         # What a run of the current program showed, as plain data (the driver measures it; see `Facts`):
         # "failing_statement" (the top-level statement the failure went through, as unparsed), "values"
         # ({"args.steps": "3"}: reads that always had that literal value), "heavy" (slow top-level statements).
-        self.facts: dict = {}
+        self.measure: Facts | None = None
+
+    @property
+    def facts(self) -> dict:
+        """What a run of the current program showed (measured when first asked after a change; the driver caches
+        its measurements by program, so asking twice costs nothing)."""
+        return self.measure(self.current) if self.measure else {}
 
     def order(self, candidates: Iterable[str]) -> list[str]:
         """Unique candidates in a seeded order that depends only on (seed, current source)."""
@@ -108,7 +114,7 @@ def reduce_source(source: str, test_many: TestMany, passes: Sequence[Callable[[P
     problem = Problem(normalize(source), test_many, jobs, seed, on_accept, freeze_check_data)
     for _ in range(MAX_ROUNDS):
         before = problem.current
-        problem.facts = facts(problem.current) if facts else {}
+        problem.measure = facts
         for reduction in [*passes, *final_passes]:
             on_pass(reduction.__name__)
             reduction(problem)

@@ -15,6 +15,7 @@ import importlib
 import json
 import os
 import tempfile
+import time
 import select
 import signal
 import sys
@@ -178,7 +179,9 @@ def _snapshot(job, jobs):
     namespace = {"__name__": "__main__", "__file__": job["script"], "__builtins__": __builtins__}
     prefix_report = os.path.join(scratch, "prefix.json")
     _bootstrap.prepare(job["script"], job["args"], job.get("path0"))
+    began = time.monotonic()
     failed = _bootstrap.guarded(lambda: exec(prefix, namespace), prefix_report)
+    prefix_seconds = time.monotonic() - began
     with open(prefix_report, encoding="utf-8") as fh:
         if json.load(fh).get("system_exit"):
             failed = failed or -1  # the prefix exited: so does every candidate sharing it (replayed below)
@@ -196,6 +199,11 @@ def _snapshot(job, jobs):
             code = 70
             try:
                 _redirect(suffix_job)
+                # a candidate's cost includes the prefix it skipped: the reducer's time budget must see it (else a
+                # change that makes the prefix 10x slower passes as cheap, and the result is slow cold)
+                if suffix_job["report"] != job["report"]:  # the job that built the snapshot has paid it already
+                    with open(os.path.join(os.path.dirname(suffix_job["report"]), "prefix_seconds"), "w") as fh:
+                        fh.write(repr(prefix_seconds))
                 if failed:  # the prefix raised: so does every candidate that shares it, at the same place
                     with open(os.path.join(scratch, "prefix.err"), encoding="utf-8", errors="replace") as fh:
                         sys.stderr.write(fh.read())

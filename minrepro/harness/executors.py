@@ -89,7 +89,9 @@ class _Job:
         timed_out = self.usr1_at is not None
         report = read_report(self.workdir / "report.json")
         sig, headline = classify_run(code, err, report, timed_out, timeout)
-        return RunResult(code, out, err, time.monotonic() - self.started, sig, headline, (), script_lines(report))
+        skipped = self.workdir / "prefix_seconds"  # served from a prefix snapshot: the prefix's cost counts too
+        extra = float(skipped.read_text()) if skipped.is_file() else 0.0
+        return RunResult(code, out, err, time.monotonic() - self.started + extra, sig, headline, (), script_lines(report))
 
     def expire(self, now: float, timeout: float) -> None:
         """Past the deadline: ask for a stack dump, then kill the child's whole group."""

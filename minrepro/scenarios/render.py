@@ -107,13 +107,39 @@ def _gemma4_lines(s: Scenario) -> list[str]:
         load.append(f"max_memory={s.placement.max_memory!r}")
     if s.placement.offload_folder:
         load.append('offload_folder=tempfile.mkdtemp()')
+    # inputs on the execution device, as users put them: an offloaded embedding's weight is on meta
+    ids = f"ids = torch.tensor([[2, 3, 4, 5]], device={_input_device(s)})"
+    if s.action == "placement":
+        lines += [ids, *_reference_lines(s, quantized)]
+    if "files" in s.checks:
+        lines += FILES_BEFORE
     lines += _machine_lines(s)
     lines.append(f"base = Gemma4ForConditionalGeneration.from_pretrained({', '.join(load)})")
     lines += _peft_lines(s)
-    # inputs on the execution device, as users put them: an offloaded embedding's weight is on meta
-    lines.append(f"ids = torch.tensor([[2, 3, 4, 5]], device={'0' if s.uses_gpu else repr('cpu')})")
-    lines += ACTION_LINES[s.action]
+    if s.action != "placement":
+        lines.append(ids)
+    lines += [line.replace("TOLERANCE", repr(s.tolerance)) for line in ACTION_LINES[s.action]]
+    if "files" in s.checks:
+        lines += FILES_AFTER
     return lines
+
+
+def _input_device(s: Scenario) -> str:
+    if s.uses_gpu:
+        return "0"
+    return "'cuda' if torch.cuda.is_available() else 'cpu'" if s.inferred_map else repr("cpu")
+
+
+def _reference_lines(s: Scenario, quantized: bool) -> list[str]:
+    """Placement invariance: the same checkpoint and adapter on one device (no split, no offload), logits kept."""
+    whole = "{'': 0}" if s.uses_gpu or s.inferred_map else "'cpu'"
+    quant = ", quantization_config=quant" if quantized else ""
+    return [f"reference = Gemma4ForConditionalGeneration.from_pretrained(root + '/base', device_map={whole}, dtype=torch.bfloat16{quant})",
+            "reference = PeftModel.from_pretrained(reference, root + '/adapter')",
+            "quantized = lambda m: sum(type(x).__name__ in ('Linear4bit', 'Linear8bitLt') for x in m.modules())",
+            "with torch.no_grad():",
+            "    expected, expected_quantized = reference(input_ids=ids).logits.float().cpu(), quantized(reference)",
+            "del reference"]
 
 
 def _machine_lines(s: Scenario) -> list[str]:
@@ -135,7 +161,8 @@ def _machine_lines(s: Scenario) -> list[str]:
 
 def _peft_lines(s: Scenario) -> list[str]:
     device, scale = ("cuda" if s.uses_gpu else "cpu"), scale_of(s)
-    kwargs = ", ".join(f"{k}={_kwarg(v, device, scale)}" for k, v in sorted(s.peft.kwargs.items()))
+    given = {**s.peft.kwargs, **({"is_trainable": True} if s.action == "train_step" else {})}  # frozen adapters: no grad
+    kwargs = ", ".join(f"{k}={_kwarg(v, device, scale)}" for k, v in sorted(given.items()))
     if s.peft.call == "from_pretrained":
         return [f'model = PeftModel.from_pretrained(base, root + "/adapter"{", " + kwargs if kwargs else ""})']
     if s.peft.call == "get_peft_model":
@@ -157,6 +184,14 @@ def _kwarg(value: Any, device: str, scale: str | None) -> str:
     return repr(value)
 
 
+# Checkpoint immutability: every file of the base and adapter checkpoints hashed before the load, again at the end.
+FILES_BEFORE = ["import hashlib, pathlib",
+                "digest = lambda: {p: hashlib.sha1(p.read_bytes()).hexdigest() for p in sorted(pathlib.Path(root).rglob('*')) if p.is_file() and p.name != '.build-lock'}",
+                "files_before = digest()"]
+FILES_AFTER = ["changed = sorted(p.name for p, h in digest().items() if files_before.get(p) != h)",
+               'assert not changed, f"loading rewrote the checkpoint: {changed}"',
+               'print("checkpoint files unchanged")']
+
 ACTION_LINES = {
     "forward": ["print(model(input_ids=ids).logits.shape)"],
     "generate": ["print(model.generate(input_ids=ids, max_new_tokens=3, do_sample=False))"],
@@ -170,8 +205,30 @@ ACTION_LINES = {
                "    adapter_out = model(input_ids=ids).logits.float()",
                "    merged_out = model.merge_and_unload(**option)(input_ids=ids).logits.float()",
                "error = ((merged_out - adapter_out).norm() / adapter_out.norm()).item()",
-               'assert error < 0.05, f"merge into 4-bit diverges from the adapter output: relative error {error:.3f}"',
+               'assert error < TOLERANCE, f"merge into 4-bit diverges from the adapter output: relative error {error:.3f}"',
                'print("merged output matches the adapter")'],
+    "forward_labels": ["print(model(input_ids=ids, labels=ids).loss)"],
+    "train_step": ["model.train()",
+                   "model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={'use_reentrant': False})",
+                   "loss = model(input_ids=ids, labels=ids).loss",
+                   "loss.backward()",
+                   "print('loss', loss.item())"],
+    # adapter round trip: what save_pretrained writes must be the adapter that was loaded
+    "save_load": ["from safetensors.torch import load_file",
+                  "saved = tempfile.mkdtemp()",
+                  "model.save_pretrained(saved)",
+                  "before, after = (load_file(d + '/adapter_model.safetensors') for d in (root + '/adapter', saved))",
+                  "differ = sorted(k for k in before if k not in after or not torch.equal(before[k], after[k].to(before[k].device)))",
+                  'assert not differ, f"save_pretrained wrote another adapter: {len(differ)} tensors differ"',
+                  "print('adapter round trip ok')"],
+    # placement invariance against `_reference_lines`, where both loads quantized the same layers
+    "placement": ["with torch.no_grad():",
+                  "    out = model(input_ids=ids).logits",
+                  'assert out.device == ids.device, f"logits on {out.device.type}, input on {ids.device.type}"',
+                  "if quantized(model) == expected_quantized:",
+                  "    error = ((out.float().cpu() - expected).norm() / expected.norm()).item()",
+                  '    assert error < TOLERANCE, f"placement changes the logits: relative error {error:.3f}"',
+                  "print('placement keeps the logits', quantized(model), expected_quantized)"],
 }
 
 

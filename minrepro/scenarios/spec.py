@@ -37,7 +37,10 @@ AUDIO = {"e2b": dict(hidden_size=1024, num_hidden_layers=12, num_attention_heads
 SEEDS_INNER_LINEAR = (r".*language_model.*\.(q_proj|k_proj|v_proj|o_proj|gate_proj|up_proj|down_proj)"
                       r"|.*(vision_tower|audio_tower).*\.(q_proj|k_proj|v_proj|o_proj)\.linear")
 BROAD_TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
-ACTIONS = ("forward", "generate", "merge", "dequantize_merge", "parity")
+ACTIONS = ("forward", "generate", "merge", "dequantize_merge", "parity", "forward_labels", "train_step", "save_load",
+           "placement")
+AUTO_MAPS = ("auto", "balanced", "sequential")  # device_map strings for which accelerate infers the map itself
+CHECKS = ("files",)  # oracles a rendering can add around any action: "files" = the checkpoint is never rewritten
 TOYS = ("linear4bit_dispatch", "clippable_wrapper", "shared_kv")
 
 
@@ -99,6 +102,8 @@ class Scenario:
     peft: PeftCallSpec = field(default_factory=PeftCallSpec)
     action: str = "generate"
     machine: MachineSpec | None = None
+    checks: tuple[str, ...] = ()       # of CHECKS
+    tolerance: float = 0.05            # relative logits error the parity and placement checks allow
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))
@@ -109,7 +114,8 @@ class Scenario:
         return cls(raw["name"], ModelSpec(**{**raw["model"], "towers": tuple(raw["model"]["towers"])}),
                    QuantSpec(**raw["quant"]) if raw["quant"] else None, PlacementSpec(**raw["placement"]),
                    AdapterSpec(**raw["adapter"]), PeftCallSpec(**raw["peft"]), raw["action"],
-                   MachineSpec(**raw["machine"]) if raw.get("machine") else None)
+                   MachineSpec(**raw["machine"]) if raw.get("machine") else None, tuple(raw.get("checks", ())),
+                   raw.get("tolerance", 0.05))
 
     @property
     def uses_gpu(self) -> bool:
@@ -117,6 +123,11 @@ class Scenario:
         placement = self.placement.device_map
         values = placement.values() if isinstance(placement, dict) else [placement]
         return any(isinstance(v, int) or str(v).startswith("cuda") for v in values)
+
+    @property
+    def inferred_map(self) -> bool:
+        """Whether accelerate infers the base map ("auto"): the execution device is then the box's."""
+        return isinstance(self.placement.device_map, str) and self.placement.device_map in AUTO_MAPS
 
 
 def _device_keys(mapping: dict[str, Any]) -> dict[Any, Any]:
