@@ -11,9 +11,9 @@ from typing import Sequence
 from .. import __version__
 from ..errors import MinreproError
 from ..reduction.driver import Interrupted
-from . import catalog, envs, reduce, reports, scenarios
+from . import catalog, envs, explore, reduce, reports, scenarios
 
-GROUPS = (catalog, reduce, envs, scenarios, reports)
+GROUPS = (catalog, reduce, envs, scenarios, explore, reports)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -42,10 +42,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except OSError as exc:  # a full disk or a vanished directory: say so in a line; state written so far is kept
         print(f"minrepro: error: {exc}", file=sys.stderr)
         return 1
-
-
-if __name__ == "__main__":
-    sys.exit(main())
 
 
 if __name__ == "__main__":

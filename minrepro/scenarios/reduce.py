@@ -58,7 +58,13 @@ def reduce_scenario(preset: str, scale: str, device: str, opts: ReduceOptions, k
     available = presets(device, scale)
     if preset not in available:
         raise MinreproError(f"unknown scenario preset {preset!r} for {device} at {scale} (known: {', '.join(available)})")
-    spec = available[preset]
+    return reduce_spec(available[preset], preset, scale, device, opts, keep_steps, log)
+
+
+def reduce_spec(spec: Scenario, label: str, scale: str, device: str, opts: ReduceOptions, keep_steps: bool,
+                log: Callable[[str], None] = lambda _: None) -> tuple[ScenarioTrip, ReduceSummary]:
+    """Reduce from any spec (a preset, a spec file, a finding of `explore`): spec passes, then the script."""
+    preset = label
     workdir = (opts.workdir or cache("reductions", f"scenario-{preset}-{scale}-{device}")).resolve()
     (workdir / "candidates").mkdir(parents=True, exist_ok=True)
     python = resolve_python(opts.python)

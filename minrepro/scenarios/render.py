@@ -206,7 +206,7 @@ ACTION_LINES = {
                "    merged_out = model.merge_and_unload(**option)(input_ids=ids).logits.float()",
                "error = ((merged_out - adapter_out).norm() / adapter_out.norm()).item()",
                'assert error < TOLERANCE, f"merge into 4-bit diverges from the adapter output: relative error {error:.3f}"',
-               'print("merged output matches the adapter")'],
+               'print(f"merged output matches the adapter: relative error {error:.6f}")'],
     "forward_labels": ["print(model(input_ids=ids, labels=ids).loss)"],
     "train_step": ["model.train()",
                    "model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={'use_reentrant': False})",
@@ -228,7 +228,8 @@ ACTION_LINES = {
                   "if quantized(model) == expected_quantized:",
                   "    error = ((out.float().cpu() - expected).norm() / expected.norm()).item()",
                   '    assert error < TOLERANCE, f"placement changes the logits: relative error {error:.3f}"',
-                  "print('placement keeps the logits', quantized(model), expected_quantized)"],
+                  '    print(f"placement keeps the logits: relative error {error:.6f}")',
+                  "print('quantized layers: split', quantized(model), 'one device', expected_quantized)"],
 }
 
 

@@ -25,12 +25,12 @@ def digest(source: str) -> str:
     return hashlib.sha1(source.encode()).hexdigest()[:16]
 
 
-def run_rendered(source: str, directory: Path, python: str, timeout: float) -> RunResult:
+def run_rendered(source: str, directory: Path, python: str, timeout: float, env: dict[str, str] | None = None) -> RunResult:
     """Write one rendered scenario under its content hash and run it, traced (the checkpoint cache is whatever
-    MINREPRO_SCENARIO_CACHE says in this process)."""
+    MINREPRO_SCENARIO_CACHE says in this process; `env` adds variables, e.g. which GPUs it sees)."""
     path = directory / f"{digest(source)}.py"
     path.write_text(source, encoding="utf-8")
-    return run_script(path, python=python, timeout=timeout, trace=True)
+    return run_script(path, python=python, timeout=timeout, trace=True, env=env)
 
 
 def prebuild(spec: Scenario, directory: Path, python: str) -> float:

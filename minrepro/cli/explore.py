@@ -1,0 +1,124 @@
+"""`minrepro explore`: search scenario specs for failures, classify them against the catalog, reduce the new ones."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+from dataclasses import replace
+from pathlib import Path
+
+from ..catalog.manifest import Case, check_case, load_catalog
+from ..dirs import cache
+from ..errors import MinreproError
+from ..harness.probe import probe
+from ..harness.signature import Signature
+from ..harness.runner import resolve_python, run_script
+from .common import progress as _progress
+
+
+def cmd_explore(args: argparse.Namespace) -> int:
+    from ..scenarios import explore as ex
+
+    if args.jobs < 1 or args.gpus < 1 or args.seconds <= 0:
+        raise MinreproError("--jobs and --gpus must be at least 1, --seconds positive")
+    if args.device == "cpu" and args.gpus > 1:
+        raise MinreproError("--gpus needs --device cuda")
+    python = resolve_python(args.python)
+    env = probe(python)
+    catalog = load_catalog(args.manifest)
+    set_name = catalog.detect_set(env.versions) or "custom"
+    if args.device == "cuda" and not env.gpu:
+        raise MinreproError(f"--device cuda, but {python} sees no GPU")
+    workdir = Path(args.workdir) if args.workdir else cache("explore", f"{args.device}-{args.scale}-{set_name}-seed{args.seed}")
+    opts = ex.ExploreOptions(python=python, device=args.device, scale=args.scale, gpus=args.gpus, seconds=args.seconds,
+                             jobs=args.jobs, timeout=args.timeout, seed=args.seed, max_examples=args.max_examples,
+                             workdir=workdir)
+    _progress(f"exploring {args.device}/{args.scale} on {set_name} for {args.seconds:.0f} s, {args.jobs} at a time "
+              f"(state in {workdir}; run again to resume)")
+    state = ex.explore(opts, catalog, _progress)
+    results = Path(args.results or f".minrepro/results/explore/{args.device}-{args.scale}-{set_name}")
+    results.mkdir(parents=True, exist_ok=True)
+    reductions = {}
+    new = [(key, runs) for key, runs in state.groups().items() if not runs[0].known]
+    for key, runs in new[: args.reduce]:
+        reductions[key] = _reduce_finding(key, ex.smallest(runs), opts, catalog, results, args)
+    doc = ex.report_doc(state, opts, env.versions, reductions)
+    doc["set"] = set_name
+    (results / "report.json").write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
+    (results / "report.md").write_text(ex.report_markdown(doc), encoding="utf-8")
+    print(ex.report_markdown(doc))
+    print(f"report: {results / 'report.md'}")
+    return 0
+
+
+def _reduce_finding(key: str, witness, opts, catalog, results: Path, args: argparse.Namespace) -> dict:
+    """Reduce one new finding (spec passes, then the guarded script reducer) into a candidate catalog case:
+    the reduced script, its minimal spec, a manifest entry with outcomes measured on every set env at hand, and
+    the catalog's own checks of it."""
+    from ..reduction.driver import ReduceOptions
+    from ..scenarios import explore as ex
+    from ..scenarios.reduce import reduce_spec, steps_file_of
+    from ..scenarios.spec import Scenario
+
+    name = ex.slug(key)
+    folder = results / "candidates"
+    folder.mkdir(exist_ok=True)
+    spec = Scenario.from_json(json.dumps(witness.spec))
+    (folder / f"{name}.spec.json").write_text(spec.to_json() + "\n", encoding="utf-8")
+    out = folder / f"{name}.min.py"
+    _progress(f"reducing new finding {key}")
+    try:
+        trip, summary = reduce_spec(spec, f"explore-{name}", opts.scale, opts.device,
+                                    ReduceOptions(script=Path("-"), out=out, python=opts.python, jobs=opts.jobs,
+                                                  timeout=opts.timeout, workdir=opts.workdir / "reductions" / name),
+                                    keep_steps=True, log=_progress)
+    except MinreproError as exc:  # a finding that does not reduce is still a finding: say why in the report
+        return {"error": f"not reduced: {exc}", "spec": str(folder / f"{name}.spec.json")}
+    headline = witness.headline
+    outcomes = _outcomes(out, headline, catalog, opts.timeout)
+    case = Case(id=name, script=out, family="?", device=opts.device, signature=re.escape(headline[:120]),
+                outcomes={"pinned": "pass", "newest": "pass", **outcomes}, fixed_in=(), upstream=())
+    sig = Signature.from_dict(witness.signature)
+    owner = str(sig.owner) if sig.raised_by == "library" and sig.owner else None
+    case = replace(case, owner=owner)
+    entry = ex.candidate_entry(name, out, opts.device, headline, owner, outcomes)
+    (folder / f"{name}.case.toml").write_text(entry, encoding="utf-8")
+    return {"script": str(out), "lines": summary.output_lines, "spec": str(folder / f"{name}.spec.json"),
+            "steps": str(steps_file_of(out.resolve())), "spec_steps": [n for n, _, _ in trip.steps[1:]],
+            "guard": summary.guard, "outcomes": outcomes, "catalog_checks": check_case(case, catalog) or "ok",
+            "replay": f"minrepro scenario render --spec {folder / f'{name}.spec.json'} > replay.py && "
+                      f"minrepro check replay.py --set {next(iter(outcomes), 'pinned')}"}
+
+
+def _outcomes(script: Path, headline: str, catalog, timeout: float) -> dict[str, str]:
+    """fail / fail-other / pass of the reduced script on each version set whose env exists in the cache."""
+    found = {}
+    for name in catalog.sets:
+        python = cache("envs", name, "bin", "python")
+        if not python.is_file():
+            continue
+        run = run_script(script, python=str(python), timeout=timeout)
+        same = run.signature is not None and run.raw_headline.split("\n", 1)[0] == headline
+        found[name] = "fail" if same else ("fail-other" if run.signature else "pass")
+    return found
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    explore = sub.add_parser("explore", help="search scenario specs for unreported failures; reduce the new ones",
+                             description=__doc__)
+    explore.add_argument("--python", help="interpreter whose environment runs the scenarios (default: this one)")
+    explore.add_argument("--device", default="cpu", choices=["cpu", "cuda"], help="placements over this box's devices")
+    explore.add_argument("--scale", default="tiny", choices=["tiny", "e2b", "e4b"], help="model dimensions")
+    explore.add_argument("--gpus", type=int, default=1, help="GPUs to use: runs are spread over them and maps may "
+                         "name each (cuda:0 / cuda:1 / cpu / disk)")
+    explore.add_argument("--seconds", type=float, default=600, help="search time budget (reductions come after)")
+    explore.add_argument("--jobs", type=int, default=1, help="scenarios run side by side (per example)")
+    explore.add_argument("--timeout", type=float, default=120, help="seconds per scenario run")
+    explore.add_argument("--seed", type=int, default=0, help="hypothesis seed (same seed and workdir: resume)")
+    explore.add_argument("--max-examples", type=int, default=10_000, help="hypothesis examples at most")
+    explore.add_argument("--reduce", type=int, default=3, help="reduce at most this many new findings (0: none)")
+    explore.add_argument("--workdir", help="state: runs, hypothesis database, calibration (default: in the cache)")
+    explore.add_argument("--results", help="where report.md/json and candidate cases go "
+                         "(default: .minrepro/results/explore/DEVICE-SCALE-SET)")
+    explore.set_defaults(func=cmd_explore)

@@ -1,0 +1,311 @@
+"""`minrepro explore`: search the scenario space for failures nobody has reported, classify each against the
+catalog, reduce the new ones.
+
+Hypothesis generates the specs (`strategies.scenarios`), `jobs` per example so that they run side by side, and is
+steered by `target()` toward the branches the presets missed: quantized weights under PEFT's offload hooks, maps
+over many devices. Every run is one rendered script, traced; what it ended with is judged by the oracles:
+
+  library error   an exception whose raising frame is in a library (type, message and owner: its signature)
+  crash           a signal, CUDA error, OOM or timeout
+  placement       logits of a split/offloaded load differ from a one-device load of the same checkpoint
+                  (beyond a tolerance calibrated on an unquantized control), or come back on another device
+  merge           merged output differs from the adapter's (same calibration)
+  files           loading rewrote the checkpoint on disk
+  round-trip      save_pretrained wrote another adapter than the one loaded
+
+A failure is *known* when a catalog case's signature regex matches its final line and the case's owner is one of
+its library frames; otherwise it is new, grouped by signature, and (with `reduce`) reduced by the scenario passes
+and the differential script reducer into a candidate catalog case. Runs are cached by rendering, and hypothesis'
+database keeps its targeted examples: a second run with the same seed and workdir resumes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Callable
+
+from ..catalog.manifest import Catalog
+from ..harness.runner import RunResult
+from ..harness.signature import Signature
+from .render import render
+from .spec import PlacementSpec, Scenario, scaled
+from .table import digest, placement, peft_dispatch, prebuild, run_rendered
+
+# Oracle violations are assertions the rendering adds; their messages say which oracle spoke.
+ORACLES = {"placement": r"placement changes the logits|^AssertionError: logits on",
+           "merge": r"merge into 4-bit diverges", "files": r"rewrote the base checkpoint",
+           "round-trip": r"save_pretrained wrote another adapter"}
+CRASH_KINDS = ("signal", "timeout", "cuda-error", "oom", "exit")
+TOLERANCE_FLOOR, TOLERANCE_FACTOR = 0.05, 3.0
+
+
+def oracle_of(sig: Signature | None, headline: str) -> str | None:
+    """Which oracle a run's end falls under (None: it passed, or failed in a way no oracle claims)."""
+    if sig is None:
+        return None
+    if sig.kind in CRASH_KINDS:
+        return "crash"
+    if sig.raised_by == "script" and sig.type == "AssertionError":
+        return next((name for name, rx in ORACLES.items() if re.search(rx, headline)), None)
+    return "library error" if sig.raised_by == "library" else None
+
+
+def known_case(sig: Signature, headline: str, catalog: Catalog) -> str | None:
+    """The catalog case this failure is, by signature regex and owner (an owner among its library frames)."""
+    frames = {str(f) for f in sig.frames} | {str(f.plain()) for f in sig.frames}
+    for case in catalog.cases:
+        if re.search(case.signature, headline) and (case.owner is None or case.owner in frames):
+            return case.id
+    return None
+
+
+def group_key(sig: Signature) -> str:
+    """Findings group by signature origin: type, message, owner, raiser (call paths above it may differ)."""
+    return f"{sig.type}: {sig.message} @ {sig.owner} ({sig.raised_by})"
+
+
+@dataclass
+class Run:
+    spec: dict
+    digest: str
+    oracle: str | None
+    headline: str
+    signature: dict | None
+    known: str | None
+    seconds: float
+    peft_map: dict[str, int]
+    offloaded_quantized: int
+    base_map: dict[str, int]
+
+    @property
+    def finding(self) -> bool:
+        return self.oracle is not None
+
+
+def summarize(spec: Scenario, result: RunResult, catalog: Catalog) -> Run:
+    sig = result.signature
+    headline = result.raw_headline.split("\n", 1)[0]
+    calls = placement(result.trace)
+    peft = peft_dispatch(calls) or {}
+    oracle = oracle_of(sig, headline)
+    return Run(json.loads(spec.to_json()), digest(render(spec)), oracle, headline if sig else "pass",
+               sig.to_dict() if sig else None, known_case(sig, headline, catalog) if oracle else None,
+               round(result.seconds, 1), dict(peft.get("devices", {})), int(peft.get("offloaded_quantized_weights", 0) or 0),
+               dict(calls[0].get("devices", {})) if calls else {})
+
+
+@dataclass
+class ExploreOptions:
+    python: str
+    device: str = "cpu"
+    scale: str = "tiny"
+    gpus: int = 1
+    seconds: float = 600.0
+    jobs: int = 1
+    timeout: float = 120.0
+    seed: int = 0
+    max_examples: int = 10_000
+    workdir: Path = Path(".")
+
+
+@dataclass
+class Exploration:
+    runs: list[Run] = field(default_factory=list)
+    calibration: dict[str, Any] = field(default_factory=dict)
+    started: float = field(default_factory=time.monotonic)
+
+    def groups(self) -> dict[str, list[Run]]:
+        out: dict[str, list[Run]] = {}
+        for run in self.runs:
+            if run.finding:
+                out.setdefault(run.known or group_key(Signature.from_dict(run.signature)), []).append(run)
+        return out
+
+    def line(self) -> str:
+        findings = [r for r in self.runs if r.finding]
+        new = {group_key(Signature.from_dict(r.signature)) for r in findings if not r.known}
+        known = sorted({r.known for r in findings if r.known})
+        spilled = sum(r.offloaded_quantized > 0 for r in self.runs)
+        return (f"{len(self.runs)} runs, {len(findings)} failing: {len(new)} new signature(s), known "
+                f"{', '.join(known) or 'none'}; {spilled} put quantized weights under PEFT's offload hooks; "
+                f"{time.monotonic() - self.started:.0f} s")
+
+
+class RunCache:
+    """Runs by rendering digest, one JSON line each: what makes a stopped exploration resumable."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.known: dict[str, dict] = {}
+        if path.is_file():
+            for line in path.read_text(encoding="utf-8").splitlines():
+                record = json.loads(line)
+                self.known[record["digest"]] = record
+
+    def get(self, key: str) -> Run | None:
+        return Run(**self.known[key]) if key in self.known else None
+
+    def put(self, run: Run) -> None:
+        self.known[run.digest] = run.__dict__
+        with self.path.open("a", encoding="utf-8") as fh:
+            fh.write(json.dumps(run.__dict__) + "\n")
+
+
+def gpu_env(slot: int, gpus: int) -> dict[str, str] | None:
+    """Spread candidates over the GPUs: slot i sees every GPU, starting from GPU i (its cuda:0), so that the
+    cross-device maps (cuda:0 / cuda:1) stay possible while the load is shared."""
+    if gpus <= 1:
+        return None
+    order = [(slot + k) % gpus for k in range(gpus)]
+    return {"CUDA_VISIBLE_DEVICES": ",".join(map(str, order))}
+
+
+def calibrate(opts: ExploreOptions, run_one: Callable[[Scenario, int], RunResult]) -> dict[str, Any]:
+    """The tolerance for the logits oracles: an unquantized control's error for a split load (against the one-device
+    load) and for a merge (against the adapter), times TOLERANCE_FACTOR, never below TOLERANCE_FLOOR."""
+    home = 0 if opts.device == "cuda" else "cpu"
+    # a split every set loads: a text layer on cpu behind a GPU; on a CPU box the (tied, unquantized) lm_head on disk
+    split = {"": 0, "model.language_model.layers.1": "cpu"} if opts.device == "cuda" else {"": "cpu", "lm_head": "disk"}
+    controls = {"placement": Scenario("control-placement", quant=None, placement=PlacementSpec(split, offload_folder=True),
+                                      action="placement", tolerance=1e9),
+                "merge": Scenario("control-merge", quant=None, placement=PlacementSpec({"": home} if home == 0 else "cpu"),
+                                  action="parity", tolerance=1e9)}
+    measured = {}
+    for name, spec in controls.items():
+        result = run_one(scaled(spec, opts.scale), 0)
+        errors = re.findall(r"relative error ([0-9.e+-]+)", result.stdout)
+        measured[name] = {"error": float(errors[-1]) if errors else None, "headline": result.raw_headline.split("\n")[0]}
+    worst = max([m["error"] for m in measured.values() if m["error"] is not None] or [0.0])
+    return {"controls": measured, "tolerance": max(TOLERANCE_FLOOR, TOLERANCE_FACTOR * worst)}
+
+
+def explore(opts: ExploreOptions, catalog: Catalog, log: Callable[[str], None]) -> Exploration:
+    from hypothesis import HealthCheck, Phase, given, seed, settings, target
+    from hypothesis import strategies as st
+    from hypothesis.database import DirectoryBasedExampleDatabase
+
+    from .strategies import scenarios
+
+    opts.workdir.mkdir(parents=True, exist_ok=True)
+    (opts.workdir / "runs").mkdir(exist_ok=True)
+    cache = RunCache(opts.workdir / "runs.jsonl")
+    state = Exploration()
+    # tiny checkpoints are built by each run in its own scratch (the files oracle needs a checkpoint of its own);
+    # at release scale they are shared (an E2B build takes a minute)
+    if opts.scale == "tiny":
+        os.environ.pop("MINREPRO_SCENARIO_CACHE", None)
+
+    def run_one(spec: Scenario, slot: int) -> RunResult:
+        env = gpu_env(slot, opts.gpus)
+        prebuild(spec, opts.workdir / "runs", opts.python)
+        return run_rendered(render(spec), opts.workdir / "runs", opts.python, opts.timeout, env)
+
+    calibration_file = opts.workdir / "calibration.json"
+    if calibration_file.is_file():
+        state.calibration = json.loads(calibration_file.read_text(encoding="utf-8"))
+    else:
+        state.calibration = calibrate(opts, run_one)
+        calibration_file.write_text(json.dumps(state.calibration, indent=1) + "\n", encoding="utf-8")
+    tolerance = state.calibration["tolerance"]
+    log(f"calibration: {json.dumps(state.calibration['controls'])}; tolerance {tolerance:.3f}")
+
+    def judge(spec: Scenario, slot: int) -> Run:
+        key = digest(render(spec))
+        cached = cache.get(key)
+        if cached is not None:
+            return cached
+        run = summarize(spec, run_one(spec, slot), catalog)
+        cache.put(run)
+        return run
+
+    deadline = state.started + opts.seconds
+    strategy = scenarios(opts.device, opts.scale, opts.gpus).map(lambda s: replace(s, tolerance=tolerance))
+
+    @seed(opts.seed)
+    @settings(database=DirectoryBasedExampleDatabase(str(opts.workdir / "hypothesis")), max_examples=opts.max_examples,
+              deadline=None, suppress_health_check=list(HealthCheck), derandomize=False,
+              phases=[Phase.explicit, Phase.reuse, Phase.generate, Phase.target])
+    @given(st.data())
+    def search(data: st.DataObject) -> None:
+        batch = [data.draw(strategy) for _ in range(opts.jobs)]  # drawn always: hypothesis wants the same draws
+        if time.monotonic() > deadline:
+            return  # hypothesis keeps asking until max_examples; past the budget these cost nothing
+        with ThreadPoolExecutor(opts.jobs) as pool:
+            runs = list(pool.map(judge, batch, range(opts.jobs)))
+        state.runs.extend(runs)
+        # steer toward the branches presets missed: quantized weights under offload hooks, many devices
+        target(float(max(r.offloaded_quantized for r in runs)), label="quantized weights under PEFT offload hooks")
+        target(float(max(len(r.peft_map) + len(r.base_map) for r in runs)), label="devices in the maps")
+        log(state.line())
+
+    search()
+    return state
+
+
+# --- the report -----------------------------------------------------------------------------------------
+
+def smallest(runs: list[Run]) -> Run:
+    """The finding's simplest witness: the fewest rendered lines."""
+    return min(runs, key=lambda r: (len(render(Scenario.from_json(json.dumps(r.spec))).splitlines()), r.digest))
+
+
+def report_doc(state: Exploration, opts: ExploreOptions, versions: dict, reductions: dict[str, dict]) -> dict:
+    groups = []
+    for key, runs in state.groups().items():
+        witness = smallest(runs)
+        groups.append({"key": key, "known": witness.known, "oracle": witness.oracle, "count": len(runs),
+                       "headline": witness.headline, "witness": witness.__dict__,
+                       "reduction": reductions.get(key)})
+    groups.sort(key=lambda g: (g["known"] is not None, -g["count"]))
+    return {"device": opts.device, "scale": opts.scale, "gpus": opts.gpus, "seed": opts.seed, "jobs": opts.jobs,
+            "seconds": round(time.monotonic() - state.started), "versions": versions, "calibration": state.calibration,
+            "runs": len(state.runs), "passing": sum(not r.finding for r in state.runs),
+            "reached_offloaded_quantized": sum(r.offloaded_quantized > 0 for r in state.runs),
+            "by_oracle": _count(r.oracle or "pass" for r in state.runs), "groups": groups}
+
+
+def _count(items) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for item in items:
+        out[item] = out.get(item, 0) + 1
+    return out
+
+
+def report_markdown(doc: dict) -> str:
+    lines = [f"## explore: {doc['device']}, {doc['scale']}, {doc['gpus']} GPU(s), seed {doc['seed']}",
+             "", f"{doc['runs']} runs in {doc['seconds']} s; {doc['passing']} passed; "
+             f"{doc['reached_offloaded_quantized']} put quantized weights under PEFT's offload hooks. "
+             f"Versions: {', '.join(f'{k} {v}' for k, v in doc['versions'].items())}. Logits tolerance "
+             f"{doc['calibration'].get('tolerance', 0):.3f} (unquantized controls: "
+             + ", ".join(f"{k} {v['error']}" for k, v in doc['calibration'].get('controls', {}).items()) + ").",
+             "", "| oracle | finding | catalog | runs | reduced repro |", "|---|---|---|---|---|"]
+    for g in doc["groups"]:
+        red = g.get("reduction") or {}
+        cell = f"`{red['script']}` ({red['lines']} lines)" if red.get("script") else red.get("error", "")
+        lines.append(f"| {g['oracle']} | {g['headline'][:110].replace('|', '/')} | {g['known'] or '**new**'} | "
+                     f"{g['count']} | {cell} |")
+    return "\n".join(lines) + "\n"
+
+
+# --- new findings into candidate catalog cases ------------------------------------------------------------
+
+def slug(key: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", key.split(" @ ")[0].lower()).strip("-")[:48]
+
+
+def candidate_entry(case_id: str, script: Path, device: str, headline: str, owner: str | None,
+                    outcomes: dict[str, str]) -> str:
+    """The manifest entry a maintainer of the catalog would paste (family left to name)."""
+    lines = ["[[case]]", f'id = "{case_id}"', f'script = "{script.name}"', 'family = "?"', f'device = "{device}"',
+             f"signature = {json.dumps(re.escape(headline[:120]))}"]
+    if owner:
+        lines.append(f'owner = "{owner}"')
+    lines += [f'{name} = "{outcome}"' for name, outcome in outcomes.items()]
+    lines += ["fixed_in = []", "upstream = []", 'notes = "found by minrepro explore"']
+    return "\n".join(lines) + "\n"

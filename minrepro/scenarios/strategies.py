@@ -1,0 +1,112 @@
+"""Hypothesis strategies over scenario specs: what `minrepro explore` searches.
+
+The space is the one users wander through: towers, BitsAndBytesConfig fields (4-bit nf4/fp4, double quant,
+INT8, compute dtype, fp32 CPU offload), placement (whole-device, `device_map="auto"` under a `max_memory` budget,
+and dict maps that split at model, layer and sub-module level across the GPUs, cpu and disk), adapter rank and
+targets, the PEFT call and its redispatch kwargs (`max_memory`, `device_map`, `offload_dir`), and the action.
+Budgets are drawn from per-scale ladders (a tiny model is a few MB; E2B is GBs) so that they split the model
+rather than send it whole to one device: the blind spot that hid the seeds' primary failure.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import strategies as st
+
+from .spec import (ACTIONS, AUTO_MAPS, BROAD_TARGETS, SEEDS_INNER_LINEAR, AdapterSpec, ModelSpec, PeftCallSpec,
+                   PlacementSpec, QuantSpec, Scenario, scaled)
+
+# max_memory ladders per scale: from "nothing fits" to "everything fits" on each side
+BUDGET_LADDER = {"tiny": ["200KB", "1MB", "3MB", "8MB", "1GiB"], "e2b": ["1GiB", "3GiB", "6GiB", "12GiB", "100GiB"],
+                 "e4b": ["1GiB", "4GiB", "8GiB", "16GiB", "100GiB"]}
+TOWER_CHOICES = [(), ("vision",), ("audio",), ("vision", "audio")]
+# the seeds' regex twice as often: plain name lists also hit the audio tower's clipped linears (family D, known)
+TARGET_CHOICES: list[Any] = [SEEDS_INNER_LINEAR, SEEDS_INNER_LINEAR, ["q_proj", "v_proj"], ["o_proj", "down_proj"],
+                             BROAD_TARGETS]
+SUBMODULES = ["", ".self_attn", ".mlp", ".self_attn.q_proj", ".mlp.down_proj"]
+OTHER_MODULES = ["model.language_model.embed_tokens", "model.language_model.embed_tokens_per_layer",
+                 "model.language_model.norm", "lm_head"]
+
+
+def devices(device: str, gpus: int) -> list[Any]:
+    """Where a module may go: the GPUs (by index, as users write maps), cpu, disk."""
+    return [*range(gpus), "cpu", "disk"] if device == "cuda" else ["cpu", "disk"]
+
+
+def module_paths(towers: tuple[str, ...], layers: int) -> list[str]:
+    """Split points at model, layer and sub-module level (a tiny model's paths; scale keeps the names)."""
+    paths = [f"model.language_model.layers.{i}{sub}" for i in range(layers) for sub in SUBMODULES]
+    towers_paths = [f"model.{t}_tower" for t in towers] + [f"model.embed_{t}" for t in towers]
+    return towers_paths + OTHER_MODULES + paths
+
+
+@st.composite
+def quants(draw: st.DrawFn) -> QuantSpec | None:
+    kind = draw(st.sampled_from(["4bit", "4bit", "8bit", None]))
+    if kind is None:
+        return None
+    offload = draw(st.booleans())
+    if kind == "8bit":
+        return QuantSpec(load_in_4bit=False, load_in_8bit=True, double_quant=False, fp32_cpu_offload=offload)
+    return QuantSpec(quant_type=draw(st.sampled_from(["nf4", "fp4"])), double_quant=draw(st.booleans()),
+                     compute_dtype=draw(st.sampled_from(["bfloat16", "float16", "float32"])), fp32_cpu_offload=offload)
+
+
+def budgets(device: str, scale: str, gpus: int) -> st.SearchStrategy[dict[Any, str]]:
+    """A max_memory dict: one entry per GPU and one for cpu (on a CPU box: cpu only, never a second cpu key)."""
+    ladder = st.sampled_from(BUDGET_LADDER[scale])
+    keys = [*range(gpus), "cpu"] if device == "cuda" else ["cpu"]
+    return st.fixed_dictionaries({k: ladder for k in keys})
+
+
+@st.composite
+def placements(draw: st.DrawFn, device: str, scale: str, towers: tuple[str, ...], layers: int,
+               gpus: int) -> PlacementSpec:
+    home = draw(st.sampled_from([*range(gpus), "cpu"] if device == "cuda" else ["cpu"]))
+    shape = draw(st.sampled_from(["whole", "auto", "split", "split", "split"]))
+    if shape == "whole":
+        return PlacementSpec({"": home} if home != "cpu" else "cpu")
+    if shape == "auto":
+        return PlacementSpec(draw(st.sampled_from(AUTO_MAPS)), max_memory=draw(budgets(device, scale, gpus)),
+                             offload_folder=True)
+    moves = draw(st.dictionaries(st.sampled_from(module_paths(towers, layers)), st.sampled_from(devices(device, gpus)),
+                                 min_size=1, max_size=4))
+    device_map = {"": home, **moves}
+    return PlacementSpec(device_map, offload_folder="disk" in moves.values() or draw(st.booleans()))
+
+
+@st.composite
+def peft_calls(draw: st.DrawFn, device: str, scale: str, towers: tuple[str, ...], layers: int,
+               gpus: int) -> PeftCallSpec:
+    if draw(st.integers(0, 4)) == 0:
+        return PeftCallSpec("get_peft_model")
+    kwargs: dict[str, Any] = {}
+    if draw(st.booleans()):
+        kwargs["offload_dir"] = "OFFLOAD"
+    if draw(st.booleans()):  # PEFT's redispatch budget: what it infers the map from
+        kwargs["max_memory"] = draw(budgets(device, scale, gpus))
+    elif draw(st.integers(0, 3)) == 0:  # PEFT's own device_map, over the PeftModel's module names
+        moves = draw(st.dictionaries(st.sampled_from(module_paths(towers, layers)), st.sampled_from(devices(device, gpus)),
+                                     min_size=1, max_size=3))
+        home = 0 if device == "cuda" else "cpu"
+        kwargs["device_map"] = {"": home, **{f"base_model.model.{k}": v for k, v in moves.items()}}
+        kwargs["offload_dir"] = "OFFLOAD"
+    return PeftCallSpec("from_pretrained", kwargs)
+
+
+@st.composite
+def scenarios(draw: st.DrawFn, device: str, scale: str, gpus: int = 1) -> Scenario:
+    """One scenario spec on `device` ("cuda" with `gpus` GPUs, or "cpu") at `scale` ("tiny", "e2b", "e4b")."""
+    towers = draw(st.sampled_from(TOWER_CHOICES))
+    layers = 4  # the tiny text model's layers; at E2B the same names exist (and 31 more)
+    quant = draw(quants())
+    action = draw(st.sampled_from(ACTIONS))
+    # the checkpoint files check needs a checkpoint of its own: at tiny scale every run builds one
+    checks = ("files",) if scale == "tiny" and draw(st.booleans()) else ()
+    spec = Scenario("explore", model=ModelSpec(towers=towers), quant=quant,
+                    placement=draw(placements(device, scale, towers, layers, gpus)),
+                    adapter=AdapterSpec(r=draw(st.sampled_from([1, 8, 16])), alpha=16,
+                                        targets=draw(st.sampled_from(TARGET_CHOICES))),
+                    peft=draw(peft_calls(device, scale, towers, layers, gpus)), action=action, checks=checks)
+    return scaled(spec, scale)
