@@ -10,7 +10,9 @@ from pathlib import Path
 
 from ..catalog.manifest import Case, check_case, load_catalog
 from ..dirs import cache
+from ..envs.venvs import env_of, read_marker
 from ..errors import MinreproError
+from ..scenarios.table import checkpoint_namespace
 from ..harness.probe import probe
 from ..harness.signature import Signature
 from ..harness.runner import resolve_python, run_script
@@ -30,24 +32,30 @@ def cmd_explore(args: argparse.Namespace) -> int:
     set_name = catalog.detect_set(env.versions) or "custom"
     if args.device == "cuda" and not env.gpu:
         raise MinreproError(f"--device cuda, but {python} sees no GPU")
+    patches = (read_marker(env_of(python)) or {}).get("patches", [])
     workdir = Path(args.workdir) if args.workdir else cache("explore", f"{args.device}-{args.scale}-{set_name}-seed{args.seed}")
     opts = ex.ExploreOptions(python=python, device=args.device, scale=args.scale, gpus=args.gpus, seconds=args.seconds,
                              jobs=args.jobs, timeout=args.timeout, seed=args.seed, max_examples=args.max_examples,
-                             workdir=workdir)
+                             workdir=workdir, namespace=checkpoint_namespace(env.versions, patches))
     _progress(f"exploring {args.device}/{args.scale} on {set_name} for {args.seconds:.0f} s, {args.jobs} at a time "
               f"(state in {workdir}; run again to resume)")
     state = ex.explore(opts, catalog, _progress)
     results = Path(args.results or f".minrepro/results/explore/{args.device}-{args.scale}-{set_name}")
     results.mkdir(parents=True, exist_ok=True)
-    reductions = {}
+    reductions: dict[str, dict] = {}
+
+    def write() -> dict:  # after the search and after each reduction: a run stopped while reducing keeps its report
+        doc = {**ex.report_doc(state, opts, env.versions, reductions), "set": set_name}
+        (results / "report.json").write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
+        (results / "report.md").write_text(ex.report_markdown(doc), encoding="utf-8")
+        return doc
+
+    write()
     new = [(key, runs) for key, runs in state.groups().items() if not runs[0].known]
     for key, runs in new[: args.reduce]:
         reductions[key] = _reduce_finding(key, ex.smallest(runs), opts, catalog, results, args)
-    doc = ex.report_doc(state, opts, env.versions, reductions)
-    doc["set"] = set_name
-    (results / "report.json").write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
-    (results / "report.md").write_text(ex.report_markdown(doc), encoding="utf-8")
-    print(ex.report_markdown(doc))
+        write()
+    print(ex.report_markdown(write()))
     print(f"report: {results / 'report.md'}")
     return 0
 

@@ -50,9 +50,9 @@ def cmd_reduce(args: argparse.Namespace) -> int:
 
     if args.jobs < 1:
         raise MinreproError("--jobs must be at least 1")
-    if (args.script is None) == (args.scenario is None):
-        raise MinreproError("give a SCRIPT to reduce or --scenario PRESET (not both)")
-    if args.scenario is not None:
+    if sum(x is not None for x in (args.script, args.scenario, args.spec)) != 1:
+        raise MinreproError("give one of: a SCRIPT to reduce, --scenario PRESET, --spec FILE")
+    if args.scenario is not None or args.spec is not None:
         return _reduce_scenario(args)
     if args.oracle and (args.good_python or args.guard != "auto"):
         raise MinreproError("--good-python and --guard judge signatures; a command --oracle decides by itself")
@@ -77,12 +77,31 @@ def _reduce_scenario(args: argparse.Namespace) -> int:
     options = ReduceOptions(script=Path("-"), out=Path(args.out) if args.out else None, python=args.python,
                             jobs=args.jobs, timeout=args.timeout, seed=args.seed, executor=args.executor,
                             workdir=Path(args.workdir) if args.workdir else None, fresh=args.fresh)
-    trip, summary = reduce_scenario(args.scenario, args.scale, args.device, options, args.keep_steps,
-                                    _progress if args.verbose else lambda _: None)
+    log = _progress if args.verbose else lambda _: None
+    if args.spec is not None:  # a spec file: what `explore` writes for a finding
+        from minrepro.scenarios.reduce import reduce_spec
+        from minrepro.scenarios.spec import Scenario, scale_of
+
+        spec = _read_spec(Path(args.spec))
+        args.scenario, args.scale = Path(args.spec).stem.removesuffix(".spec"), scale_of(spec) or "tiny"
+        trip, summary = reduce_spec(spec, args.scenario, args.scale, args.device, options, args.keep_steps, log)
+    else:
+        trip, summary = reduce_scenario(args.scenario, args.scale, args.device, options, args.keep_steps, log)
     print(f"scenario {args.scenario} ({args.scale}, {args.device}): {len(trip.steps) - 1} spec steps "
           f"({', '.join(name for name, _, _ in trip.steps[1:]) or 'none accepted'}), {trip.runs} scenario runs")
     print_summary(summary, args.json)
     return 0
+
+
+def _read_spec(path: Path):
+    from minrepro.scenarios.spec import Scenario
+
+    try:
+        return Scenario.from_json(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise MinreproError(f"cannot read spec {path}: {exc.strerror}") from None
+    except (ValueError, KeyError, TypeError) as exc:
+        raise MinreproError(f"{path} is not a scenario spec (JSON as `explore` writes it): {exc}") from None
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -103,6 +122,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     reduce = sub.add_parser("reduce", help="shrink a failing script, keeping its failure signature")
     reduce.add_argument("script", nargs="?", help="the failing script (it is never modified)")
     reduce.add_argument("--scenario", metavar="PRESET", help="start from a seed scenario (see `minrepro scenario list`)")
+    reduce.add_argument("--spec", metavar="FILE", help="start from a scenario spec file (an `explore` finding's)")
     reduce.add_argument("--scale", default="tiny", choices=["tiny", "e2b", "e4b"], help="scenario model scale")
     reduce.add_argument("--device", default="cpu", choices=["cpu", "cuda"], help="scenario placement family")
     reduce.add_argument("--keep-steps", action="store_true", help="keep every accepted scenario step beside the output")

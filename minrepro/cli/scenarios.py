@@ -24,6 +24,13 @@ def cmd_scenario(args: argparse.Namespace) -> int:
         return _scenario_matrix(args)
     if args.readme or args.check:
         raise MinreproError("--readme and --check are for `minrepro scenario matrix`")
+    if args.spec:
+        if args.action != "render" or args.presets:
+            raise MinreproError("--spec is for `minrepro scenario render --spec FILE` (no presets)")
+        from .reduce import _read_spec
+
+        print(render(_read_spec(Path(args.spec))), end="")
+        return 0
     available = presets(args.device, args.scale)
     if args.action == "list":
         for name, spec in available.items():
@@ -110,6 +117,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     scenario = sub.add_parser("scenario", help="the seeds' Gemma 4 scenarios as specs: list, render, run")
     scenario.add_argument("action", choices=["list", "render", "table", "matrix"], help="list the presets, render them as scripts, run them into a table, or render the recorded tables")
     scenario.add_argument("presets", nargs="*", metavar="PRESET", help="presets (default: all of this device and scale)")
+    scenario.add_argument("--spec", metavar="FILE", help="render: a spec file (what `explore` writes) instead of presets")
     scenario.add_argument("--scale", default="tiny", choices=["tiny", "e2b", "e4b"], help="model dimensions: tiny, or a released checkpoint's text config")
     scenario.add_argument("--device", default="cpu", choices=["cpu", "cuda"], help="the placement family: GPU/CPU splits, or their CPU-only analogues")
     scenario.add_argument("--python", help="interpreter whose environment runs the scenarios (default: this one)")

@@ -15,6 +15,7 @@ import re
 import subprocess
 import sys
 import tempfile
+import tomllib
 import zipfile
 from pathlib import Path
 from typing import Sequence
@@ -27,7 +28,13 @@ DEFAULT_PLATFORMS = ("manylinux_2_28_x86_64", "manylinux_2_27_x86_64", "manylinu
                      "manylinux_2_17_x86_64", "manylinux2014_x86_64")
 # The target's own torch stays in charge; never ship it or its CUDA runtime.
 SYSTEM_PROVIDED = re.compile(r"^(torch|triton|nvidia-.*|cuda-.*)$", re.IGNORECASE)
-TOOLING = ("nox",)  # the offline box needs nox itself to run the sessions
+
+
+def _tooling() -> list[str]:
+    """What the offline box needs to run minrepro itself: nox, and the project's own dependencies."""
+    pyproject = Path(__file__).resolve().parents[2] / "pyproject.toml"
+    own = tomllib.loads(pyproject.read_text(encoding="utf-8"))["project"]["dependencies"] if pyproject.is_file() else []
+    return ["nox", *own]
 
 
 def _target_args(python_version: str, platforms: Sequence[str]) -> list[str]:
@@ -95,7 +102,7 @@ def build(dest: Path, sets: Sequence[str], python_version: str, platforms: Seque
         found = resolve(requirements, target) if closure else [_split(r) for r in requirements]
         pins.update((pin, None) for pin in found
                     if not SYSTEM_PROVIDED.match(pin[0]) and pin[0].lower() not in provided)
-    pins.update((pin, None) for pin in resolve(list(TOOLING), target))
+    pins.update((pin, None) for pin in resolve(_tooling(), target))
     download(list(pins), dest, target)
     for wheel in dest.glob("bitsandbytes-*.whl"):
         slim_wheel(wheel, cuda_versions)

@@ -35,7 +35,7 @@ from ..harness.runner import RunResult
 from ..harness.signature import Signature
 from .render import render
 from .spec import PlacementSpec, Scenario, scaled
-from .table import digest, placement, peft_dispatch, prebuild, run_rendered
+from .table import digest, peft_dispatch, placement, prebuild, run_rendered, use_checkpoint_cache
 
 # Oracle violations are assertions the rendering adds; their messages say which oracle spoke.
 ORACLES = {"placement": r"placement changes the logits|^AssertionError: logits on",
@@ -112,6 +112,7 @@ class ExploreOptions:
     seed: int = 0
     max_examples: int = 10_000
     workdir: Path = Path(".")
+    namespace: str = "default"  # which built checkpoints this env may share (`table.checkpoint_namespace`)
 
 
 @dataclass
@@ -166,9 +167,9 @@ def gpu_env(slot: int, gpus: int) -> dict[str, str] | None:
     return {"CUDA_VISIBLE_DEVICES": ",".join(map(str, order))}
 
 
-def calibrate(opts: ExploreOptions, run_one: Callable[[Scenario, int], RunResult]) -> dict[str, Any]:
-    """The tolerance for the logits oracles: an unquantized control's error for a split load (against the one-device
-    load) and for a merge (against the adapter), times TOLERANCE_FACTOR, never below TOLERANCE_FLOOR."""
+def controls(opts: ExploreOptions) -> dict[str, Scenario]:
+    """Unquantized controls for the logits oracles: a split load against a one-device load, a merge against the
+    adapter."""
     home = 0 if opts.device == "cuda" else "cpu"
     # a split every set loads: a text layer on cpu behind a GPU; on a CPU box the (tied, unquantized) lm_head on disk
     split = {"": 0, "model.language_model.layers.1": "cpu"} if opts.device == "cuda" else {"": "cpu", "lm_head": "disk"}
@@ -176,17 +177,28 @@ def calibrate(opts: ExploreOptions, run_one: Callable[[Scenario, int], RunResult
                                       action="placement", tolerance=1e9),
                 "merge": Scenario("control-merge", quant=None, placement=PlacementSpec({"": home} if home == 0 else "cpu"),
                                   action="parity", tolerance=1e9)}
+    return {name: scaled(spec, opts.scale) for name, spec in controls.items()}
+
+
+def calibrate(specs: dict[str, Scenario], run_one: Callable[[Scenario, int], RunResult]) -> dict[str, Any]:
+    """The tolerance for the logits oracles: the controls' errors times TOLERANCE_FACTOR, never below
+    TOLERANCE_FLOOR."""
     measured = {}
-    for name, spec in controls.items():
-        result = run_one(scaled(spec, opts.scale), 0)
+    for name, spec in specs.items():
+        result = run_one(spec, 0)
         errors = re.findall(r"relative error ([0-9.e+-]+)", result.stdout)
         measured[name] = {"error": float(errors[-1]) if errors else None, "headline": result.raw_headline.split("\n")[0]}
     worst = max([m["error"] for m in measured.values() if m["error"] is not None] or [0.0])
-    return {"controls": measured, "tolerance": max(TOLERANCE_FLOOR, TOLERANCE_FACTOR * worst)}
+    return {"controls": measured, "tolerance": max(TOLERANCE_FLOOR, TOLERANCE_FACTOR * worst),
+            "key": calibration_key(specs)}
+
+
+def calibration_key(specs: dict[str, Scenario]) -> str:
+    return digest(json.dumps([render(s) for s in specs.values()] + [TOLERANCE_FLOOR, TOLERANCE_FACTOR]))
 
 
 def explore(opts: ExploreOptions, catalog: Catalog, log: Callable[[str], None]) -> Exploration:
-    from hypothesis import HealthCheck, Phase, given, seed, settings, target
+    from hypothesis import HealthCheck, Phase, Verbosity, given, seed, settings, target
     from hypothesis import strategies as st
     from hypothesis.database import DirectoryBasedExampleDatabase
 
@@ -200,17 +212,19 @@ def explore(opts: ExploreOptions, catalog: Catalog, log: Callable[[str], None]) 
     # at release scale they are shared (an E2B build takes a minute)
     if opts.scale == "tiny":
         os.environ.pop("MINREPRO_SCENARIO_CACHE", None)
+    else:
+        use_checkpoint_cache(opts.namespace)
 
     def run_one(spec: Scenario, slot: int) -> RunResult:
         env = gpu_env(slot, opts.gpus)
         prebuild(spec, opts.workdir / "runs", opts.python)
         return run_rendered(render(spec), opts.workdir / "runs", opts.python, opts.timeout, env)
 
-    calibration_file = opts.workdir / "calibration.json"
-    if calibration_file.is_file():
+    calibration_file, specs = opts.workdir / "calibration.json", controls(opts)
+    if calibration_file.is_file():  # measured by an earlier run of the same controls: resume with it
         state.calibration = json.loads(calibration_file.read_text(encoding="utf-8"))
-    else:
-        state.calibration = calibrate(opts, run_one)
+    if state.calibration.get("key") != calibration_key(specs):
+        state.calibration = calibrate(specs, run_one)
         calibration_file.write_text(json.dumps(state.calibration, indent=1) + "\n", encoding="utf-8")
     tolerance = state.calibration["tolerance"]
     log(f"calibration: {json.dumps(state.calibration['controls'])}; tolerance {tolerance:.3f}")
@@ -224,28 +238,40 @@ def explore(opts: ExploreOptions, catalog: Catalog, log: Callable[[str], None]) 
         cache.put(run)
         return run
 
-    deadline = state.started + opts.seconds
+    # a resumed exploration reports what it ran before too (hypothesis replays those draws from the cache)
+    state.runs = [Run(**record) for record in cache.known.values()]
+    seen = {run.digest for run in state.runs}
+    deadline = time.monotonic() + opts.seconds  # the calibration is not the search
     strategy = scenarios(opts.device, opts.scale, opts.gpus).map(lambda s: replace(s, tolerance=tolerance))
 
     @seed(opts.seed)
     @settings(database=DirectoryBasedExampleDatabase(str(opts.workdir / "hypothesis")), max_examples=opts.max_examples,
-              deadline=None, suppress_health_check=list(HealthCheck), derandomize=False,
+              deadline=None, suppress_health_check=list(HealthCheck), derandomize=False, print_blob=False,
+              verbosity=Verbosity.quiet,
               phases=[Phase.explicit, Phase.reuse, Phase.generate, Phase.target])
     @given(st.data())
     def search(data: st.DataObject) -> None:
-        batch = [data.draw(strategy) for _ in range(opts.jobs)]  # drawn always: hypothesis wants the same draws
+        batch = [data.draw(strategy) for _ in range(opts.jobs)]  # before the check: a replay must draw alike
         if time.monotonic() > deadline:
-            return  # hypothesis keeps asking until max_examples; past the budget these cost nothing
+            raise OutOfTime  # the only way to end a hypothesis run early; caught below, never a finding
         with ThreadPoolExecutor(opts.jobs) as pool:
             runs = list(pool.map(judge, batch, range(opts.jobs)))
-        state.runs.extend(runs)
+        state.runs.extend(r for r in runs if r.digest not in seen)
+        seen.update(r.digest for r in runs)
         # steer toward the branches presets missed: quantized weights under offload hooks, many devices
         target(float(max(r.offloaded_quantized for r in runs)), label="quantized weights under PEFT offload hooks")
         target(float(max(len(r.peft_map) + len(r.base_map) for r in runs)), label="devices in the maps")
         log(state.line())
 
-    search()
+    try:
+        search()
+    except OutOfTime:
+        pass
     return state
+
+
+class OutOfTime(Exception):
+    """The search's time budget is spent."""
 
 
 # --- the report -----------------------------------------------------------------------------------------
