@@ -51,7 +51,8 @@ def cmd_explore(args: argparse.Namespace) -> int:
         return doc
 
     write()
-    new = [(key, runs) for key, runs in state.groups().items() if not runs[0].known]
+    new = sorted(((key, runs) for key, runs in state.groups().items() if not runs[0].known),
+                 key=lambda item: ex.reduction_order(*item))
     for key, runs in new[: args.reduce]:
         reductions[key] = _reduce_finding(key, ex.smallest(runs), opts, catalog, results, args)
         write()

@@ -38,7 +38,7 @@ from .progress import Progress
 CONFIRM_RUNS = 3  # the original runs this many times, cold, to establish its failure: all must agree
 # A candidate may not run slower than SLOWDOWN x the original (or the original + GRACE_SECONDS): dropping
 # `num_hidden_layers=2` keeps the bug but makes every later candidate, and the final repro, slow.
-SLOWDOWN, GRACE_SECONDS = 3.0, 2.0
+SLOWDOWN, GRACE_SECONDS = 2.0, 2.0
 UNDER_TEST = {"torch", "transformers", "accelerate", "peft", "bitsandbytes"}
 
 
@@ -216,9 +216,9 @@ def reduce_script(opts: ReduceOptions, log: Callable[[str], None] = lambda _: No
         progress.close()
         good_pass = None
         if not opts.oracle:
-            verified, good_pass = _verify_cold(result, oracle, python, guard, opts.timeout, workdir, script.parent)
+            verified, good_pass, why = _verify_cold(result, oracle, python, guard, opts.timeout, workdir, script.parent)
             if not verified:
-                raise MinreproError(f"the reduced script does not reproduce in a fresh interpreter; kept in {state_path}")
+                raise MinreproError(f"the reduced script {why}; kept in {state_path}")
     finally:
         for used in [executor, *guard_executors]:
             if used is not None:
@@ -352,19 +352,21 @@ def _guard_executor(opts: ReduceOptions, python: str, source: str, notes: list[s
 
 
 def _verify_cold(result: str, oracle: SignatureOracle, python: str, guard: Guard, timeout: float, workdir: Path,
-                 home: Path) -> tuple[bool, bool | None]:
+                 home: Path) -> tuple[bool, bool | None, str]:
     """The result fails with the signature in a fresh interpreter; and (None when unguarded) it does not in the
-    good environments. No run-time budget here: a cold run pays the imports the budget excludes."""
+    good environments. No run-time budget here: a cold run pays the imports the budget excludes. The last item
+    says what went wrong, for the error."""
     path = workdir / "verify.py"
     path.write_text(result, encoding="utf-8")
     bad = ColdExecutor(python, 1).run_many([path], timeout, home)[0]
     if not oracle.matches(bad):
-        return False, None
+        ended = bad.signature.headline if bad.signature else "passed"
+        return False, None, f"does not reproduce in a fresh interpreter ({ended} after {bad.seconds:.0f} s)"
     if not guard.pythons:
-        return True, None
+        return True, None, ""
     good = [ColdExecutor(py, 1).run_many([path], timeout, home)[0] for py in guard.pythons]
-    passes = not any(oracle.matches(run) for run in good)
-    return passes, passes
+    also = [py for py, run in zip(guard.pythons, good) if oracle.matches(run)]
+    return not also, not also, f"also fails the same way where the bug is fixed ({', '.join(also)})"
 
 
 def _load_state(path: Path, original: str) -> dict | None:

@@ -261,6 +261,7 @@ def explore(opts: ExploreOptions, catalog: Catalog, log: Callable[[str], None]) 
         # steer toward the branches presets missed: quantized weights under offload hooks, many devices
         target(float(max(r.offloaded_quantized for r in runs)), label="quantized weights under PEFT offload hooks")
         target(float(max(len(r.peft_map) + len(r.base_map) for r in runs)), label="devices in the maps")
+        target(float(max(r.peft_map.get("disk", 0) for r in runs)), label="modules PEFT's redispatch put on disk")
         log(state.line())
 
     try:
@@ -275,6 +276,13 @@ class OutOfTime(Exception):
 
 
 # --- the report -----------------------------------------------------------------------------------------
+
+def reduction_order(key: str, runs: list[Run]) -> tuple:
+    """Which new findings to reduce first: oracle violations and crashes, then library errors other than a
+    ValueError (often a deliberate refusal of a config), the most frequent first."""
+    sig = Signature.from_dict(runs[0].signature)
+    return (runs[0].oracle == "library error", sig.type == "ValueError", -len(runs), key)
+
 
 def smallest(runs: list[Run]) -> Run:
     """The finding's simplest witness: the fewest rendered lines."""
