@@ -39,18 +39,21 @@ def cmd_explore(args: argparse.Namespace) -> int:
                              workdir=workdir, namespace=checkpoint_namespace(env.versions, patches))
     _progress(f"exploring {args.device}/{args.scale} on {set_name} for {args.seconds:.0f} s, {args.jobs} at a time "
               f"(state in {workdir}; run again to resume)")
-    state = ex.explore(opts, catalog, _progress)
     results = Path(args.results or f".minrepro/results/explore/{args.device}-{args.scale}-{set_name}")
     results.mkdir(parents=True, exist_ok=True)
     reductions: dict[str, dict] = {}
+    current = [ex.Exploration()]
 
-    def write() -> dict:  # after the search and after each reduction: a run stopped while reducing keeps its report
+    def write(state: ex.Exploration | None = None) -> dict:
+        """After every batch and every reduction: a run stopped from outside keeps its report."""
+        state = current[0] = state or current[0]
         doc = {**ex.report_doc(state, opts, env.versions, reductions), "set": set_name}
         (results / "report.json").write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
         (results / "report.md").write_text(ex.report_markdown(doc), encoding="utf-8")
         return doc
 
-    write()
+    state = ex.explore(opts, catalog, _progress, on_batch=write)
+    write(state)
     new = sorted(((key, runs) for key, runs in state.groups().items() if not runs[0].known),
                  key=lambda item: ex.reduction_order(*item))
     for key, runs in new[: args.reduce]:

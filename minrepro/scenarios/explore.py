@@ -197,7 +197,10 @@ def calibration_key(specs: dict[str, Scenario]) -> str:
     return digest(json.dumps([render(s) for s in specs.values()] + [TOLERANCE_FLOOR, TOLERANCE_FACTOR]))
 
 
-def explore(opts: ExploreOptions, catalog: Catalog, log: Callable[[str], None]) -> Exploration:
+def explore(opts: ExploreOptions, catalog: Catalog, log: Callable[[str], None],
+            on_batch: Callable[[Exploration], None] = lambda _: None) -> Exploration:
+    """Search until `opts.seconds` are spent; `on_batch` sees the state after every batch (a run killed from
+    outside keeps the report written there)."""
     from hypothesis import HealthCheck, Phase, Verbosity, given, seed, settings, target
     from hypothesis import strategies as st
     from hypothesis.database import DirectoryBasedExampleDatabase
@@ -263,6 +266,7 @@ def explore(opts: ExploreOptions, catalog: Catalog, log: Callable[[str], None]) 
         target(float(max(len(r.peft_map) + len(r.base_map) for r in runs)), label="devices in the maps")
         target(float(max(r.peft_map.get("disk", 0) for r in runs)), label="modules PEFT's redispatch put on disk")
         log(state.line())
+        on_batch(state)
 
     try:
         search()
