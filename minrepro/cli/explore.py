@@ -22,6 +22,17 @@ from .common import progress as _progress
 def cmd_explore(args: argparse.Namespace) -> int:
     from ..scenarios import explore as ex
 
+    if args.readme:  # no search: the README's table from the recorded explorations
+        from ..catalog.matrix import replace_block
+
+        readme = Path(args.readme)
+        text = replace_block(readme, readme.read_text(encoding="utf-8"),
+                             ex.summary(Path(args.source), load_catalog(args.manifest)), ex.BEGIN, ex.END)
+        if args.check and text != readme.read_text(encoding="utf-8"):
+            raise MinreproError(f"{readme}'s explore table is stale: run `minrepro explore --readme {readme}`")
+        if not args.check:
+            readme.write_text(text, encoding="utf-8")
+        return 0
     if args.jobs < 1 or args.gpus < 1 or args.seconds <= 0:
         raise MinreproError("--jobs and --gpus must be at least 1, --seconds positive")
     if args.device == "cpu" and args.gpus > 1:
@@ -133,4 +144,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     explore.add_argument("--workdir", help="state: runs, hypothesis database, calibration (default: in the cache)")
     explore.add_argument("--results", help="where report.md/json and candidate cases go "
                          "(default: .minrepro/results/explore/DEVICE-SCALE-SET)")
+    explore.add_argument("--readme", help="no search: write the table of every recorded exploration into this "
+                         "README's explore block")
+    explore.add_argument("--from", dest="source", default="results/explore", help="--readme: the recorded explorations")
+    explore.add_argument("--check", action="store_true", help="--readme: fail if the block is not up to date")
     explore.set_defaults(func=cmd_explore)

@@ -1,0 +1,134 @@
+"""`minrepro explore`: the strategies draw specs that render and round-trip, the oracles and the catalog
+classification name what a run ended with, and the search keeps to its budget and resumes from its cache. The
+runner is replaced by a fake library here (a failure that depends on the spec's placement); the recorded runs
+on real environments are under results/explore/."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from minrepro.catalog.manifest import load_catalog
+from minrepro.harness.runner import RunResult
+from minrepro.harness.signature import Frame, Signature
+from minrepro.scenarios import explore as ex
+from minrepro.scenarios.render import render
+from minrepro.scenarios.spec import Scenario
+from minrepro.scenarios.strategies import scenarios
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.sampled_from([("cpu", 1), ("cuda", 1), ("cuda", 2)]).flatmap(lambda d: scenarios(d[0], "tiny", d[1])))
+def test_drawn_specs_render_and_round_trip(spec: Scenario) -> None:
+    assert Scenario.from_json(spec.to_json()) == spec
+    source = render(spec)
+    compile(source, "<spec>", "exec")
+    if spec.quant is None:
+        assert spec.action != "dequantize_merge"  # refused by design, not a finding
+
+
+@settings(max_examples=30, deadline=None)
+@given(scenarios("cpu", "tiny"))
+def test_cpu_specs_never_name_a_gpu(spec: Scenario) -> None:
+    text = json.dumps([spec.placement.device_map, spec.placement.max_memory, spec.peft.kwargs])
+    assert not spec.uses_gpu and '"0"' not in text and ": 0" not in text
+
+
+def _sig(type_: str, message: str, raised_by: str = "library", frames: tuple[Frame, ...] = ()) -> Signature:
+    return Signature("exception", type_, message, frames, (), raised_by)
+
+
+B_OWNER = Frame("accelerate", "accelerate.utils.modeling", "set_module_tensor_to_device")
+
+
+@pytest.mark.parametrize("sig, headline, oracle", [
+    (None, "pass", None),
+    (_sig("AssertionError", "placement changes the logits: relative error <num>", "script"),
+     "AssertionError: placement changes the logits: relative error 0.300", "placement"),
+    (_sig("AssertionError", "logits on cpu, input on cuda", "script"), "AssertionError: logits on cpu, input on cuda", "placement"),
+    (_sig("AssertionError", "loading rewrote the checkpoint", "script"), "AssertionError: loading rewrote the checkpoint", None),
+    (_sig("AssertionError", "x", "script"), "AssertionError: PeftModel.from_pretrained rewrote the base checkpoint", "files"),
+    (_sig("KeyError", "'a'", frames=(B_OWNER,)), "KeyError: 'a'", "library error"),
+    (Signature("timeout", "Timeout", "no exit after <num> s"), "Timeout", "crash"),
+    (_sig("ValueError", "bad value", "script"), "ValueError: bad value", None),
+])
+def test_oracle_of(sig, headline, oracle) -> None:
+    assert ex.oracle_of(sig, headline) == oracle
+
+
+def test_known_case_needs_regex_and_owner() -> None:
+    catalog = load_catalog()
+    headline = "TypeError: Params4bit.__new__() got an unexpected keyword argument '_is_hf_initialized'"
+    via_peft = (Frame("peft", "peft.peft_model", "PeftModel.load_adapter"), B_OWNER)
+    assert ex.known_case(_sig("TypeError", "...", frames=via_peft), headline, catalog) == "params4bit-hf-initialized"
+    elsewhere = (Frame("peft", "peft.peft_model", "PeftModel.load_adapter"),)
+    assert ex.known_case(_sig("TypeError", "...", frames=elsewhere), headline, catalog) is None
+
+
+def test_reduction_order_puts_oracles_and_non_valueerrors_first() -> None:
+    def run(sig: Signature, oracle: str) -> ex.Run:
+        return ex.Run({}, sig.message, oracle, sig.headline, sig.to_dict(), None, 1.0, {}, 0, {})
+
+    refused = ("v", [run(_sig("ValueError", "refused"), "library error")] * 5)
+    crash = ("k", [run(_sig("KeyError", "'x'"), "library error")])
+    parity = ("p", [run(_sig("AssertionError", "placement changes", "script"), "placement")])
+    ordered = sorted([refused, crash, parity], key=lambda item: ex.reduction_order(*item))
+    assert [key for key, _ in ordered] == ["p", "k", "v"]
+
+
+def _fake_library(spec: Scenario) -> RunResult:
+    """A library whose PEFT redispatch fails when given a budget, and whose merge drifts for fp4."""
+    if "max_memory" in spec.peft.kwargs:
+        frames = (Frame("peft", "peft.peft_model", "PeftModel.load_adapter"), B_OWNER)
+        sig = _sig("TypeError", "Params4bit.__new__() got an unexpected keyword argument '_is_hf_initialized'",
+                   frames=frames)
+        trace = ({"event": "dispatch_model", "status": "started", "caller": "peft.peft_model",
+                  "devices": {"cpu": 3, "disk": 2}, "offloaded_quantized_weights": 4},)
+        return RunResult(1, "", "", 0.01, sig, sig.headline, trace)
+    if spec.peft.call == "get_peft_model" and spec.action == "merge":
+        sig = _sig("RuntimeError", "made up", frames=(Frame("peft", "peft.tuners.lora", "merge"),))
+        return RunResult(1, "", "", 0.01, sig, sig.headline)
+    return RunResult(0, "relative error 0.001000", "", 0.01, None, "")
+
+
+def test_explore_classifies_keeps_budget_and_resumes(tmp_path: Path, monkeypatch) -> None:
+    calls: list[str] = []
+
+    def fake_run(source, directory, python, timeout, env=None):
+        calls.append(source)
+        return _fake_library(_specs[source])
+
+    _specs: dict[str, Scenario] = {}
+    real_render = ex.render
+
+    def remember(spec: Scenario) -> str:
+        source = real_render(spec)
+        _specs[source] = spec
+        return source
+
+    monkeypatch.setattr(ex, "render", remember)
+    monkeypatch.setattr(ex, "run_rendered", fake_run)
+    monkeypatch.setattr(ex, "prebuild", lambda *a, **k: 0.0)
+    opts = ex.ExploreOptions(python="python", seconds=3.0, jobs=2, max_examples=40, workdir=tmp_path)
+    state = ex.explore(opts, load_catalog(), lambda _: None)
+    assert state.calibration["tolerance"] == ex.TOLERANCE_FLOOR  # controls at 0.001: the floor holds
+    groups = state.groups()
+    assert "params4bit-hf-initialized" in groups  # the budget failure, by the catalog's regex and owner
+    assert all(r.offloaded_quantized == 4 for r in groups["params4bit-hf-initialized"])
+    first = len(calls)
+    again = ex.explore(replace(opts, seconds=3.0), load_catalog(), lambda _: None)
+    # the second run replays hypothesis' draws from the run cache: earlier runs are reported, not run again
+    assert {r.digest for r in state.runs} <= {r.digest for r in again.runs}
+    assert len(set(calls[first:]) & set(calls[:first])) == 0
+    doc = ex.report_doc(again, opts, {"torch": "x"}, {})
+    assert doc["runs"] == len(again.runs) and "| library error |" in ex.report_markdown(doc)
+
+
+def test_gpu_env_rotates_visible_devices() -> None:
+    assert ex.gpu_env(0, 1) is None
+    assert [ex.gpu_env(i, 2)["CUDA_VISIBLE_DEVICES"] for i in range(3)] == ["0,1", "1,0", "0,1"]
