@@ -132,3 +132,12 @@ def test_explore_classifies_keeps_budget_and_resumes(tmp_path: Path, monkeypatch
 def test_gpu_env_rotates_visible_devices() -> None:
     assert ex.gpu_env(0, 1) is None
     assert [ex.gpu_env(i, 2)["CUDA_VISIBLE_DEVICES"] for i in range(3)] == ["0,1", "1,0", "0,1"]
+
+
+def test_readme_explore_table_is_generated_from_the_recorded_runs() -> None:
+    from minrepro.catalog.matrix import replace_block
+
+    readme = Path(__file__).resolve().parents[1] / "README.md"
+    text = readme.read_text(encoding="utf-8")
+    fresh = replace_block(readme, text, ex.summary(readme.parent / "results" / "explore", load_catalog()), ex.BEGIN, ex.END)
+    assert fresh == text, "run `minrepro explore --readme README.md`"

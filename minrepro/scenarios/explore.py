@@ -305,7 +305,18 @@ def report_doc(state: Exploration, opts: ExploreOptions, versions: dict, reducti
             "seconds": round(time.monotonic() - state.started), "versions": versions, "calibration": state.calibration,
             "runs": len(state.runs), "passing": sum(not r.finding for r in state.runs),
             "reached_offloaded_quantized": sum(r.offloaded_quantized > 0 for r in state.runs),
-            "by_oracle": _count(r.oracle or "pass" for r in state.runs), "groups": groups}
+            "by_oracle": _count(r.oracle or "pass" for r in state.runs), "groups": groups,
+            # every run, compactly: what was covered, so that "not found" can be read as "tried N times"
+            "every_run": [{"spec": _brief(r.spec), "end": r.headline[:100], "known": r.known, "peft_map": r.peft_map,
+                           "base_map": r.base_map, "offloaded_quantized": r.offloaded_quantized} for r in state.runs]}
+
+
+def _brief(spec: dict) -> str:
+    q = spec.get("quant")
+    quant = "bf16" if not q else ("int8" if q["load_in_8bit"] else f"{q['quant_type']}{'+dq' if q['double_quant'] else ''}")
+    quant += "+fp32off" if q and q["fp32_cpu_offload"] else ""
+    return (f"{quant} map={json.dumps(spec['placement']['device_map'])} mm={json.dumps(spec['placement']['max_memory'])} "
+            f"{spec['peft']['call']}{json.dumps(spec['peft']['kwargs'])} {spec['action']}")
 
 
 def _count(items) -> dict[str, int]:
