@@ -86,17 +86,6 @@ class Interrupted(MinreproError):
     """Ctrl-C during a reduction: the best script so far is written, with the command that resumes."""
 
 
-def _read_script(path: Path) -> str:
-    if not path.is_file():
-        raise MinreproError(f"no such script: {path}")
-    source = path.read_text(encoding="utf-8")
-    try:
-        compile(source, str(path), "exec")
-    except SyntaxError as exc:
-        raise MinreproError(f"{path} is not valid Python: {exc.msg} (line {exc.lineno})") from None
-    return source
-
-
 def refuse_missing_libraries(result: RunResult, source: str, python: str) -> None:
     """A failure to import the libraries under test is the environment's, not a bug to reduce."""
     sig = result.signature
@@ -130,7 +119,9 @@ def default_workdir(script: Path, source: str, key: str) -> Path:
 def reduce_script(opts: ReduceOptions, log: Callable[[str], None] = lambda _: None) -> ReduceSummary:
     start = time.monotonic()
     script = opts.script.resolve()
-    source = _read_script(script)
+    from ..catalog.targets import read_source  # the one rule for a script given on the command line
+
+    source = read_source(script)
     out = (opts.out or script.with_name(f"{script.stem}.min.py")).resolve()
     if out == script:
         raise MinreproError("the output path is the input script; minrepro never overwrites it")
