@@ -141,8 +141,11 @@ def run_minrepro(script: Path, bad: str, good: str | None, work: Path, cap: floa
                "--fresh", "--workdir", str(work / "minrepro-work"), "--jobs", str(jobs)]
     command += ["--good-python", good] if good else []
     start = time.monotonic()
+    # a benchmark started in the background inherits SIGINT ignored, and Python then keeps it ignored: the cap's
+    # Ctrl-C would never arrive (a capped run went on for 8 minutes). Restore it for the child.
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
-                            start_new_session=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+                            start_new_session=True, env={**os.environ, "PYTHONPATH": str(ROOT)},
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         stdout, stderr = proc.communicate(timeout=cap)
     except subprocess.TimeoutExpired:
