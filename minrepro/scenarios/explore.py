@@ -242,7 +242,9 @@ def explore(opts: ExploreOptions, catalog: Catalog, log: Callable[[str], None],
         return run
 
     # a resumed exploration reports what it ran before too (hypothesis replays those draws from the cache)
-    state.runs = [Run(**record) for record in cache.known.values()]
+    # (only runs of what the spec renders to now: a run of an older rendering is not this exploration's)
+    state.runs = [run for run in map(lambda record: Run(**record), cache.known.values())
+                  if digest(render(Scenario.from_json(json.dumps(run.spec)))) == run.digest]
     seen = {run.digest for run in state.runs}
     deadline = time.monotonic() + opts.seconds  # the calibration is not the search
     strategy = scenarios(opts.device, opts.scale, opts.gpus).map(lambda s: replace(s, tolerance=tolerance))
