@@ -305,9 +305,11 @@ def report_doc(state: Exploration, opts: ExploreOptions, versions: dict, reducti
     groups.sort(key=lambda g: (g["known"] is not None, -g["count"]))
     return {"device": opts.device, "scale": opts.scale, "gpus": opts.gpus, "seed": opts.seed, "jobs": opts.jobs,
             "seconds": round(time.monotonic() - state.started), "versions": versions, "calibration": state.calibration,
-            "runs": len(state.runs), "passing": sum(not r.finding for r in state.runs),
+            "runs": len(state.runs), "passing": sum(r.headline == "pass" for r in state.runs),
             "reached_offloaded_quantized": sum(r.offloaded_quantized > 0 for r in state.runs),
-            "by_oracle": _count(r.oracle or "pass" for r in state.runs), "groups": groups,
+            # a run no oracle claims either passed or ended otherwise (the script's own error): never counted as passed
+            "by_oracle": _count(r.oracle or ("pass" if r.headline == "pass" else "unclaimed") for r in state.runs),
+            "groups": groups,
             # every run, compactly: what was covered, so that "not found" can be read as "tried N times"
             "every_run": [{"spec": _brief(r.spec), "end": r.headline[:100], "known": r.known, "peft_map": r.peft_map,
                            "base_map": r.base_map, "offloaded_quantized": r.offloaded_quantized} for r in state.runs]}

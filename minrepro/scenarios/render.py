@@ -60,7 +60,7 @@ def _gemma4_build_lines(s: Scenario) -> list[str]:
     classes = ["Gemma4Config", "Gemma4ForConditionalGeneration", "Gemma4TextConfig"]
     classes += ["Gemma4VisionConfig"] * ("vision" in m.towers) + ["Gemma4AudioConfig"] * ("audio" in m.towers)
     classes += ["BitsAndBytesConfig"] * quantized
-    peft_names = ["LoraConfig", "get_peft_model"] + (["PeftModel"] if s.peft.call == "from_pretrained" else [])
+    peft_names = ["LoraConfig", "get_peft_model"] + (["PeftModel"] if s.peft.call == "from_pretrained" or s.action == "placement" else [])
     lines += ["import fcntl", "import os", "import tempfile", "", "import torch"]
     if s.peft.call == "dispatch_model":
         lines += ["from accelerate import dispatch_model"]
