@@ -30,6 +30,8 @@ def test_drawn_specs_render_and_round_trip(spec: Scenario) -> None:
     compile(source, "<spec>", "exec")
     if spec.quant is None:
         assert spec.action != "dequantize_merge"  # refused by design, not a finding
+    if spec.action == "placement":
+        assert spec.peft.call == "from_pretrained"  # the reference loads the saved adapter
 
 
 @settings(max_examples=30, deadline=None)

@@ -243,8 +243,7 @@ def explore(opts: ExploreOptions, catalog: Catalog, log: Callable[[str], None],
 
     # a resumed exploration reports what it ran before too (hypothesis replays those draws from the cache)
     # (only runs of what the spec renders to now: a run of an older rendering is not this exploration's)
-    state.runs = [run for run in map(lambda record: Run(**record), cache.known.values())
-                  if digest(render(Scenario.from_json(json.dumps(run.spec)))) == run.digest]
+    state.runs = [run for run in map(lambda record: Run(**record), cache.known.values()) if _current(run)]
     seen = {run.digest for run in state.runs}
     deadline = time.monotonic() + opts.seconds  # the calibration is not the search
     strategy = scenarios(opts.device, opts.scale, opts.gpus).map(lambda s: replace(s, tolerance=tolerance))
@@ -275,6 +274,14 @@ def explore(opts: ExploreOptions, catalog: Catalog, log: Callable[[str], None],
     except OutOfTime:
         pass
     return state
+
+
+def _current(run: Run) -> bool:
+    """Whether a cached run is of what its spec renders to now (a spec that no longer renders is not)."""
+    try:
+        return digest(render(Scenario.from_json(json.dumps(run.spec)))) == run.digest
+    except ValueError:
+        return False
 
 
 class OutOfTime(Exception):

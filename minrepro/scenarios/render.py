@@ -132,6 +132,8 @@ def _input_device(s: Scenario) -> str:
 
 def _reference_lines(s: Scenario, quantized: bool) -> list[str]:
     """Placement invariance: the same checkpoint and adapter on one device (no split, no offload), logits kept."""
+    if s.peft.call != "from_pretrained":  # get_peft_model makes a new random adapter: nothing to compare with
+        raise ValueError("the placement check compares loads of the saved adapter: it needs PeftModel.from_pretrained")
     # "auto" names no device: the reference goes where the box has one (a GPU 0 on a CPU box is the user's error)
     whole = "{'': 0}" if s.uses_gpu else ("{'': 0} if torch.cuda.is_available() else 'cpu'" if s.inferred_map else "'cpu'")
     quant = ", quantization_config=quant" if quantized else ""

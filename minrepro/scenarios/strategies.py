@@ -113,9 +113,12 @@ def scenarios(draw: st.DrawFn, device: str, scale: str, gpus: int = 1) -> Scenar
         action = "merge"  # dequantize() on a model that was never quantized is refused, rightly
     # the checkpoint files check needs a checkpoint of its own: at tiny scale every run builds one
     checks = ("files",) if scale == "tiny" and draw(st.booleans()) else ()
+    peft = draw(peft_calls(device, scale, towers, layers, gpus))
+    if action == "placement" and peft.call != "from_pretrained":
+        action = "forward"  # the one-device reference loads the saved adapter: a fresh random LoRA is another model
     spec = Scenario("explore", model=ModelSpec(towers=towers), quant=quant,
                     placement=draw(placements(device, scale, towers, layers, gpus)),
                     adapter=AdapterSpec() if release else AdapterSpec(r=draw(st.sampled_from([1, 8, 16])), alpha=16,
                                                                       targets=draw(st.sampled_from(TARGET_CHOICES))),
-                    peft=draw(peft_calls(device, scale, towers, layers, gpus)), action=action, checks=checks)
+                    peft=peft, action=action, checks=checks)
     return scaled(spec, scale)
