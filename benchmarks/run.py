@@ -190,7 +190,7 @@ def run_lithium(script: Path, oracle: list[str], python: str, work: Path, cap: f
     condition = work / "bench_condition.py"
     condition.write_text(LITHIUM_CONDITION)
     env = {**os.environ, "BENCH_ORACLE": json.dumps(oracle), "BENCH_COUNT": str(counter), "BENCH_BEST": str(best),
-           "PYTHONPATH": str(work)}
+           "PYTHONPATH": os.pathsep.join([str(work), str(ROOT)])}  # the condition module, and minrepro for the oracle
     start = time.monotonic()
     proc = subprocess.Popen([str(Path(python).with_name("lithium")), "bench_condition", str(target)], cwd=work, env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
