@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from packaging.version import Version
 
-from minrepro.reports.bisect import Judge, first_flip, minimal_upgrades
+from minrepro.reports.bisect import BisectResult, Judge, bisect_package, first_flip, minimal_upgrades
 from minrepro.catalog.manifest import MANIFEST, load_catalog, record_fixed_in
 
 
@@ -69,3 +69,41 @@ def test_record_fixed_in_rewrites_one_line(tmp_path):
     assert changed[0][1] == 'fixed_in = ["accelerate==1.14.0"]'
     [case] = load_catalog(manifest).select(["params4bit-hf-initialized"])
     assert case.fixed_in == ("accelerate==1.14.0",)
+
+
+class _TableJudge:
+    """A judge answering from a table of outcomes, as the real one does from its env runs."""
+
+    def __init__(self, table: dict[str, str]) -> None:
+        self.table = table
+        self.case = type("C", (), {"id": "toy"})()
+        self.cache: dict[str, dict[str, str]] = {}
+
+    def __call__(self, overrides):
+        return self.table[str(overrides["lib"])]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(3, 30).flatmap(lambda n: st.tuples(st.just(n), st.integers(1, n - 1),
+                                                      st.sets(st.integers(1, n - 2), max_size=n))))
+def test_bisect_names_one_release_only_when_nothing_between_was_skipped(params):
+    n, flip, skips = params
+    versions = [Version(f"1.{i}") for i in range(n)]
+    table = {str(v): "skip" if i in skips else "bad" if i < flip else "good" for i, v in enumerate(versions)}
+    result = bisect_package(_TableJudge(table), "lib", versions, versions[0], versions[-1])
+    truth = versions[flip]
+    undecided = [Version(v) for v in result.undecided]
+    assert Version(result.last_bad) < truth <= Version(result.first_fixed)
+    if not result.undecided:
+        assert Version(result.first_fixed) == truth  # an exact answer is the true one
+    else:
+        assert truth in undecided + [Version(result.first_fixed)]
+        assert "at the latest" in result.fixed_range()
+
+
+def test_a_fix_hidden_by_skips_is_reported_as_a_range():
+    # transformers 5.8-5.22 once read as skips for the C case (another KeyError message): the bisection said
+    # "first fixed in 5.23.0", a release that fixed nothing
+    result = BisectResult("transformers", "5.6.2", "5.23.0", "5.23.0", "5.7.0",
+                          {"5.7.0": "bad", "5.8.0": "skip", "5.23.0": "good"}, ["5.8.0", "5.22.2"])
+    assert result.fixed_range().startswith("fixed after 5.7.0, by 5.23.0 at the latest")

@@ -80,6 +80,21 @@ def test_two_runs_of_one_bug_compare_equal(lines_a, lines_b, value_a, value_b):
     assert run(lines_a, value_a) == run(lines_b, value_b)
 
 
+@given(st.one_of(st.integers().map(str), st.text(string.ascii_letters + "_.", max_size=30).map(repr)),
+       st.one_of(st.integers().map(str), st.text(string.ascii_letters + "_.", max_size=30).map(repr)))
+def test_a_missing_key_is_data_not_identity(key_a, key_b):
+    # one shared-KV lookup bug: `KeyError: 22` on transformers 5.7, `KeyError: 'full_attention'` on 5.13
+    def run(key):
+        frames = [("/home/u/job.py", 3, "<module>"),
+                  (f"{LIB}/transformers/models/gemma4/modeling_gemma4.py", 1258, "forward")]
+        return parse_traceback(_traceback(frames, f"KeyError: {key}"))
+
+    assert run(key_a) == run(key_b)
+    other = parse_traceback(_traceback([(f"{LIB}/transformers/models/gemma4/modeling_gemma4.py", 1258, "forward")],
+                                       f"IndexError: {key_a}"))
+    assert other != run(key_a)
+
+
 @given(st.text(string.ascii_letters + " ", min_size=1, max_size=40))
 def test_same_message_from_user_code_differs_from_library(message):
     user = parse_traceback(_traceback([("/home/u/job.py", 3, "<module>")], f"ValueError: {message}"))

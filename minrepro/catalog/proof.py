@@ -34,7 +34,7 @@ class ProofRow:
 
 
 def _outcome(case: Case, env: Environment, timeout: float) -> tuple[str, str]:
-    run = run_script(case.script, python=env.python, timeout=timeout)
+    run = run_script(case.script, python=env.python, timeout=timeout, isolated=True)
     observed, _ = observe(case, run)
     return observed, run.raw_headline.split("\n", 1)[0]
 

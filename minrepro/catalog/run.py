@@ -98,7 +98,7 @@ def run_cases(
         observed, why = observe(case, run)
         if warm and verdict(expected, observed) == "differs":
             progress(f"{case.id}: {observed} under the fork server; confirming cold")
-            run = run_script(case.script, python=env.python, timeout=timeout)
+            run = run_script(case.script, python=env.python, timeout=timeout, isolated=True)
             observed, why = observe(case, run)
         sig: Signature | None = run.signature
         results.append(CaseResult(

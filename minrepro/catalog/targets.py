@@ -11,6 +11,7 @@ from pathlib import Path
 from ..dirs import cache
 from ..errors import MinreproError
 from ..harness.runner import RunResult, run_script
+from ..harness.signature import KEY_MESSAGE_TYPES
 from .manifest import LIBRARIES, MAX_CODE_LINES, Case, Catalog, script_metadata, script_pins
 from ..reducers.source import code_lines, imported_modules
 
@@ -44,8 +45,13 @@ def pinned_set(catalog: Catalog, path: Path) -> str | None:
 
 
 def headline_regex(raw_headline: str) -> str:
-    """The failure's final line as a regex: literal, with numbers free (a key or a size may move between runs)."""
-    return re.sub(r"\d+", r"\\d+", re.escape(raw_headline.split("\n", 1)[0]))
+    """The failure's final line as a regex: literal, with numbers free (a size may move between runs), and any
+    key free for a missing key (its message is only the key)."""
+    line = raw_headline.split("\n", 1)[0]
+    exc_type = line.split(":", 1)[0]
+    if exc_type.rsplit(".", 1)[-1] in KEY_MESSAGE_TYPES:
+        return re.escape(exc_type) + ": .+"
+    return re.sub(r"\d+", r"\\d+", re.escape(line))
 
 
 def script_case(path: Path, reference: RunResult, reference_set: str | None) -> Case:

@@ -121,7 +121,7 @@ def _outcomes(script: Path, headline: str, catalog, timeout: float) -> dict[str,
         python = cache("envs", name, "bin", "python")
         if not python.is_file():
             continue
-        run = run_script(script, python=str(python), timeout=timeout)
+        run = run_script(script, python=str(python), timeout=timeout, isolated=True)
         same = run.signature is not None and run.raw_headline.split("\n", 1)[0] == headline
         found[name] = "fail" if same else ("fail-other" if run.signature else "pass")
     return found

@@ -45,7 +45,7 @@ def cmd_bisect(args: argparse.Namespace) -> int:
     document = {"case": case.id, "base": base, "packages": [r.__dict__ for r in results]}
     for r in results:
         if r.first_fixed:
-            print(f"{case.id}: {r.package} first fixed in {r.first_fixed} (last bad {r.last_bad}; fails at {r.bad})")
+            print(f"{case.id}: {r.package} {r.fixed_range()} (last bad {r.last_bad}; fails at {r.bad})")
         else:
             print(f"{case.id}: {r.package} still fails at {r.good} (fails at {r.bad})")
     if len(packages) > 1:
@@ -59,6 +59,10 @@ def cmd_bisect(args: argparse.Namespace) -> int:
     if args.record:
         from minrepro.catalog.manifest import record_fixed_in
 
+        ambiguous = [r.package for r in results if r.undecided]
+        if ambiguous:
+            raise MinreproError(f"not recording fixed_in: {', '.join(ambiguous)} could not be bisected to one release "
+                                "(see the undecided releases above)")
         fixed = [f"{r.package}=={r.first_fixed}" for r in results if r.first_fixed]
         record_fixed_in(catalog.path, case.id, fixed)
         print(f"recorded fixed_in = {fixed} for {case.id} in {catalog.path}", file=sys.stderr)

@@ -25,7 +25,7 @@ from minrepro.harness.signature import (
     classify,
     frames_from_records,
     frames_from_text,
-    normalize_message,
+    message_identity,
     parse_traceback,
     raiser_of_records,
 )
@@ -79,12 +79,17 @@ def run_script(
     path0: str | os.PathLike[str] | None = None,
     trace: bool = False,
     profile: Path | None = None,
+    isolated: bool = False,
 ) -> RunResult:
     """Run ``script`` under ``python`` via the bootstrap and classify how it ended.
 
     It runs in ``cwd`` (default: its own directory) and imports first from ``path0`` (default: its own
     directory): a candidate stands in for an original that lives elsewhere. With ``trace`` the result carries
-    every accelerate ``dispatch_model`` call the run made (see ``_bootstrap``)."""
+    every accelerate ``dispatch_model`` call the run made (see ``_bootstrap``). ``isolated`` runs it in an empty
+    scratch directory instead: a standalone case needs no directory of its own, and a library bug that writes into
+    the working directory (peft's offload copy under an absolute path, family I) then cannot touch the checkout."""
+    if isolated and cwd is not None:
+        raise MinreproError("run_script: give cwd or isolated, not both")
     script = Path(script)
     if not script.is_file():
         raise MinreproError(f"no such script: {script}")
@@ -93,6 +98,9 @@ def run_script(
         report_path = Path(tmp) / "report.json"
         scratch_tmp = Path(tmp) / "tmp"
         scratch_tmp.mkdir()
+        if isolated:
+            cwd = Path(tmp) / "cwd"
+            cwd.mkdir()
         # the script's own temp files (checkpoints, offload folders) go where they are removed after the run
         child_env = {**os.environ, **(env or {}), "MINREPRO_REPORT": str(report_path), "PYTHONUNBUFFERED": "1",
                      "TMPDIR": str(scratch_tmp)}
@@ -187,7 +195,7 @@ def classify_run(
         signature = Signature(
             classify(exc["type"], exc["message"]),
             exc["type"],
-            normalize_message(exc["message"]),
+            message_identity(exc["type"], exc["message"]),
             frames_from_records(exc["frames"]),
             tuple(exc.get("causes", ())),
             raiser_of_records(exc["frames"]),

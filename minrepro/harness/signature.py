@@ -137,6 +137,19 @@ def normalize_message(text: str) -> str:
     return _SPACE.sub(" ", text).strip()
 
 
+# A KeyError's message is the missing key's repr: data, like a number. transformers 5.8 keyed Gemma 4's
+# shared_kv_states by layer type, so one lookup bug reads `KeyError: 22` on 5.7 and `KeyError: 'full_attention'`
+# on 5.13; both are the same origin.
+KEY_MESSAGE_TYPES = frozenset({"KeyError"})
+
+
+def message_identity(exc_type: str, message: str) -> str:
+    """The message as part of a failure's identity: normalized, and only the type for a missing key."""
+    if exc_type.rsplit(".", 1)[-1] in KEY_MESSAGE_TYPES:
+        return "<key>"
+    return normalize_message(message)
+
+
 def classify(exc_type: str, message: str) -> str:
     """Which outcome kind an exception stands for: OOM and CUDA errors are outcomes of their own."""
     if exc_type.endswith(("OutOfMemoryError", "MemoryError")) or "out of memory" in message.lower():
@@ -227,7 +240,8 @@ def parse_traceback(text: str) -> Signature | None:
             frames = frames_from_text("\n".join(lines[:index]))
             paths = [m["path"] for m in _TB_FRAME.finditer("\n".join(lines[:index]))]
             raiser = "other" if not paths else "library" if module_of_path(paths[-1]) else "script"
-            return Signature(classify(exc_type, message), exc_type, normalize_message(message), frames, (), raiser)
+            return Signature(classify(exc_type, message), exc_type, message_identity(exc_type, message), frames, (),
+                             raiser)
     return None
 
 

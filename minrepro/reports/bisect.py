@@ -14,7 +14,7 @@ import json
 import re
 import subprocess
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import combinations
 from pathlib import Path
 from typing import Callable
@@ -75,12 +75,14 @@ class Judge:
     def __call__(self, overrides: dict[str, Version]) -> Outcome:
         reqs = self.requirements(overrides)
         key = " ".join(reqs)
-        if key in self.cache:
+        expect = f"{self.case.signature} in {self.case.owner}"  # an outcome judged against another signature is stale
+        if key in self.cache and self.cache[key].get("expect") == expect:
             return self.cache[key]["outcome"]
         env = self.envs / hashlib.sha1(key.encode()).hexdigest()[:12]
         try:
             python = create_env(env, reqs, self.wheelhouse, label=f"bisect {self.case.id}")
-            run = run_script(self.case.script, python=str(python), timeout=self.timeout)
+            run = run_script(self.case.script, python=str(python), timeout=self.timeout,
+                             isolated=self.case.family != "your script")
             observed, _ = observe(self.case, run)
             outcome = {"fail": "bad", "pass": "good"}.get(observed, "skip")
             headline = run.raw_headline.split("\n", 1)[0]
@@ -89,7 +91,7 @@ class Judge:
         except MinreproError as exc:  # a release that will not install is a skip, not a crash
             outcome, headline = "skip", str(exc)
         self.log(f"{key}: {outcome} {headline[:80]}")
-        self.cache[key] = {"outcome": outcome, "headline": headline}
+        self.cache[key] = {"outcome": outcome, "headline": headline, "expect": expect}
         self.cache_file.parent.mkdir(parents=True, exist_ok=True)
         self.cache_file.write_text(json.dumps(self.cache, indent=1))
         return outcome
@@ -134,9 +136,19 @@ class BisectResult:
     package: str
     bad: str
     good: str | None
-    first_fixed: str | None
+    first_fixed: str | None  # the first release judged good after the last one judged bad
     last_bad: str | None
     judged: dict[str, str]
+    # releases between last_bad and first_fixed that could not be judged (skips): when there are any, the fix is
+    # somewhere in (last_bad, first_fixed], not necessarily at first_fixed
+    undecided: list[str] = field(default_factory=list)
+
+    def fixed_range(self) -> str:
+        """Where the fix lies, as a maintainer reads it."""
+        if not self.undecided:
+            return f"first fixed in {self.first_fixed}"
+        return (f"fixed after {self.last_bad}, by {self.first_fixed} at the latest ({len(self.undecided)} release(s) "
+                f"between could not be judged: {', '.join(self.undecided)})")
 
 
 def bisect_package(judge: Judge, package: str, versions: list[Version], bad: Version,
@@ -159,7 +171,9 @@ def bisect_package(judge: Judge, package: str, versions: list[Version], bad: Ver
     span = [v for v in versions if bad <= v <= good]
     fixed = first_flip(span, at, "bad")
     previous = [v for v in span if v < fixed and judged.get(str(v)) == "bad"]
-    return BisectResult(package, str(bad), str(good), str(fixed), str(previous[-1]) if previous else None, judged)
+    undecided = [str(v) for v in span if previous and previous[-1] < v < fixed]
+    return BisectResult(package, str(bad), str(good), str(fixed), str(previous[-1]) if previous else None, judged,
+                        undecided)
 
 
 def minimal_upgrades(judge: Judge, packages: list[str], targets: dict[str, Version]) -> list[tuple[str, ...]]:

@@ -18,6 +18,7 @@ from packaging.version import Version
 from minrepro.catalog.manifest import Case, Catalog, script_metadata
 from minrepro.dirs import cache
 from minrepro.errors import MinreproError
+from minrepro.reports.bisect import BisectResult
 from minrepro.catalog.matrix import load_results
 from minrepro.envs.patching import PATCHES_DIR, load_patches
 from minrepro.harness.signature import Signature
@@ -255,7 +256,7 @@ def _version_table(case: Case, runs: dict[tuple[str, str], dict[str, Any]], resu
         rows.append("Bisection over releases (other packages at the script's pins):")
         for p in doc["packages"]:
             judged = ", ".join(f"{v}: {o}" for v, o in sorted(p["judged"].items(), key=lambda kv: Version(kv[0])))
-            fixed = f"first fixed in {p['first_fixed']}" if p["first_fixed"] else f"still fails at {p['good']}"
+            fixed = (BisectResult(**p).fixed_range() if p["first_fixed"] else f"still fails at {p['good']}")
             rows.append(f"- {p['package']}: {fixed} ({judged})")
         for subset in doc.get("minimal_upgrades", []):
             rows.append(f"- minimal upgrade that makes it pass: {' + '.join(subset)}")

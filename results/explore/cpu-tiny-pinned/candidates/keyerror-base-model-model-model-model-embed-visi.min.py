@@ -1,0 +1,20 @@
+# /// script
+# requires-python = ">=3.10"
+# dependencies = ["torch", "peft==0.19.1", "transformers==5.6.2", "tokenizers==0.22.2"]
+# ///
+# reduced by minrepro from final-spec.py: 26 -> 11 code lines.
+# Fails with: KeyError: 'base_model.model.model.model.embed_vision.embedding_projection'  (in peft.peft_model:PeftModel._update_offload)
+# Guard: necessity control: with the script's call into the library cut, the failure vanishes
+import tempfile
+
+from peft import LoraConfig, PeftModel, get_peft_model
+from transformers import Gemma4Config, Gemma4ForConditionalGeneration, Gemma4TextConfig, Gemma4VisionConfig
+
+config = Gemma4Config(text_config=Gemma4TextConfig(**{'hidden_size': 1, 'num_hidden_layers': 1, 'vocab_size': 1, 'vocab_size_per_layer_input': 4}), vision_config=Gemma4VisionConfig(**{'hidden_size': 32, 'intermediate_size': 0, 'head_dim': 1}))  # fails only with vision_config=Gemma4VisionConfig(**{'hidden_size': 32, 'intermediate_size': 0, 'head_dim': 1})
+lora = LoraConfig()
+root = tempfile.mkdtemp()
+model = Gemma4ForConditionalGeneration(config)
+model.save_pretrained(root + '/base')
+get_peft_model(model, lora).save_pretrained(root + '/adapter')
+base = Gemma4ForConditionalGeneration.from_pretrained(root + '/base', device_map='balanced', max_memory={'cpu': '3MB'})  # fails only with device_map='balanced'; fails only with max_memory={'cpu': '3MB'}
+model = PeftModel.from_pretrained(base, root + '/adapter')
