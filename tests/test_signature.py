@@ -13,6 +13,7 @@ from minrepro.harness.signature import (
     module_of_path,
     normalize_message,
     parse_traceback,
+    raiser_of_records,
 )
 
 numbers = st.one_of(st.integers(min_value=0, max_value=10**12).map(str),
@@ -93,6 +94,19 @@ def test_a_missing_key_is_data_not_identity(key_a, key_b):
     other = parse_traceback(_traceback([(f"{LIB}/transformers/models/gemma4/modeling_gemma4.py", 1258, "forward")],
                                        f"IndexError: {key_a}"))
     assert other != run(key_a)
+
+
+def test_a_standard_library_container_raises_for_its_library_caller():
+    # transformers 5.8+ looks shared KV states up in a collections mapping: the raise moved into the stdlib
+    gemma = (f"{LIB}/transformers/models/gemma4/modeling_gemma4.py", 1258, "forward")
+    plain = parse_traceback(_traceback([gemma], "KeyError: 22"))
+    mapping = parse_traceback(_traceback([gemma, ("/usr/lib/python3.11/collections/__init__.py", 1126, "__getitem__")],
+                                         "KeyError: 'full_attention'"))
+    assert plain == mapping and plain.raised_by == "library"
+    records = [{"module": "transformers.models.gemma4.modeling_gemma4", "library": True},
+               {"module": "collections", "library": False}]
+    assert raiser_of_records(records) == "library"
+    assert raiser_of_records([{"module": "__main__"}, {"module": "json.decoder"}]) == "script"
 
 
 @given(st.text(string.ascii_letters + " ", min_size=1, max_size=40))

@@ -8,6 +8,7 @@ from one raised through library frames, because library frames are part of the v
 from __future__ import annotations
 
 import re
+import sys
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Iterable
 
@@ -205,14 +206,22 @@ def frames_from_records(records: Iterable[dict[str, Any]]) -> tuple[Frame, ...]:
 # --- text tracebacks (faulthandler dumps, scripts that print and exit, pasted reports) -----------
 
 _TB_FRAME = re.compile(r'^\s*File "(?P<path>[^"]+)", line (?P<line>\d+),? in (?P<func>[^\s]+)', re.MULTILINE)
+_STDLIB_PATH = re.compile(r"[\\/]lib[\\/]python\d\.\d+[\\/](?!(?:site|dist)-packages[\\/])|^<frozen ")
 _EXC_LINE = re.compile(r"^(?P<type>[A-Za-z_][\w.]*(?:Error|Exception|Interrupt|Exit|Warning|Failure|Fault))(?:: (?P<msg>.*))?$")
 
 
+def _stdlib_record(record: dict[str, Any]) -> bool:
+    return not record.get("library") and (record.get("module") or "").split(".")[0] in sys.stdlib_module_names
+
+
 def raiser_of_records(records: list[dict[str, Any]]) -> str:
-    """Who raised, from the bootstrap's frame records (innermost last)."""
-    if not records:
+    """Who raised, from the bootstrap's frame records (innermost last). A standard-library frame raises for its
+    caller: transformers 5.8 made Gemma 4's shared_kv_states a mapping whose `__getitem__` (collections) raises
+    the KeyError that the plain dict raised in modeling_gemma4 before."""
+    callers = [r for r in records if not _stdlib_record(r)] or records
+    if not callers:
         return "other"
-    last = records[-1]
+    last = callers[-1]
     return "library" if last.get("library") else "script" if last.get("module") == "__main__" else "other"
 
 
@@ -239,6 +248,7 @@ def parse_traceback(text: str) -> Signature | None:
             exc_type = match["type"]
             frames = frames_from_text("\n".join(lines[:index]))
             paths = [m["path"] for m in _TB_FRAME.finditer("\n".join(lines[:index]))]
+            paths = [p for p in paths if not _STDLIB_PATH.search(p)] or paths  # as in raiser_of_records
             raiser = "other" if not paths else "library" if module_of_path(paths[-1]) else "script"
             return Signature(classify(exc_type, message), exc_type, message_identity(exc_type, message), frames, (),
                              raiser)
