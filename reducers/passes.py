@@ -95,6 +95,39 @@ def unwrap_conditional_expressions(tree: ast.Module) -> Iterator[ast.Module]:
     yield from _edits(tree, ast.IfExp, lambda n: [n.body, n.orelse])
 
 
+def fold_constant_branches(tree: ast.Module) -> Iterator[ast.Module]:
+    """Every `if <literal>:` and `a if <literal> else b` folded to the branch it takes, in one candidate: what
+    `resolve_recorded_values` leaves of `if args.dry_run:`. Without it, the `return` in that dead branch keeps
+    `main()` from being inlined and the slice never sees inside it."""
+
+    class Fold(ast.NodeTransformer):
+        def visit_If(self, node: ast.If) -> ast.AST | list[ast.stmt]:
+            self.generic_visit(node)
+            taken = _literal_truth(node.test)
+            return node if taken is None else (node.body if taken else node.orelse)
+
+        def visit_IfExp(self, node: ast.IfExp) -> ast.AST:
+            self.generic_visit(node)
+            taken = _literal_truth(node.test)
+            return node if taken is None else (node.body if taken else node.orelse)
+
+    new = Fold().visit(copy.deepcopy(tree))
+    if ast.dump(new) != ast.dump(tree):
+        for node in ast.walk(new):  # a block left empty by a dead branch still needs a statement
+            for field in ("body", "orelse", "finalbody"):
+                if field == "body" and not isinstance(node, ast.Module) and getattr(node, field, None) == []:
+                    node.body = [ast.Pass()]
+        yield new
+
+
+def _literal_truth(test: ast.expr) -> bool | None:
+    """The truth of a test that is a literal (or `not` of one), else None."""
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        inner = _literal_truth(test.operand)
+        return None if inner is None else not inner
+    return bool(test.value) if isinstance(test, ast.Constant) else None
+
+
 def unroll_loops(tree: ast.Module) -> Iterator[ast.Module]:
     """`for x in xs: body` becomes `x = next(iter(xs)); body`; `while c: body` becomes `if c: body`."""
 
@@ -133,6 +166,8 @@ def _inline(tree: ast.Module, name: str) -> ast.Module | None:
                 continue
             for i, stmt in enumerate(block):
                 call = stmt.value if isinstance(stmt, (ast.Expr, ast.Assign)) else None
+                if isinstance(stmt, ast.Expr) and _is_exit(call):
+                    call = call.args[0]  # `sys.exit(main())`: the exit status is not what a repro keeps
                 if isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id == name:
                     func_copy = copy.deepcopy(func)
                     binds = _bind(func_copy, call)
@@ -149,6 +184,12 @@ def _inline(tree: ast.Module, name: str) -> ast.Module | None:
                     tree.body.remove(func)
                     return tree
     return None
+
+
+def _is_exit(call: ast.AST | None) -> bool:
+    """`sys.exit(x)`, `exit(x)` or `raise SystemExit(x)`'s call, with one argument."""
+    return (isinstance(call, ast.Call) and len(call.args) == 1 and not call.keywords
+            and ast.unparse(call.func) in ("sys.exit", "exit", "quit", "SystemExit"))
 
 
 def _bind(func: ast.FunctionDef, call: ast.Call) -> list[ast.stmt] | None:
@@ -546,6 +587,8 @@ PASSES: list[Pass] = [
     greedy(unwrap_main_guard),
     greedy(inline_functions),
     resolve_recorded_values,  # before the slice: the parser and config objects then fall off it
+    greedy(fold_constant_branches),  # `if False: return 0` (a resolved `--dry-run`) blocks inlining `main()`
+    greedy(inline_functions),
     slice_to_failure,
     drop_all_dead_definitions,
     greedy(unwrap_raise),

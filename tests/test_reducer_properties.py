@@ -100,3 +100,33 @@ def test_assertion_conditions_are_never_weakened():
 
     result = reduce_source(source, interesting, PASSES, FINAL_PASSES)
     assert "assert error < 0.05" in result
+
+
+@given(st.lists(st.sampled_from(["True", "False", "0", "1", "None", "''", "'x'"]), min_size=1, max_size=4),
+       st.integers(0, 3))
+def test_folding_literal_branches_keeps_what_runs(tests, seed):
+    from minrepro.reducers.passes import fold_constant_branches
+
+    # nested literal ifs around appends: the folded program appends exactly what the original does
+    body, indent = "out = []\n", ""
+    for i, test in enumerate(tests):
+        body += f"{indent}out.append({i})\n{indent}if {test}:\n"
+        indent += "    "
+    body += f"{indent}out.append('in')\nout.append({seed} if {tests[0]} else -1)\n"
+
+    def run(source: str) -> list:
+        scope: dict = {}
+        exec(compile(source, "<p>", "exec"), scope)
+        return scope["out"]
+
+    [folded] = list(fold_constant_branches(ast.parse(body)))
+    assert run(ast.unparse(folded)) == run(body)
+    assert not any(isinstance(n, (ast.If, ast.IfExp)) for n in ast.walk(folded))
+
+
+def test_main_behind_sys_exit_is_inlined():
+    from minrepro.reducers.passes import inline_functions
+
+    source = "import sys\ndef main(argv=None):\n    x = argv\n    return 0\nif __name__ == '__main__':\n    sys.exit(main())\n"
+    [inlined] = [ast.unparse(t) for t in inline_functions(ast.parse(source))]
+    assert "def main" not in inlined and "x = None" in inlined

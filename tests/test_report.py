@@ -38,3 +38,19 @@ def test_every_case_drafts_to_its_repository_template():
         assert case.script.read_text().strip().splitlines()[-1] in text
         assert "Family " not in report["title"] and "@" not in report["sections"].get("Who can help?", "")
         assert "issues/new" in text and "only drafts" in text
+
+
+def test_a_users_script_failing_like_a_catalog_case_names_it(tmp_path):
+    # the recorded reduction of a PEFT device_map scenario fails as family C does: the draft says so, with the
+    # upstream fix, and names neither a docstring it lacks nor the file's stem as its summary
+    from dataclasses import replace
+
+    catalog = load_catalog()
+    [known] = catalog.select(["gemma4-shared-kv-keyerror"])
+    script = RESULTS / "bisect" / "scripts" / "r06_reduction_pinned.py"
+    case = replace(known, id=script.stem, script=script, family="your script", upstream=(), fixed_in=(), patches=())
+    report = draft(case, catalog, RESULTS / "scripts" / "r06_reduction_pinned", python=Path("/nonexistent/python"))
+    assert "`gemma4-shared-kv-keyerror` (family C)" in report["extra"]["Related"]
+    assert "transformers#45312" in report["extra"]["Related"]
+    assert report["title"].endswith("`model.generate()` fails")
+    assert "r06_reduction_pinned." not in report["sections"]["Expected behavior"]

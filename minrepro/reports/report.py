@@ -8,6 +8,7 @@ asks that agents do not open issues).
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 from pathlib import Path
@@ -87,9 +88,14 @@ def system_info(python: Path | None, recorded: dict[str, Any] | None) -> str:
         bindir = python.parent
         for name, cmd in SYSTEM_COMMANDS.items():
             exe = [str(python), *cmd[1:]] if cmd[0] == "python" else [str(bindir / cmd[0]), *cmd[1:]]
+            # the env's bin first on PATH: `accelerate env` looks itself up with `which`
+            env = {**os.environ, "PATH": f"{bindir}{os.pathsep}{os.environ.get('PATH', '')}"}
             try:
-                out = subprocess.run(exe, capture_output=True, text=True, timeout=180)
+                out = subprocess.run(exe, capture_output=True, text=True, timeout=180, env=env)
                 text = (out.stdout or out.stderr).strip()
+                if out.returncode != 0:  # a maintainer needs the versions, not our env's traceback
+                    last = (text.splitlines() or ["no output"])[-1]
+                    text = f"(failed in this env: {last})"
             except (OSError, subprocess.TimeoutExpired) as exc:
                 text = f"(could not run: {exc})"
             parts.append(f"$ {' '.join(cmd)}\n{_tail(text, 40)}")
@@ -142,7 +148,7 @@ def draft(case: Case, catalog: Catalog, results_dir: Path, python: Path | None =
     repo = REPOSITORIES.get(library, "huggingface/transformers")
     source = case.script.read_text(encoding="utf-8")
     docstring = _docstring(source)
-    summary = (docstring.splitlines()[0] if docstring else case.id).rstrip(".")
+    summary = (docstring.splitlines()[0] if docstring else _last_statement(source)).rstrip(".")
     modules = [f["module"] for f in reversed((signature or {}).get("frames", []))]
     pins = [d for d in (script_metadata(source) or {}).get("dependencies", [])]
     sections: dict[str, str] = {
@@ -151,13 +157,15 @@ def draft(case: Case, catalog: Catalog, results_dir: Path, python: Path | None =
         "Information": "- [ ] The official example scripts\n- [x] My own modified scripts",
         "Tasks": "- [x] My own task or dataset (give details below)",
         "Reproduction": _reproduction(case, source, pins, headline, signature, failing_set),
-        "Expected behavior": f"{summary}.\n\nExpected: {expected_line(source)}.\nActual: `{headline or 'see above'}`.",
+        "Expected behavior": (f"{summary}.\n\n" if docstring else "")
+                             + f"Expected: {expected_line(source)}.\nActual: `{headline or 'see above'}`.",
     }
     extra = {
         "Versions": _version_table(case, runs, results_dir),
         "Where it shows up": scenario_evidence(case, results_dir / "scenarios"),
-        "Related": "\n".join(f"- https://github.com/{ref.split('#')[0]}/issues/{ref.split('#')[1]}"
-                             for ref in case.upstream) or "- none found",
+        "Related": "\n".join([f"- https://github.com/{ref.split('#')[0]}/issues/{ref.split('#')[1]}"
+                              for ref in case.upstream] + _known_cases(case, catalog, signature, headline))
+                   or "- none found",
         "Suggested fix": _patches(case),
     }
     if case.outcomes and all(o == "unreproduced" for o in case.outcomes.values()):
@@ -169,6 +177,31 @@ def draft(case: Case, catalog: Catalog, results_dir: Path, python: Path | None =
         title = f"{headline.split(':', 1)[0] or 'Wrong result'} in {where}: {summary}"
     return {"case": case.id, "repository": repo, "title": title, "template": TEMPLATES[library] if library in TEMPLATES else TEMPLATES["transformers"],
             "sections": sections, "extra": extra}
+
+
+def _last_statement(source: str) -> str:
+    """What a script without a docstring is about: its last statement (in a reduced script, the failing call)."""
+    import ast
+
+    body = ast.parse(source).body
+    text = ast.unparse(body[-1]).splitlines()[0] if body else "the script"
+    return f"`{text if len(text) <= 70 else text[:67] + '...'}` fails"
+
+
+def _known_cases(case: Case, catalog: Catalog, signature: dict[str, Any] | None, headline: str) -> list[str]:
+    """Catalog cases that fail the same way (same owning function, a final line their signature matches): a
+    user's script is then most likely that family, and its upstream references apply."""
+    if case.family != "your script" or not signature:
+        return []
+    owner = Signature.from_dict(signature).owner
+    out = []
+    for known in catalog.cases:
+        if known.owner and owner and known.owner == str(owner) and re.search(known.signature, headline):
+            refs = ", ".join(known.upstream) or "no upstream report yet"
+            fixed = f"; fixed in {', '.join(known.fixed_in)}" if known.fixed_in else ""
+            out.append(f"- minrepro catalog case `{known.id}` (family {known.family}) fails the same way "
+                       f"(`{owner}`, /{known.signature}/): {refs}{fixed}")
+    return out
 
 
 def render_markdown(report: dict[str, Any]) -> str:
