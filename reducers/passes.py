@@ -166,8 +166,14 @@ def _inline(tree: ast.Module, name: str) -> ast.Module | None:
                 continue
             for i, stmt in enumerate(block):
                 call = stmt.value if isinstance(stmt, (ast.Expr, ast.Assign)) else None
-                if isinstance(stmt, ast.Expr) and _is_exit(call):
-                    call = call.args[0]  # `sys.exit(main())`: the exit status is not what a repro keeps
+                if isinstance(stmt, ast.Raise) and stmt.cause is None:
+                    call = stmt.exc
+                if isinstance(stmt, (ast.Expr, ast.Raise)) and _is_exit(call):
+                    # `sys.exit(main())`, `raise SystemExit(main())`: the exit status is not what a repro keeps
+                    call = call.args[0]
+                    stmt = ast.Expr(call)
+                elif isinstance(stmt, ast.Raise):
+                    continue
                 if isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id == name:
                     func_copy = copy.deepcopy(func)
                     binds = _bind(func_copy, call)

@@ -124,9 +124,10 @@ def test_folding_literal_branches_keeps_what_runs(tests, seed):
     assert not any(isinstance(n, (ast.If, ast.IfExp)) for n in ast.walk(folded))
 
 
-def test_main_behind_sys_exit_is_inlined():
-    from minrepro.reducers.passes import inline_functions
+@given(st.sampled_from(["sys.exit(main())", "raise SystemExit(main())", "main()", "exit(main())"]))
+def test_main_behind_an_exit_is_inlined(call):
+    from minrepro.reducers.passes import _render, inline_functions
 
-    source = "import sys\ndef main(argv=None):\n    x = argv\n    return 0\nif __name__ == '__main__':\n    sys.exit(main())\n"
-    [inlined] = [ast.unparse(t) for t in inline_functions(ast.parse(source))]
+    source = f"import sys\ndef main(argv=None):\n    x = argv\n    return 0\nif __name__ == '__main__':\n    {call}\n"
+    [inlined] = [_render(t) for t in inline_functions(ast.parse(source))]
     assert "def main" not in inlined and "x = None" in inlined
