@@ -133,3 +133,25 @@ def test_candidates_sharing_a_slow_prefix_run_from_a_snapshot_of_it(tmp_path):
         assert [r.signature.headline for r in twice] == ["OSError: in the prefix"] * 2
     finally:
         executor.close()
+
+
+def test_a_snapshot_after_a_parallel_torch_op_serves_its_candidates(tmp_path):
+    # GNU OpenMP is not fork-safe: children forked from a prefix that ran a multi-threaded matmul hung in their first
+    # one, so every snapshot-served candidate of a real script timed out and was refused
+    torch = pytest.importorskip("torch")
+    if torch.get_num_threads() < 2:
+        pytest.skip("one intra-op thread: nothing to hang on")
+    scripts = []
+    for name in ("a", "b"):
+        script = tmp_path / f"{name}.py"
+        script.write_text(f"import torch\nx = torch.randn(512, 512)\ny = x @ x\nz = (y @ y).sum()\n"
+                          f"raise ValueError('{name}')\n")
+        scripts.append(script)
+    executor = ForkServerExecutor(None, ["torch"], 2)
+    executor.set_heavy(["y = x @ x"])
+    try:
+        results = [r for _ in range(3) for r in executor.run_many(scripts, 30)]
+    finally:
+        executor.close()
+    assert executor.snapshot_runs > 0  # the branch in question was reached
+    assert [r.raw_headline for r in results] == ["ValueError: a", "ValueError: b"] * 3

@@ -178,6 +178,12 @@ def _snapshot(job, jobs):
     prefix, _ = _bootstrap.split_module(job["script"], job["cut"])
     namespace = {"__name__": "__main__", "__file__": job["script"], "__builtins__": __builtins__}
     prefix_report = os.path.join(scratch, "prefix.json")
+    # GNU OpenMP is not fork-safe: once the prefix has run a parallel torch op, every child forked from this
+    # snapshot hangs in its first one (each such candidate timed out, and was refused, while its cold run
+    # passed in 3 s). One intra-op thread here and in the children keeps the pool from ever starting.
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        torch.set_num_threads(1)
     _bootstrap.prepare(job["script"], job["args"], job.get("path0"))
     began = time.monotonic()
     failed = _bootstrap.guarded(lambda: exec(prefix, namespace), prefix_report)
