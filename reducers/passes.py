@@ -67,12 +67,21 @@ def _body(stmts: list[ast.stmt]) -> list[ast.stmt]:
 # --- generators ---------------------------------------------------------------------------------------
 
 def unwrap_main_guard(tree: ast.Module) -> Iterator[ast.Module]:
-    """`if __name__ == "__main__": body` at module level becomes `body`."""
+    """`if __name__ == "__main__": body` at module level becomes `body`; there `sys.exit(main())` and
+    `raise SystemExit(main())` become `main()` (the exit status is not what a repro keeps, and a bare call is
+    what `inline_functions` can inline)."""
     for i, stmt in enumerate(tree.body):
         if isinstance(stmt, ast.If) and "__name__" in ast.unparse(stmt.test):
             new = copy.deepcopy(tree)
-            new.body[i : i + 1] = new.body[i].body
+            new.body[i : i + 1] = [_without_exit(s) for s in new.body[i].body]
             yield new
+
+
+def _without_exit(stmt: ast.stmt) -> ast.stmt:
+    call = stmt.value if isinstance(stmt, ast.Expr) else stmt.exc if isinstance(stmt, ast.Raise) else None
+    exits = (isinstance(call, ast.Call) and len(call.args) == 1 and not call.keywords
+             and ast.unparse(call.func) in ("sys.exit", "exit", "quit", "SystemExit"))
+    return ast.Expr(call.args[0]) if exits else stmt
 
 
 def unwrap_try(tree: ast.Module) -> Iterator[ast.Module]:
@@ -93,39 +102,6 @@ def unwrap_if(tree: ast.Module) -> Iterator[ast.Module]:
 def unwrap_conditional_expressions(tree: ast.Module) -> Iterator[ast.Module]:
     """`a if c else b` becomes `a`, or `b` (a rendered scenario's `cache if cache else tempfile.mkdtemp()`)."""
     yield from _edits(tree, ast.IfExp, lambda n: [n.body, n.orelse])
-
-
-def fold_constant_branches(tree: ast.Module) -> Iterator[ast.Module]:
-    """Every `if <literal>:` and `a if <literal> else b` folded to the branch it takes, in one candidate: what
-    `resolve_recorded_values` leaves of `if args.dry_run:`. Without it, the `return` in that dead branch keeps
-    `main()` from being inlined and the slice never sees inside it."""
-
-    class Fold(ast.NodeTransformer):
-        def visit_If(self, node: ast.If) -> ast.AST | list[ast.stmt]:
-            self.generic_visit(node)
-            taken = _literal_truth(node.test)
-            return node if taken is None else (node.body if taken else node.orelse)
-
-        def visit_IfExp(self, node: ast.IfExp) -> ast.AST:
-            self.generic_visit(node)
-            taken = _literal_truth(node.test)
-            return node if taken is None else (node.body if taken else node.orelse)
-
-    new = Fold().visit(copy.deepcopy(tree))
-    if ast.dump(new) != ast.dump(tree):
-        for node in ast.walk(new):  # a block left empty by a dead branch still needs a statement
-            for field in ("body", "orelse", "finalbody"):
-                if field == "body" and not isinstance(node, ast.Module) and getattr(node, field, None) == []:
-                    node.body = [ast.Pass()]
-        yield new
-
-
-def _literal_truth(test: ast.expr) -> bool | None:
-    """The truth of a test that is a literal (or `not` of one), else None."""
-    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
-        inner = _literal_truth(test.operand)
-        return None if inner is None else not inner
-    return bool(test.value) if isinstance(test, ast.Constant) else None
 
 
 def unroll_loops(tree: ast.Module) -> Iterator[ast.Module]:
@@ -166,14 +142,6 @@ def _inline(tree: ast.Module, name: str) -> ast.Module | None:
                 continue
             for i, stmt in enumerate(block):
                 call = stmt.value if isinstance(stmt, (ast.Expr, ast.Assign)) else None
-                if isinstance(stmt, ast.Raise) and stmt.cause is None:
-                    call = stmt.exc
-                if isinstance(stmt, (ast.Expr, ast.Raise)) and _is_exit(call):
-                    # `sys.exit(main())`, `raise SystemExit(main())`: the exit status is not what a repro keeps
-                    call = call.args[0]
-                    stmt = ast.Expr(call)
-                elif isinstance(stmt, ast.Raise):
-                    continue
                 if isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id == name:
                     func_copy = copy.deepcopy(func)
                     binds = _bind(func_copy, call)
@@ -190,12 +158,6 @@ def _inline(tree: ast.Module, name: str) -> ast.Module | None:
                     tree.body.remove(func)
                     return tree
     return None
-
-
-def _is_exit(call: ast.AST | None) -> bool:
-    """`sys.exit(x)`, `exit(x)` or `raise SystemExit(x)`'s call, with one argument."""
-    return (isinstance(call, ast.Call) and len(call.args) == 1 and not call.keywords
-            and ast.unparse(call.func) in ("sys.exit", "exit", "quit", "SystemExit"))
 
 
 def _bind(func: ast.FunctionDef, call: ast.Call) -> list[ast.stmt] | None:
@@ -367,9 +329,14 @@ def unwrap_raise(tree: ast.Module) -> Iterator[ast.Module]:
 
 
 def fold_constants(tree: ast.Module) -> Iterator[ast.Module]:
-    """Arithmetic on literals is computed once: `range(1 - 0)` becomes `range(1)` (left by other passes)."""
+    """Arithmetic on literals is computed once (`range(1 - 0)` becomes `range(1)`), and an `if` or `a if c else b`
+    on a literal becomes the branch it takes: what `resolve_recorded_values` leaves of `if args.dry_run:`. The
+    `return` in that dead branch would keep `main()` from being inlined, and the slice from seeing inside it."""
     folded = _Fold().visit(copy.deepcopy(tree))
     if ast.dump(folded) != ast.dump(tree):
+        for node in ast.walk(folded):  # a block left empty by a dead branch still needs a statement
+            if not isinstance(node, ast.Module) and getattr(node, "body", None) == []:
+                node.body = [ast.Pass()]
         yield folded
 
 
@@ -378,7 +345,17 @@ _ARITHMETIC = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.
 
 
 class _Fold(ast.NodeTransformer):
-    """Numbers only, plain arithmetic only: nothing here can call code or build a huge value."""
+    """Literals only, plain arithmetic and truth only: nothing here can call code or build a huge value."""
+
+    def visit_If(self, node: ast.If) -> ast.AST | list[ast.stmt]:
+        self.generic_visit(node)
+        taken = _truth(node.test)
+        return node if taken is None else (node.body if taken else node.orelse)
+
+    def visit_IfExp(self, node: ast.IfExp) -> ast.AST:
+        self.generic_visit(node)
+        taken = _truth(node.test)
+        return node if taken is None else (node.body if taken else node.orelse)
 
     def visit_BinOp(self, node: ast.BinOp) -> ast.AST:
         self.generic_visit(node)
@@ -396,7 +373,13 @@ class _Fold(ast.NodeTransformer):
         operand = node.operand
         if isinstance(node.op, ast.USub) and isinstance(operand, ast.UnaryOp) and isinstance(operand.op, ast.USub):
             return operand.operand  # --x
+        if isinstance(node.op, ast.Not) and isinstance(operand, ast.Constant):
+            return ast.Constant(not operand.value)
         return node
+
+
+def _truth(test: ast.expr) -> bool | None:
+    return bool(test.value) if isinstance(test, ast.Constant) else None
 
 
 def _number(value: object) -> bool:
@@ -593,7 +576,7 @@ PASSES: list[Pass] = [
     greedy(unwrap_main_guard),
     greedy(inline_functions),
     resolve_recorded_values,  # before the slice: the parser and config objects then fall off it
-    greedy(fold_constant_branches),  # `if False: return 0` (a resolved `--dry-run`) blocks inlining `main()`
+    greedy(fold_constants),  # `if False: return 0` (a resolved `--dry-run`) blocks inlining `main()`
     greedy(inline_functions),
     slice_to_failure,
     drop_all_dead_definitions,

@@ -105,7 +105,7 @@ def test_assertion_conditions_are_never_weakened():
 @given(st.lists(st.sampled_from(["True", "False", "0", "1", "None", "''", "'x'"]), min_size=1, max_size=4),
        st.integers(0, 3))
 def test_folding_literal_branches_keeps_what_runs(tests, seed):
-    from minrepro.reducers.passes import fold_constant_branches
+    from minrepro.reducers.passes import fold_constants
 
     # nested literal ifs around appends: the folded program appends exactly what the original does
     body, indent = "out = []\n", ""
@@ -119,15 +119,16 @@ def test_folding_literal_branches_keeps_what_runs(tests, seed):
         exec(compile(source, "<p>", "exec"), scope)
         return scope["out"]
 
-    [folded] = list(fold_constant_branches(ast.parse(body)))
+    [folded] = list(fold_constants(ast.parse(body)))
     assert run(ast.unparse(folded)) == run(body)
     assert not any(isinstance(n, (ast.If, ast.IfExp)) for n in ast.walk(folded))
 
 
 @given(st.sampled_from(["sys.exit(main())", "raise SystemExit(main())", "main()", "exit(main())"]))
 def test_main_behind_an_exit_is_inlined(call):
-    from minrepro.reducers.passes import _render, inline_functions
+    from minrepro.reducers.passes import _render, inline_functions, unwrap_main_guard
 
     source = f"import sys\ndef main(argv=None):\n    x = argv\n    return 0\nif __name__ == '__main__':\n    {call}\n"
-    [inlined] = [_render(t) for t in inline_functions(ast.parse(source))]
+    [unguarded] = [ast.parse(_render(t)) for t in unwrap_main_guard(ast.parse(source))]
+    [inlined] = [_render(t) for t in inline_functions(unguarded)]
     assert "def main" not in inlined and "x = None" in inlined
