@@ -9,7 +9,7 @@ import pytest
 
 from minrepro.errors import MinreproError
 
-from minrepro.catalog.manifest import load_catalog
+from minrepro.catalog.manifest import USER_SCRIPT, load_catalog
 from minrepro.reports.report import REPOSITORIES, TEMPLATES, draft, render_markdown
 
 RESULTS = Path(__file__).resolve().parents[1] / "results"
@@ -48,7 +48,8 @@ def test_a_users_script_failing_like_a_catalog_case_names_it(tmp_path):
     catalog = load_catalog()
     [known] = catalog.select(["gemma4-shared-kv-keyerror"])
     script = RESULTS / "bisect" / "scripts" / "r06_reduction_pinned.py"
-    case = replace(known, id=script.stem, script=script, family="your script", upstream=(), fixed_in=(), patches=())
+    case = replace(known, id=script.stem, script=script, family=USER_SCRIPT, upstream=(), fixed_in=(),
+                   patches=())
     report = draft(case, catalog, RESULTS / "scripts" / "r06_reduction_pinned", python=Path("/nonexistent/python"))
     assert "`gemma4-shared-kv-keyerror` (family C)" in report["extra"]["Related"]
     assert "transformers#45312" in report["extra"]["Related"]

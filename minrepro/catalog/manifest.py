@@ -29,6 +29,9 @@ REQUIRED = ("id", "script", "family", "device", "signature", "pinned", "newest",
 OPTIONAL = ("owner", "seed_trace", "notes", "requires_cpu_flags", "requires_no_cuda", "patches")
 
 
+USER_SCRIPT = "your script"  # the family of an ad-hoc case made from a user's script
+
+
 @dataclass(frozen=True)
 class Case:
     id: str
@@ -45,6 +48,11 @@ class Case:
     requires_cpu_flags: tuple[str, ...] = ()
     patches: tuple[str, ...] = ()  # logical patch ids (`library/name`), in the order they stack
     requires_no_cuda: bool = False  # the bug needs a machine where bitsandbytes loads its CPU library
+
+    @property
+    def user_script(self) -> bool:
+        """A script given on the command line, not a catalog case (see `catalog.targets.script_case`)."""
+        return self.family == USER_SCRIPT
 
     @property
     def pinned(self) -> str:

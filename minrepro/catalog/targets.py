@@ -11,8 +11,8 @@ from pathlib import Path
 from ..dirs import cache
 from ..errors import MinreproError
 from ..harness.runner import RunResult, run_script
-from ..harness.signature import KEY_MESSAGE_TYPES
-from .manifest import LIBRARIES, MAX_CODE_LINES, Case, Catalog, script_metadata, script_pins
+from ..harness.signature import is_key_lookup
+from .manifest import LIBRARIES, MAX_CODE_LINES, USER_SCRIPT, Case, Catalog, script_metadata, script_pins
 from ..reducers.source import code_lines, imported_modules
 
 
@@ -49,7 +49,7 @@ def headline_regex(raw_headline: str) -> str:
     key free for a missing key (its message is only the key)."""
     line = raw_headline.split("\n", 1)[0]
     exc_type = line.split(":", 1)[0]
-    if exc_type.rsplit(".", 1)[-1] in KEY_MESSAGE_TYPES:
+    if is_key_lookup(exc_type):
         return re.escape(exc_type) + ": .+"
     return re.sub(r"\d+", r"\\d+", re.escape(line))
 
@@ -59,7 +59,7 @@ def script_case(path: Path, reference: RunResult, reference_set: str | None) -> 
     if reference.signature is None:
         raise MinreproError(f"{path} passes in its reference environment: there is no failure to check or bisect")
     owner = reference.signature.owner
-    return Case(id=path.stem, script=path.resolve(), family="your script", device="cpu",
+    return Case(id=path.stem, script=path.resolve(), family=USER_SCRIPT, device="cpu",
                 signature=headline_regex(reference.raw_headline), outcomes={reference_set: "fail"} if reference_set else {},
                 fixed_in=(), upstream=(), owner=str(owner) if owner else None)
 

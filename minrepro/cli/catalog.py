@@ -62,7 +62,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         (case, None) for case in catalog.cases]
     bad = 0
     for case, _ in targets:
-        problems = check_case(case, catalog) if case.family != "your script" else static_problems(case.script)
+        problems = check_case(case, catalog) if not case.user_script else static_problems(case.script)
         lines = code_lines(case.script.read_text(encoding="utf-8"))
         print(f"{case.id:34} {lines:3} code lines  " + ("ok" if not problems else "; ".join(problems)))
         bad += bool(problems)
@@ -80,7 +80,7 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 def _check_in_sets(catalog, cases: list, sets: list[str], args: argparse.Namespace) -> int:
     """Run the targets in each set's environment; a table target x set; the runs recorded per set."""
-    scripts = [c for c in cases if c.family == "your script"]
+    scripts = [c for c in cases if c.user_script]
     where = Path(args.results) if args.results else (results_home(scripts[0].script) if len(scripts) == 1 else None)
     columns = {}
     for name in sets:

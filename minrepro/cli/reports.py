@@ -83,7 +83,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     for case, reference in targets:
         python = Path(args.python or reference) if (args.python or reference) else None
         results_dir = Path(args.results) if args.results else (
-            results_home(case.script) if case.family == "your script" else Path("results"))
+            results_home(case.script) if case.user_script else Path("results"))
         report = draft(case, catalog, results_dir, python)
         text = json.dumps(report, indent=2) if args.format == "json" else render_markdown(report)
         if out_dir is None:

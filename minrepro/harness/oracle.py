@@ -127,7 +127,7 @@ class SignatureOracle(_Base):
 
     def _judge(self, paths: list[Path]) -> list[tuple[bool, str]]:
         results = self.executor.run_many(paths, self.timeout, self.home)
-        answers = [(self.matches(r) and self._in_budget(r), self._note(r)) for r in results]
+        answers = [self._answer(r) for r in results]
         for guard in self.good:  # only candidates still interesting are run in the next good env
             alive = [i for i, (ok, _) in enumerate(answers) if ok]
             for i, run in zip(alive, guard.run_many([paths[i] for i in alive], self.timeout, self.home)):
@@ -152,14 +152,13 @@ class SignatureOracle(_Base):
             if self.matches(run):
                 answers[i] = (False, f"{answers[i][1]} (persists with the library call cut: not the library's)")
 
-    def _note(self, result: RunResult) -> str:
+    def _answer(self, result: RunResult) -> tuple[bool, str]:
         note = result.signature.headline if result.signature else "pass"
-        if self.matches(result) and not self._in_budget(result):  # say why a matching candidate was refused
-            note += f" (over the time budget: {result.seconds:.1f} s > {self.max_seconds:.1f} s)"
-        return note
-
-    def _in_budget(self, result: RunResult) -> bool:
-        return self.max_seconds is None or result.seconds <= self.max_seconds
+        if not self.matches(result):
+            return False, note
+        if self.max_seconds is not None and result.seconds > self.max_seconds:  # say why it was refused
+            return False, f"{note} (over the time budget: {result.seconds:.1f} s > {self.max_seconds:.1f} s)"
+        return True, note
 
 
 @dataclass

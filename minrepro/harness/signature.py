@@ -144,11 +144,13 @@ def normalize_message(text: str) -> str:
 KEY_MESSAGE_TYPES = frozenset({"KeyError"})
 
 
+def is_key_lookup(exc_type: str) -> bool:
+    return exc_type.rsplit(".", 1)[-1] in KEY_MESSAGE_TYPES
+
+
 def message_identity(exc_type: str, message: str) -> str:
     """The message as part of a failure's identity: normalized, and only the type for a missing key."""
-    if exc_type.rsplit(".", 1)[-1] in KEY_MESSAGE_TYPES:
-        return "<key>"
-    return normalize_message(message)
+    return "<key>" if is_key_lookup(exc_type) else normalize_message(message)
 
 
 def classify(exc_type: str, message: str) -> str:

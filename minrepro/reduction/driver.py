@@ -77,6 +77,7 @@ class ReduceSummary:
     passes_in_good_env: bool | None = None
     triggers: list[dict] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    snapshot_runs: int = 0  # candidates served from a prefix snapshot: whether that path was taken at all
 
     def as_json(self) -> dict:
         return asdict(self)
@@ -220,7 +221,7 @@ def reduce_script(opts: ReduceOptions, log: Callable[[str], None] = lambda _: No
     return ReduceSummary(code_lines(source), code_lines(text), oracle.stats.calls, oracle.stats.cache_hits,
                          round(time.monotonic() - start, 1), headline, str(out),
                          executor.name if executor else "command", resumed, guard.kind, guard.why, good_pass,
-                         [asdict(t) for t in found], notes)
+                         [asdict(t) for t in found], notes, getattr(executor, "snapshot_runs", 0))
 
 
 def _workdir(opts: ReduceOptions, script: Path, source: str, key: str) -> Path:
@@ -382,6 +383,7 @@ def _search(regex: str, text: str) -> bool:
 def print_summary(summary: ReduceSummary, as_json: bool) -> None:
     print(f"{summary.input_lines} -> {summary.output_lines} code lines, {summary.oracle_calls} oracle calls "
           f"({summary.cache_hits} cache hits), {summary.seconds:.1f} s, executor {summary.executor}"
+          + (f", {summary.snapshot_runs} from prefix snapshots" if summary.executor == "forkserver" else "")
           + (" (resumed)" if summary.resumed else ""))
     print(f"signature: {summary.signature}")
     print(f"guard: {summary.guard_why or summary.guard}"

@@ -25,7 +25,8 @@ from minrepro.catalog.manifest import LIBRARIES, Case, script_pins
 from minrepro.envs.venvs import EnvCreationError, create_env
 from minrepro.errors import MinreproError
 from minrepro.catalog.run import observe
-from minrepro.harness.runner import run_script
+from minrepro.harness.runner import RunResult, run_script
+from minrepro.harness.signature import Signature
 
 Outcome = str  # "bad" | "good" | "skip"
 
@@ -75,26 +76,33 @@ class Judge:
     def __call__(self, overrides: dict[str, Version]) -> Outcome:
         reqs = self.requirements(overrides)
         key = " ".join(reqs)
-        expect = f"{self.case.signature} in {self.case.owner}"  # an outcome judged against another signature is stale
-        if key in self.cache and self.cache[key].get("expect") == expect:
-            return self.cache[key]["outcome"]
-        env = self.envs / hashlib.sha1(key.encode()).hexdigest()[:12]
+        # what the run did is cached, not the verdict: a verdict is derived from it and the case's current
+        # expectation, so a changed signature regex re-judges without re-running the release
+        if "signature" not in self.cache.get(key, {}):
+            self.cache[key] = self._observe(reqs)
+            self.cache_file.parent.mkdir(parents=True, exist_ok=True)
+            self.cache_file.write_text(json.dumps(self.cache, indent=1))
+        seen = self.cache[key]
+        outcome = "skip" if seen.get("install_error") else self._verdict(seen)
+        self.log(f"{key}: {outcome} {seen['headline'][:80]}")
+        return outcome
+
+    def _observe(self, reqs: list[str]) -> dict:
+        env = self.envs / hashlib.sha1(" ".join(reqs).encode()).hexdigest()[:12]
         try:
             python = create_env(env, reqs, self.wheelhouse, label=f"bisect {self.case.id}")
-            run = run_script(self.case.script, python=str(python), timeout=self.timeout,
-                             isolated=self.case.family != "your script")
-            observed, _ = observe(self.case, run)
-            outcome = {"fail": "bad", "pass": "good"}.get(observed, "skip")
-            headline = run.raw_headline.split("\n", 1)[0]
         except EnvCreationError:
             raise  # the machine's problem, not the release's: nothing is cached
         except MinreproError as exc:  # a release that will not install is a skip, not a crash
-            outcome, headline = "skip", str(exc)
-        self.log(f"{key}: {outcome} {headline[:80]}")
-        self.cache[key] = {"outcome": outcome, "headline": headline, "expect": expect}
-        self.cache_file.parent.mkdir(parents=True, exist_ok=True)
-        self.cache_file.write_text(json.dumps(self.cache, indent=1))
-        return outcome
+            return {"headline": str(exc), "signature": None, "install_error": True}
+        run = run_script(self.case.script, python=str(python), timeout=self.timeout, isolated=not self.case.user_script)
+        return {"headline": run.raw_headline.split("\n", 1)[0], "raw_headline": run.raw_headline,
+                "signature": run.signature.to_dict() if run.signature else None}
+
+    def _verdict(self, seen: dict) -> Outcome:
+        signature = Signature.from_dict(seen["signature"]) if seen["signature"] else None
+        observed, _ = observe(self.case, RunResult(1 if signature else 0, "", "", 0.0, signature, seen["raw_headline"]))
+        return {"fail": "bad", "pass": "good"}.get(observed, "skip")
 
 
 def judge_for(case: Case, packages: list[str], envs: Path, timeout: float, wheelhouse: Path | None,

@@ -7,6 +7,7 @@ asks that agents do not open issues).
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import re
@@ -22,6 +23,8 @@ from minrepro.errors import MinreproError
 from minrepro.reports.bisect import BisectResult
 from minrepro.catalog.matrix import load_results
 from minrepro.envs.patching import PATCHES_DIR, load_patches
+from minrepro.catalog.run import observe
+from minrepro.harness.runner import RunResult
 from minrepro.harness.signature import Signature
 
 REPOSITORIES = {
@@ -181,8 +184,6 @@ def draft(case: Case, catalog: Catalog, results_dir: Path, python: Path | None =
 
 def _last_statement(source: str) -> str:
     """What a script without a docstring is about: its last statement (in a reduced script, the failing call)."""
-    import ast
-
     body = ast.parse(source).body
     text = ast.unparse(body[-1]).splitlines()[0] if body else "the script"
     return f"`{text if len(text) <= 70 else text[:67] + '...'}` fails"
@@ -191,16 +192,16 @@ def _last_statement(source: str) -> str:
 def _known_cases(case: Case, catalog: Catalog, signature: dict[str, Any] | None, headline: str) -> list[str]:
     """Catalog cases that fail the same way (same owning function, a final line their signature matches): a
     user's script is then most likely that family, and its upstream references apply."""
-    if case.family != "your script" or not signature:
+    if not case.user_script or not signature:
         return []
-    owner = Signature.from_dict(signature).owner
+    run = RunResult(1, "", "", 0.0, Signature.from_dict(signature), headline)
     out = []
-    for known in catalog.cases:
-        if known.owner and owner and known.owner == str(owner) and re.search(known.signature, headline):
+    for known in catalog.cases:  # the catalog's own judgement: regex, owner and, where recorded, the seed's origin
+        if known.owner and observe(known, run)[0] == "fail":
             refs = ", ".join(known.upstream) or "no upstream report yet"
             fixed = f"; fixed in {', '.join(known.fixed_in)}" if known.fixed_in else ""
             out.append(f"- minrepro catalog case `{known.id}` (family {known.family}) fails the same way "
-                       f"(`{owner}`, /{known.signature}/): {refs}{fixed}")
+                       f"(`{known.owner}`, /{known.signature}/): {refs}{fixed}")
     return out
 
 
@@ -219,8 +220,6 @@ def _entry(run: dict[str, Any] | None, case_id: str) -> dict[str, Any] | None:
 
 
 def _docstring(source: str) -> str:
-    import ast
-
     # the catalog's family labels mean nothing to a maintainer
     return re.sub(r"^Family [A-Z]'?[^:`]*: ", "", ast.get_docstring(ast.parse(source)) or "")
 
