@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 from dataclasses import replace
 from pathlib import Path
 
 from ..catalog.manifest import Case, check_case, load_catalog
+from ..catalog.run import observe
+from ..catalog.targets import headline_regex
 from ..dirs import cache
 from ..envs.venvs import env_of, read_marker
 from ..errors import MinreproError
@@ -98,14 +99,14 @@ def _reduce_finding(key: str, witness, opts, catalog, results: Path, args: argpa
                                     keep_steps=True, log=_progress)
     except MinreproError as exc:  # a finding that does not reduce is still a finding: say why in the report
         return {"error": f"not reduced: {exc}", "spec": str(folder / f"{name}.spec.json")}
-    headline = witness.headline
-    outcomes = _outcomes(out, headline, catalog, opts.timeout)
-    case = Case(id=name, script=out, family="?", device=opts.device, signature=re.escape(headline[:120]),
-                outcomes={"pinned": "pass", "newest": "pass", **outcomes}, fixed_in=(), upstream=())
     sig = Signature.from_dict(witness.signature)
     owner = str(sig.owner) if sig.raised_by == "library" and sig.owner else None
-    case = replace(case, owner=owner)
-    entry = ex.candidate_entry(name, out, opts.device, headline, owner, outcomes)
+    # the rule a user's script gets: the final line literal, numbers (and a missing key) free
+    case = Case(id=name, script=out, family="?", device=opts.device, signature=headline_regex(witness.headline),
+                outcomes={}, fixed_in=(), upstream=(), owner=owner)
+    outcomes = _outcomes(case, catalog, opts.timeout)
+    case = replace(case, outcomes={"pinned": "pass", "newest": "pass", **outcomes})
+    entry = ex.candidate_entry(case, outcomes)
     (folder / f"{name}.case.toml").write_text(entry, encoding="utf-8")
     return {"script": str(out), "lines": summary.output_lines, "spec": str(folder / f"{name}.spec.json"),
             "steps": str(steps_file_of(out.resolve())), "spec_steps": [n for n, _, _ in trip.steps[1:]],
@@ -114,16 +115,14 @@ def _reduce_finding(key: str, witness, opts, catalog, results: Path, args: argpa
                       f"minrepro check replay.py --set {next(iter(outcomes), 'pinned')}"}
 
 
-def _outcomes(script: Path, headline: str, catalog, timeout: float) -> dict[str, str]:
-    """fail / fail-other / pass of the reduced script on each version set whose env exists in the cache."""
+def _outcomes(case: Case, catalog, timeout: float) -> dict[str, str]:
+    """fail / fail-other / pass of the candidate case on each version set whose env exists in the cache, judged as
+    the catalog judges its cases."""
     found = {}
     for name in catalog.sets:
         python = cache("envs", name, "bin", "python")
-        if not python.is_file():
-            continue
-        run = run_script(script, python=str(python), timeout=timeout, isolated=True)
-        same = run.signature is not None and run.raw_headline.split("\n", 1)[0] == headline
-        found[name] = "fail" if same else ("fail-other" if run.signature else "pass")
+        if python.is_file():
+            found[name] = observe(case, run_script(case.script, python=str(python), timeout=timeout, isolated=True))[0]
     return found
 
 

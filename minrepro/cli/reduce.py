@@ -80,7 +80,7 @@ def _reduce_scenario(args: argparse.Namespace) -> int:
     log = _progress if args.verbose else lambda _: None
     if args.spec is not None:  # a spec file: what `explore` writes for a finding
         from minrepro.scenarios.reduce import reduce_spec
-        from minrepro.scenarios.spec import Scenario, scale_of
+        from minrepro.scenarios.spec import scale_of
 
         spec = _read_spec(Path(args.spec))
         args.scenario, args.scale = Path(args.spec).stem.removesuffix(".spec"), scale_of(spec) or "tiny"

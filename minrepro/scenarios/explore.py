@@ -30,7 +30,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
-from ..catalog.manifest import Catalog
+from ..catalog.manifest import Case, Catalog
 from ..harness.runner import RunResult
 from ..harness.signature import Signature
 from .render import render
@@ -359,13 +359,12 @@ def slug(key: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", key.split(" @ ")[0].lower()).strip("-")[:48]
 
 
-def candidate_entry(case_id: str, script: Path, device: str, headline: str, owner: str | None,
-                    outcomes: dict[str, str]) -> str:
+def candidate_entry(case: Case, outcomes: dict[str, str]) -> str:
     """The manifest entry a maintainer of the catalog would paste (family left to name)."""
-    lines = ["[[case]]", f'id = "{case_id}"', f'script = "{script.name}"', 'family = "?"', f'device = "{device}"',
-             f"signature = {json.dumps(re.escape(headline[:120]))}"]
-    if owner:
-        lines.append(f'owner = "{owner}"')
+    lines = ["[[case]]", f'id = "{case.id}"', f'script = "{case.script.name}"', 'family = "?"',
+             f'device = "{case.device}"', f"signature = {json.dumps(case.signature)}"]
+    if case.owner:
+        lines.append(f'owner = "{case.owner}"')
     lines += [f'{name} = "{outcome}"' for name, outcome in outcomes.items()]
     lines += ["fixed_in = []", "upstream = []", 'notes = "found by minrepro explore"']
     return "\n".join(lines) + "\n"

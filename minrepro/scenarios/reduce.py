@@ -64,8 +64,7 @@ def reduce_scenario(preset: str, scale: str, device: str, opts: ReduceOptions, k
 def reduce_spec(spec: Scenario, label: str, scale: str, device: str, opts: ReduceOptions, keep_steps: bool,
                 log: Callable[[str], None] = lambda _: None) -> tuple[ScenarioTrip, ReduceSummary]:
     """Reduce from any spec (a preset, a spec file, a finding of `explore`): spec passes, then the script."""
-    preset = label
-    workdir = (opts.workdir or cache("reductions", f"scenario-{preset}-{scale}-{device}")).resolve()
+    workdir = (opts.workdir or cache("reductions", f"scenario-{label}-{scale}-{device}")).resolve()
     (workdir / "candidates").mkdir(parents=True, exist_ok=True)
     python = resolve_python(opts.python)
     env = probe(python)
@@ -91,13 +90,13 @@ def reduce_spec(spec: Scenario, label: str, scale: str, device: str, opts: Reduc
     current = render(spec)
     target = run(spec, current)
     if target is None:
-        raise MinreproError(f"scenario {preset} ({scale}, {device}) passes here: nothing to reduce")
+        raise MinreproError(f"scenario {label} ({scale}, {device}) passes here: nothing to reduce")
     if target.kind == "timeout":  # not cached: a later run with a longer --timeout must run it again
         judged.pop(digest(current))
         cache_path.write_text(json.dumps(judged))
-        raise MinreproError(f"scenario {preset} ({scale}) timed out after {opts.timeout:.0f} s (its checkpoint build "
+        raise MinreproError(f"scenario {label} ({scale}) timed out after {opts.timeout:.0f} s (its checkpoint build "
                             "not counted); raise --timeout, or reduce a timeout with a script and --signature")
-    log(f"{preset}: {target.headline}")
+    log(f"{label}: {target.headline}")
     trip.steps.append(("preset", spec, target.headline))
     changed = True
     while changed:
@@ -113,17 +112,17 @@ def reduce_spec(spec: Scenario, label: str, scale: str, device: str, opts: Reduc
                     trip.steps.append((scenario_pass.__name__, spec, sig.headline))
                     log(f"  {scenario_pass.__name__}: accepted ({len(current.splitlines())} lines)")
                     break
-    out = opts.out or Path(f"{preset}.min.py")
+    out = opts.out or Path(f"{label}.min.py")
     final = workdir / "final-spec.py"
     final.write_text(current, encoding="utf-8")
     if keep_steps:
-        write_steps(steps_file_of(out.resolve()), trip, preset, scale, device)
+        write_steps(steps_file_of(out.resolve()), trip, label, scale, device)
     # the script phase builds its own checkpoint: with the cache visible the reducer would delete the build
     # and leave a script that only runs on this machine
     os.environ.pop(CHECKPOINT_ENV, None)
     summary = reduce_script(ReduceOptions(**{**opts.__dict__, "script": final, "out": out, "workdir": workdir / "script"}), log)
     if keep_steps:
-        record_equivalence(steps_file_of(out.resolve()), out, preset, python, opts.timeout)
+        record_equivalence(steps_file_of(out.resolve()), out, label, python, opts.timeout)
     return trip, summary
 
 

@@ -3,7 +3,7 @@
 # dependencies = ["torch", "peft==0.19.1", "transformers==5.6.2", "tokenizers==0.22.2"]
 # ///
 # reduced by minrepro from final-spec.py: 26 -> 11 code lines.
-# Fails with: KeyError: 'base_model.model.model.model.embed_vision.embedding_projection'  (in peft.peft_model:PeftModel._update_offload)
+# Fails with: KeyError: <key>  (in peft.peft_model:PeftModel._update_offload)
 # Guard: necessity control: with the script's call into the library cut, the failure vanishes
 import tempfile
 
