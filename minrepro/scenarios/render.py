@@ -191,11 +191,14 @@ def _kwarg(value: Any, device: str, scale: str | None) -> str:
 FILES_BEFORE = ["import hashlib, pathlib",
                 "digest = lambda: {p: hashlib.sha1(p.read_bytes()).hexdigest() for p in sorted(pathlib.Path(root).rglob('*')) if p.is_file() and p.name != '.build-lock'}",
                 "files_before = digest()"]
+
+
 def _files_after(s: Scenario) -> list[str]:
     loader = "PeftModel.from_pretrained" if s.peft.call == "from_pretrained" else "from_pretrained"  # the catalog's I
     return ["changed = sorted(p.name for p, h in digest().items() if files_before.get(p) != h)",
             f'assert not changed, f"{loader} rewrote the base checkpoint: {{changed}}"',
             'print("checkpoint files unchanged")']
+
 
 ACTION_LINES = {
     "forward": ["print(model(input_ids=ids).logits.shape)"],
