@@ -84,6 +84,18 @@ def _without_exit(stmt: ast.stmt) -> ast.stmt:
     return ast.Expr(call.args[0]) if exits else stmt
 
 
+def drop_decorators(tree: ast.Module) -> Iterator[ast.Module]:
+    """A decorated function loses one decorator (`@retry()`, `@torch.no_grad()`): a plain function can be inlined."""
+    funcs = [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.decorator_list]
+    for index, func in enumerate(funcs):
+        for position in range(len(func.decorator_list)):
+            new = copy.deepcopy(tree)
+            target = [n for n in ast.walk(new) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+                      and n.decorator_list][index]
+            del target.decorator_list[position]
+            yield new
+
+
 def unwrap_try(tree: ast.Module) -> Iterator[ast.Module]:
     """`try: body ... finally: f` becomes `body` (then `body; f`)."""
     yield from _edits(tree, ast.Try, lambda n: [n.body, n.body + n.finalbody] if n.finalbody else [n.body])
@@ -574,6 +586,7 @@ def greedy(generate: Generator) -> Pass:
 PASSES: list[Pass] = [
     # `main()` under a guard hides the failing statement from the slice: unwrap and inline it first
     greedy(unwrap_main_guard),
+    greedy(drop_decorators),
     greedy(inline_functions),
     resolve_recorded_values,  # before the slice: the parser and config objects then fall off it
     greedy(fold_constants),  # `if False: return 0` (a resolved `--dry-run`) blocks inlining `main()`

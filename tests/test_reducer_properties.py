@@ -132,3 +132,14 @@ def test_main_behind_an_exit_is_inlined(call):
     [unguarded] = [ast.parse(_render(t)) for t in unwrap_main_guard(ast.parse(source))]
     [inlined] = [_render(t) for t in inline_functions(unguarded)]
     assert "def main" not in inlined and "x = None" in inlined
+
+
+def test_a_function_behind_a_decorator_becomes_inlinable():
+    from minrepro.reducers.passes import _render, drop_decorators, inline_functions
+
+    source = ("def retry(times=2):\n    def wrap(fn):\n        return fn\n    return wrap\n\n"
+              "@retry()\ndef evaluate(x):\n    y = x + 1\n\nevaluate(1)\n")
+    assert not list(inline_functions(ast.parse(source)))  # decorated: inlining would drop what the decorator does
+    [plain] = [ast.parse(_render(t)) for t in drop_decorators(ast.parse(source))]
+    [inlined] = [_render(t) for t in inline_functions(plain)]
+    assert "def evaluate" not in inlined and "y = 1 + 1" in inlined
