@@ -8,8 +8,9 @@ Environment:
   MINREPRO_WHEELHOUSE=DIR  install the HF libraries from DIR only (pip --no-index), for offline GPU boxes.
 
 Where the interpreter running nox already has torch (GPU images), the session venvs see the system
-site-packages and reuse that torch (pip + virtualenv: uv ignores system site-packages). Elsewhere torch
-is installed as the CPU build `torch==2.13.0`, which pip finds locally on the CPU machines.
+site-packages and reuse that torch (pip + virtualenv: uv ignores system site-packages). Elsewhere the CPU
+build `torch==2.13.0` (which pip finds locally on the CPU machines) is installed once into minrepro's cache
+and linked into every session venv and every venv minrepro makes: one copy, not one per set.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import nox
 ROOT = Path(__file__).parent
 sys.path.insert(0, str(ROOT))
 from minrepro.catalog.manifest import load_catalog  # noqa: E402  (the manifest is the single source of versions)
-from minrepro.envs.venvs import CPU_TORCH, SYSTEM_SITE_PTH, torch_site  # noqa: E402
+from minrepro.envs.venvs import SYSTEM_SITE_PTH, shared_site, torch_site  # noqa: E402
 
 nox.options.sessions = ["minrepro", "tests"]
 nox.options.default_venv_backend = "virtualenv"
@@ -54,14 +55,12 @@ def _results_dir(session: nox.Session) -> tuple[Path, list[str]]:
 
 
 def _torch(session: nox.Session) -> None:
-    if SYSTEM_TORCH:
-        purelib = session.run("python", "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])",
-                              silent=True).strip().splitlines()[-1]
-        # appended after the venv's own site-packages: the set's libraries installed here still win
-        Path(purelib, SYSTEM_SITE_PTH).write_text(SYSTEM_SITE + "\n")
-        session.log(f"reusing the system torch from {SYSTEM_SITE}")
-    else:
-        session.install(CPU_TORCH)
+    site = SYSTEM_SITE or str(shared_site(Path(session.bin) / "python"))
+    purelib = session.run("python", "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])",
+                          silent=True).strip().splitlines()[-1]
+    # appended after the venv's own site-packages: the set's libraries installed here still win
+    Path(purelib, SYSTEM_SITE_PTH).write_text(site + "\n")
+    session.log(f"torch from {site}")
 
 
 @nox.session(venv_params=VENV_PARAMS)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -161,3 +162,47 @@ def test_a_stack_that_stops_midway_records_what_it_applied(tmp_path, monkeypatch
         patching.apply_patches([first, second], env)
     assert json.loads((env / envs.MARKER).read_text())["patches"] == ["demo/demo-case.diff"]
     assert "line ten\n" in (site / "demo" / "mod.py").read_text()
+
+
+def _hand_made_wheel(folder: Path, name: str, version: str) -> Path:
+    """A wheel written by hand (a zip with dist-info), so the test needs no build backend and no index."""
+    import zipfile
+
+    folder.mkdir(parents=True, exist_ok=True)
+    wheel = folder / f"{name}-{version}-py3-none-any.whl"
+    info = f"{name}-{version}.dist-info"
+    files = {f"{name}/__init__.py": "VALUE = 42\n",
+             f"{info}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n",
+             f"{info}/WHEEL": "Wheel-Version: 1.0\nGenerator: hand\nRoot-Is-Purelib: true\nTag: py3-none-any\n"}
+    files[f"{info}/RECORD"] = "".join(f"{path},,\n" for path in files) + f"{info}/RECORD,,\n"
+    with zipfile.ZipFile(wheel, "w") as archive:
+        for path, text in files.items():
+            archive.writestr(path, text)
+    return wheel
+
+
+def test_a_shared_site_is_installed_once_and_linked_into_envs(tmp_path):
+    # CPU torch is installed once and linked into every env: a copy per env filled the CI machine's disk
+    import venv
+
+    wheels = tmp_path / "wheels"
+    _hand_made_wheel(wheels, "sharedpkg", "1.0")
+    offline = ["--no-index", "--find-links", str(wheels)]
+    site = envs.shared_site(Path(sys.executable), "sharedpkg==1.0", where=tmp_path / "shared", pip_args=offline)
+    assert (site / "sharedpkg" / "__init__.py").is_file()
+    shutil.rmtree(wheels)  # a second call must not install again (it could not: the wheel is gone)
+    assert envs.shared_site(Path(sys.executable), "sharedpkg==1.0", where=tmp_path / "shared",
+                            pip_args=offline) == site
+    env = tmp_path / "env"
+    venv.EnvBuilder(with_pip=False).create(env)
+    envs.link_site(env, site)
+    out = subprocess.run([str(envs.env_python(env)), "-c", "import sharedpkg; print(sharedpkg.VALUE)"],
+                         capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "42"
+
+
+def test_a_failed_shared_install_leaves_nothing_that_looks_complete(tmp_path):
+    with pytest.raises(MinreproError, match="pip install --target"):
+        envs.shared_site(Path(sys.executable), "nosuchpkg==1.0", where=tmp_path,
+                         pip_args=["--no-index", "--find-links", str(tmp_path)])
+    assert list(tmp_path.iterdir()) == []

@@ -3,7 +3,9 @@
 Patches are only ever applied to an environment carrying the marker: the user's own environment is never
 a target. torch is not installed into these environments when the creating interpreter has one (it is
 large, and on GPU boxes it is the image's CUDA build); a `.pth` file makes it importable instead, after the
-environment's own site-packages, so the libraries installed here win.
+environment's own site-packages, so the libraries installed here win. Where it has none (CPU machines), the
+CPU build is installed once into a shared directory of the cache and every environment links it the same way:
+a full torch per environment filled the CI machine's disk once a third version set was added.
 """
 
 from __future__ import annotations
@@ -79,6 +81,39 @@ def torch_site() -> str | None:
     return str(Path(spec.origin).parents[1]) if spec is not None and spec.origin else None
 
 
+def shared_site(python: Path, requirement: str = CPU_TORCH, where: Path | None = None,
+                pip_args: Sequence[str] = ()) -> Path:
+    """A directory holding `requirement` (and what it needs) for `python`'s version, installed once with
+    `pip --target` and shared by every env through a `.pth`. Built under a temporary name and renamed, so a
+    half-made one (disk full, interrupted) is never taken for a complete one."""
+    from ..dirs import cache
+
+    version = subprocess.run([str(python), "-c", "import sys; print('py%d%d' % sys.version_info[:2])"],
+                             capture_output=True, text=True, check=True).stdout.strip()
+    site = Path(where or cache("shared")) / f"{requirement.replace('==', '-')}-{version}"
+    if site.is_dir():
+        return site
+    site.parent.mkdir(parents=True, exist_ok=True)
+    partial = site.with_name(f"{site.name}.partial-{os.getpid()}")
+    cmd = [str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check", "--target", str(partial),
+           *pip_args, requirement]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        shutil.rmtree(partial, ignore_errors=True)
+        last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+        raise EnvCreationError(f"pip install --target {partial} {requirement} failed: {last}")
+    try:
+        partial.rename(site)
+    except OSError:  # another process finished the same directory first
+        shutil.rmtree(partial, ignore_errors=True)
+    return site
+
+
+def link_site(env: Path, site: str | Path) -> None:
+    """Make `site` importable in `env`, after the env's own site-packages."""
+    Path(site_packages(env), SYSTEM_SITE_PTH).write_text(f"{site}\n", encoding="utf-8")
+
+
 def pip_install(env: Path, requirements: Sequence[str], wheelhouse: Path | None = None) -> None:
     """Install into a minrepro-created env (extra tools such as pytest; never into another env)."""
     require_tool_env(env)
@@ -107,17 +142,14 @@ def create_env(env: Path, requirements: Sequence[str], wheelhouse: Path | None =
         venv.EnvBuilder(clear=True, with_pip=True).create(env)
     except (OSError, subprocess.CalledProcessError) as exc:
         raise EnvCreationError(f"cannot create a venv at {env}: {exc}") from None
-    torch_from = torch_site()
-    if torch_from:
-        Path(site_packages(env), SYSTEM_SITE_PTH).write_text(torch_from + "\n", encoding="utf-8")
-    else:
-        _pip(env, [CPU_TORCH], None)
+    torch_from = torch_site() or str(shared_site(env_python(env)))
+    link_site(env, torch_from)
     # The set's own pins go into this env even when the torch site (visible through the .pth) has the same
     # versions: patches must land here, never there. Their dependencies may come from either.
     _pip(env, ["--ignore-installed", "--no-deps", *requirements], wheelhouse)
     _pip(env, list(requirements), wheelhouse)
     write_marker(env, {"created_by": "minrepro", "label": label, "requirements": list(requirements),
-                       "torch_from": torch_from or CPU_TORCH, "patches": [],
+                       "torch_from": torch_from, "patches": [],
                        "created": _dt.datetime.now().isoformat(timespec="seconds")})
     return env_python(env)
 
