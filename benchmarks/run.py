@@ -9,7 +9,8 @@ executor against a cold start.
 --python is the environment the scripts fail in (e.g. ~/.cache/minrepro/envs/pinned, made by `minrepro check
 SCRIPT --set pinned`), --good-python one where the bug is fixed (the patched set: ~/.cache/minrepro/envs/
 pinned-patched). The shared interestingness test is `minrepro matches` (a cold run whose signature equals the
-original's). Each tool is stopped at --cap seconds and its best result so far is measured; minrepro gets the same
+original's and, with --good-python, a cold run in the good env that does not: the differential test `minrepro
+reduce` itself uses, so every tool searches under the same rule). Each tool is stopped at --cap seconds and its best result so far is measured; minrepro gets the same
 cap. Every output is then judged cold: the same signature in the bad env ("same"), and no such failure in the good
 env ("faithful": it still holds the library's bug, not just its symptom). Prints Markdown tables, last.
 
@@ -257,6 +258,7 @@ def main() -> int:
         expect = work / "signature.json"
         expect.write_text(json.dumps(original.to_dict()))
         oracle = [sys.executable, "-m", "minrepro", "matches", "--expect", str(expect), "--python", args.python]
+        oracle += ["--good-python", args.good_python] if args.good_python else []  # minrepro's differential test
         os.environ["PYTHONPATH"] = str(ROOT)
         tools = {}
         if "minrepro" in wanted:

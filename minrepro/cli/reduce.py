@@ -31,8 +31,9 @@ def cmd_signature(args: argparse.Namespace) -> int:
 
 
 def cmd_matches(args: argparse.Namespace) -> int:
-    """Exit 0 iff the candidate fails with the expected signature: an interestingness test for other
-    reducers (Shrink Ray, pysource-minimize, C-Vise) that is the same oracle `minrepro reduce` uses."""
+    """Exit 0 iff the candidate fails with the expected signature (and, for each --good-python, does not
+    fail with it there): an interestingness test for other reducers (Shrink Ray, pysource-minimize, C-Vise)
+    that is the same differential oracle `minrepro reduce --good-python` uses."""
     from minrepro.harness.signature import Signature
 
     try:
@@ -41,8 +42,12 @@ def cmd_matches(args: argparse.Namespace) -> int:
         expected = Signature.from_dict(data["signature"] if "signature" in data else data)
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise MinreproError(f"cannot read the expected signature from {args.expect}: {exc}") from None
-    result = run_script(args.candidate, python=args.python, timeout=args.timeout)
-    return 0 if result.signature == expected else 1
+    if run_script(args.candidate, python=args.python, timeout=args.timeout).signature != expected:
+        return 1
+    for good in args.good_python:  # run only once the bad env has matched: most candidates stop above
+        if run_script(args.candidate, python=good, timeout=args.timeout).signature == expected:
+            return 1
+    return 0
 
 
 def cmd_reduce(args: argparse.Namespace) -> int:
@@ -116,6 +121,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     matches.add_argument("--expect", required=True, help="JSON of the signature (as `signature --json` prints)")
     matches.add_argument("candidate", help="the script to judge")
     matches.add_argument("--python", help="interpreter whose environment runs it (default: this one)")
+    matches.add_argument("--good-python", action="append", default=[], metavar="PY",
+                         help="an interpreter where the bug is fixed: the candidate must not match there (repeatable)")
     matches.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, help="seconds before it counts as a timeout")
     matches.set_defaults(func=cmd_matches)
 
