@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from minrepro.cli import main
 from minrepro.harness.oracle import Cache, SignatureOracle
-from minrepro.harness.runner import RunResult
+from minrepro.harness.runner import RunResult, run_script
 from minrepro.harness.signature import Frame, Signature
 
 BUGGY = '''
@@ -226,3 +226,18 @@ def test_a_failed_import_of_the_libraries_under_test_is_refused(tmp_path, capsys
     assert code == 2
     err = capsys.readouterr().err
     assert "cannot import torch" in err and "--python" in err  # refused, not reduced to the import line
+
+
+def test_a_reduced_script_pins_what_its_run_loaded_not_only_what_it_imports(worlds, tmp_path):
+    # BitsAndBytesConfig needs bitsandbytes without an import of it: a header from imports alone left it out,
+    # and `uv run` of the handed-over script failed before reaching the bug
+    from minrepro.reduction.output import pep723
+
+    bad, _ = worlds
+    script = tmp_path / "indirect.py"
+    script.write_text("import importlib\nimportlib.import_module('fake' + 'lib')\nraise SystemExit(3)\n")
+    assert "fakelib" in run_script(script, python=bad).loaded
+    versions = {"transformers": "5.6.2", "bitsandbytes": "0.49.2", "tokenizers": "0.22.2", "peft": "0.19.1"}
+    header = pep723("from transformers import BitsAndBytesConfig\n", versions, loaded=("bitsandbytes", "numpy"))
+    assert '"bitsandbytes==0.49.2"' in header and '"transformers==5.6.2"' in header
+    assert "numpy" not in header and "peft" not in header

@@ -95,13 +95,14 @@ def static_problems(path: Path) -> list[str]:
     return problems
 
 
-def with_pins(case: Case, versions: dict[str, str | None]) -> str:
-    """The script's text with a PEP 723 block pinning, from `versions`, the libraries it imports."""
+def with_pins(case: Case, versions: dict[str, str | None], loaded: tuple[str, ...] = ()) -> str:
+    """The script's text with a PEP 723 block pinning, from `versions`, the libraries it imports or its run
+    loaded."""
     from ..reduction.output import pep723
 
     source = read_source(case.script)
     body = re.sub(r"(?ms)^# /// script\n.*?^# ///\n", "", source, count=1)
-    return pep723(body, versions) + body
+    return pep723(body, versions, loaded) + body
 
 
 def resolve(catalog: Catalog, names: list[str], python: str | None, timeout: float,

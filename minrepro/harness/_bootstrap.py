@@ -303,19 +303,26 @@ def split_module(script, cut):
             compile(tail, script, "exec", flags=flags, dont_inherit=True))
 
 
+def _loaded(tops):
+    """Top-level names of installed distributions that the run had imported: what a handed-over script needs
+    pinned, including what it only uses indirectly (BitsAndBytesConfig needs bitsandbytes)."""
+    return sorted({name.split(".")[0] for name in list(sys.modules)} & tops)
+
+
 def guarded(run, report):
     """Call ``run``; record how it ended in ``report`` as the runner reads it; return the exit code."""
     try:
         run()
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-        _write(report, {"exit": code, "system_exit": True})
+        _write(report, {"exit": code, "system_exit": True, "loaded": _loaded(_library_tops())})
         return code
     except BaseException as exc:
-        _write(report, {"exception": _describe(exc, _library_tops())})
+        tops = _library_tops()
+        _write(report, {"exception": _describe(exc, tops), "loaded": _loaded(tops)})
         traceback.print_exc()
         return 1
-    _write(report, {"exit": 0})
+    _write(report, {"exit": 0, "loaded": _loaded(_library_tops())})
     return 0
 
 

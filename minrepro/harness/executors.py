@@ -91,7 +91,8 @@ class _Job:
         sig, headline = classify_run(code, err, report, timed_out, timeout)
         skipped = self.workdir / "prefix_seconds"  # served from a prefix snapshot: the prefix's cost counts too
         extra = float(skipped.read_text()) if skipped.is_file() else 0.0
-        return RunResult(code, out, err, time.monotonic() - self.started + extra, sig, headline, (), script_lines(report))
+        return RunResult(code, out, err, time.monotonic() - self.started + extra, sig, headline, (), script_lines(report),
+                         tuple(report.get("loaded", ())))
 
     def expire(self, now: float, timeout: float) -> None:
         """Past the deadline: ask for a stack dump, then kill the child's whole group."""

@@ -48,6 +48,7 @@ class RunResult:
     raw_headline: str  # "Type: message" before normalization, for the catalog's regexes
     trace: tuple[dict[str, Any], ...] = ()  # placement records (`run_script(..., trace=True)`), in call order
     script_lines: tuple[int, ...] = ()  # lines of the script's own frames on the failing stack, outermost first
+    loaded: tuple[str, ...] = ()  # top-level names of installed packages imported by the end of the run
 
     @property
     def failed(self) -> bool:
@@ -134,7 +135,8 @@ def run_script(
         report = read_report(report_path)
         records = read_trace(trace_path)
     signature, headline = classify_run(proc.returncode, stderr, report, timed_out, timeout)
-    return RunResult(proc.returncode, stdout, stderr, seconds, signature, headline, records, script_lines(report))
+    return RunResult(proc.returncode, stdout, stderr, seconds, signature, headline, records, script_lines(report),
+                     tuple(report.get("loaded", ())))
 
 
 def _kill_group(proc: subprocess.Popen[str]) -> tuple[str, str]:

@@ -130,7 +130,7 @@ def reduce_script(opts: ReduceOptions, log: Callable[[str], None] = lambda _: No
     notes: list[str] = []
     executor: Executor | None = None
     guard_executors: list[Executor] = []
-    guard, versions = UNGUARDED, {}
+    guard, versions, loaded = UNGUARDED, {}, ()
 
     if opts.oracle:
         key = json.dumps(["command", opts.oracle, python, opts.timeout])
@@ -148,7 +148,7 @@ def reduce_script(opts: ReduceOptions, log: Callable[[str], None] = lambda _: No
             raise MinreproError(f"{script.name} fails with '{first_run.raw_headline.splitlines()[0]}', "
                                 f"which does not match --signature {opts.signature!r}")
         env = probe(python)
-        versions = env.versions
+        versions, loaded = env.versions, first_run.loaded
         matcher = functools.partial(same_failure, original, opts.signature)
         guard = choose_guard(GuardSearch(script, source, original, first_run.raw_headline, matcher, env, opts.timeout,
                                          log, notes=notes), opts.good_pythons, opts.guard)
@@ -195,7 +195,7 @@ def reduce_script(opts: ReduceOptions, log: Callable[[str], None] = lambda _: No
                                    facts=measure)
         except KeyboardInterrupt:
             progress.close()
-            _write(out, best[0], source, script, headline, owner, guard, versions, verified=False)
+            _write(out, best[0], source, script, headline, owner, guard, versions, verified=False, loaded=loaded)
             raise Interrupted(f"interrupted: the best script so far ({code_lines(best[0])} code lines, not verified) "
                               f"is in {out}; resume with: {_resume_command()}") from None
         found: list[triggers.Trigger] = []
@@ -208,7 +208,8 @@ def reduce_script(opts: ReduceOptions, log: Callable[[str], None] = lambda _: No
         progress.close()
         good_pass = None
         if not opts.oracle:
-            verified, good_pass, why = _verify_cold(result, oracle, python, guard, opts.timeout, workdir, script.parent)
+            verified, good_pass, why, loaded = _verify_cold(result, oracle, python, guard, opts.timeout, workdir,
+                                                            script.parent)
             if not verified:
                 raise MinreproError(f"the reduced script {why}; kept in {state_path}")
     finally:
@@ -217,7 +218,7 @@ def reduce_script(opts: ReduceOptions, log: Callable[[str], None] = lambda _: No
                 used.close()
 
     text = _write(out, result, source, script, headline, owner, guard, versions, verified=not opts.oracle,
-                  found=found)
+                  found=found, loaded=loaded)
     return ReduceSummary(code_lines(source), code_lines(text), oracle.stats.calls, oracle.stats.cache_hits,
                          round(time.monotonic() - start, 1), headline, str(out),
                          executor.name if executor else "command", resumed, guard.kind, guard.why, good_pass,
@@ -292,10 +293,10 @@ def _counted(test_many, progress: Progress):
 
 
 def _write(out: Path, result: str, source: str, script: Path, headline: str, owner: str, guard: Guard,
-           versions: dict, verified: bool, found: list[triggers.Trigger] = ()) -> str:
+           versions: dict, verified: bool, found: list[triggers.Trigger] = (), loaded: tuple[str, ...] = ()) -> str:
     body = triggers.annotate(output.layout(result), list(found))
     status = "" if verified else "INTERRUPTED, NOT VERIFIED: "
-    header = (output.pep723(body, versions) if versions else "") + (
+    header = (output.pep723(body, versions, loaded) if versions else "") + (
         f"# {status}reduced by minrepro from {script.name}: {code_lines(source)} -> {code_lines(body)} code lines.\n"
         f"# Fails with: {headline}" + (f"  (in {owner})" if owner else "") + "\n"
         f"# Guard: {guard.why}\n")
@@ -344,21 +345,21 @@ def _guard_executor(opts: ReduceOptions, python: str, source: str, notes: list[s
 
 
 def _verify_cold(result: str, oracle: SignatureOracle, python: str, guard: Guard, timeout: float, workdir: Path,
-                 home: Path) -> tuple[bool, bool | None, str]:
+                 home: Path) -> tuple[bool, bool | None, str, tuple[str, ...]]:
     """The result fails with the signature in a fresh interpreter; and (None when unguarded) it does not in the
-    good environments. No run-time budget here: a cold run pays the imports the budget excludes. The last item
-    says what went wrong, for the error."""
+    good environments. No run-time budget here: a cold run pays the imports the budget excludes. Then: what
+    went wrong, for the error, and the packages the bad run loaded (what the output's pins must name)."""
     path = workdir / "verify.py"
     path.write_text(result, encoding="utf-8")
     bad = ColdExecutor(python, 1).run_many([path], timeout, home)[0]
     if not oracle.matches(bad):
         ended = bad.signature.headline if bad.signature else "passed"
-        return False, None, f"does not reproduce in a fresh interpreter ({ended} after {bad.seconds:.0f} s)"
+        return False, None, f"does not reproduce in a fresh interpreter ({ended} after {bad.seconds:.0f} s)", ()
     if not guard.pythons:
-        return True, None, ""
+        return True, None, "", bad.loaded
     good = [ColdExecutor(py, 1).run_many([path], timeout, home)[0] for py in guard.pythons]
     also = [py for py, run in zip(guard.pythons, good) if oracle.matches(run)]
-    return not also, not also, f"also fails the same way where the bug is fixed ({', '.join(also)})"
+    return not also, not also, f"also fails the same way where the bug is fixed ({', '.join(also)})", bad.loaded
 
 
 def _load_state(path: Path, original: str) -> dict | None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 import sys
+from typing import Iterable
 
 from ..catalog.manifest import LIBRARIES
 from ..reducers.source import imported_modules
@@ -37,11 +38,13 @@ def _kind(stmt: ast.stmt) -> str:
     return "code"
 
 
-def pep723(source: str, versions: dict[str, str | None]) -> str:
-    """A PEP 723 block pinning, from the bad environment, each library the script imports (torch unpinned: its
-    build is the machine's) plus the support pins that hold those versions together."""
-    used = sorted(imported_modules(source) & (LIBRARIES - {"torch"}))
-    deps = ["torch"] if "torch" in imported_modules(source) or used else []
+def pep723(source: str, versions: dict[str, str | None], loaded: Iterable[str] = ()) -> str:
+    """A PEP 723 block pinning, from the bad environment, each library the script imports or its run loaded
+    (`loaded`: BitsAndBytesConfig needs bitsandbytes without an import of it; torch unpinned: its build is the
+    machine's) plus the support pins that hold those versions together."""
+    needed = imported_modules(source) | set(loaded)
+    used = sorted(needed & (LIBRARIES - {"torch"}))
+    deps = ["torch"] if "torch" in needed or used else []
     deps += [f"{name}=={versions[name]}" for name in used if versions.get(name)]
     if "transformers" in used:
         deps += [f"{name}=={versions[name]}" for name in SUPPORT_PINS if versions.get(name)]
