@@ -152,7 +152,9 @@ def run_minrepro(script: Path, bad: str, good: str | None, work: Path, cap: floa
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C: minrepro writes its best so far
         stdout, stderr = proc.communicate()
-        return {"calls": None, "seconds": time.monotonic() - start, "output": out, "capped": True}
+        cache = work / "minrepro-work" / "cache.jsonl"  # one line per distinct candidate answered
+        calls = sum(1 for _ in cache.open(encoding="utf-8")) if cache.exists() else None
+        return {"calls": calls, "seconds": time.monotonic() - start, "output": out, "capped": True}
     if proc.returncode != 0:
         return {"error": (stderr.strip().splitlines() or ["?"])[-1], "seconds": time.monotonic() - start}
     summary = json.loads(stdout.strip().splitlines()[-1])

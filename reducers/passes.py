@@ -121,11 +121,22 @@ def unroll_loops(tree: ast.Module) -> Iterator[ast.Module]:
 
     def one_iteration(node: ast.AST) -> list:
         if isinstance(node, ast.For):
-            first = ast.parse(f"{ast.unparse(node.target)} = next(iter({ast.unparse(node.iter)}))").body
+            first = ast.parse(f"{ast.unparse(node.target)} = {_first_item(node.iter)}").body
             return [first + [s for s in node.body if not isinstance(s, (ast.Break, ast.Continue))]]
         return [ast.If(node.test, node.body, [])]
 
     yield from _edits(tree, (ast.For, ast.While), one_iteration)
+
+
+def _first_item(iterable: ast.expr) -> str:
+    """The source of an iterable's first item: `0` for `range(3)`, `2` for `range(2, 5)`, else `next(iter(...))`."""
+    if (isinstance(iterable, ast.Call) and isinstance(iterable.func, ast.Name) and iterable.func.id == "range"
+            and 1 <= len(iterable.args) <= 2 and not iterable.keywords
+            and all(isinstance(a, ast.Constant) and type(a.value) is int for a in iterable.args)):
+        bounds = [0, *[a.value for a in iterable.args]][-2:]
+        if bounds[0] < bounds[1]:
+            return str(bounds[0])
+    return f"next(iter({ast.unparse(iterable)}))"
 
 
 def inline_functions(tree: ast.Module) -> Iterator[ast.Module]:
@@ -368,6 +379,14 @@ class _Fold(ast.NodeTransformer):
         self.generic_visit(node)
         taken = _truth(node.test)
         return node if taken is None else (node.body if taken else node.orelse)
+
+    def visit_BoolOp(self, node: ast.BoolOp) -> ast.AST:
+        # `None or f()` is `f()`: a constant that cannot decide an `or` (falsy) or an `and` (truthy) is dropped;
+        # the last operand stays, since its value is the result
+        self.generic_visit(node)
+        inert = isinstance(node.op, ast.And)
+        kept = [v for v in node.values[:-1] if _truth(v) is not inert] + node.values[-1:]
+        return kept[0] if len(kept) == 1 else ast.BoolOp(node.op, kept)
 
     def visit_BinOp(self, node: ast.BinOp) -> ast.AST:
         self.generic_visit(node)

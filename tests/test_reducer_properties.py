@@ -124,6 +124,24 @@ def test_folding_literal_branches_keeps_what_runs(tests, seed):
     assert not any(isinstance(n, (ast.If, ast.IfExp)) for n in ast.walk(folded))
 
 
+@given(st.lists(st.sampled_from(["None", "0", "''", "True", "1", "'x'", "f()", "g()"]), min_size=2, max_size=5),
+       st.sampled_from(["or", "and"]))
+def test_folding_boolean_operators_keeps_value_and_calls(operands, op):
+    from minrepro.reducers.passes import fold_constants
+
+    # `None or f()` becomes `f()`: the folded expression has the same value and makes the same calls
+    body = f"calls = []\ndef f():\n    calls.append('f')\n    return 0\ndef g():\n    calls.append('g')\n    return 2\n"
+    body += f"out = ({f' {op} '.join(operands)})\n"
+
+    def run(source: str) -> tuple:
+        scope: dict = {}
+        exec(compile(source, "<p>", "exec"), scope)
+        return scope["out"], scope["calls"]
+
+    folded = [ast.unparse(t) for t in fold_constants(ast.parse(body))]
+    assert all(run(text) == run(body) for text in folded)
+
+
 @given(st.sampled_from(["sys.exit(main())", "raise SystemExit(main())", "main()", "exit(main())"]))
 def test_main_behind_an_exit_is_inlined(call):
     from minrepro.reducers.passes import _render, inline_functions, unwrap_main_guard
@@ -143,3 +161,19 @@ def test_a_function_behind_a_decorator_becomes_inlinable():
     [plain] = [ast.parse(_render(t)) for t in drop_decorators(ast.parse(source))]
     [inlined] = [_render(t) for t in inline_functions(plain)]
     assert "def evaluate" not in inlined and "y = 1 + 1" in inlined
+
+
+@given(st.integers(0, 4), st.integers(0, 6))
+def test_an_unrolled_range_loop_binds_the_first_item_as_a_literal(start, stop):
+    from minrepro.reducers.passes import unroll_loops
+
+    # `i = next(iter(range(1)))` was left in reduced scripts; a literal range gives its first item directly
+    source = f"out = []\nfor i in range({start}, {stop}):\n    out.append(i)\n"
+    [unrolled] = [ast.unparse(t) for t in unroll_loops(ast.parse(source))]
+    scope: dict = {}
+    if start < stop:
+        assert f"i = {start}" in unrolled
+        exec(unrolled, scope)
+        assert scope["out"] == [start]
+    else:
+        assert "next(iter(" in unrolled

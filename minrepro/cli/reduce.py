@@ -9,6 +9,7 @@ from pathlib import Path
 
 from ..errors import MinreproError
 from ..harness.runner import DEFAULT_TIMEOUT, run_script
+from ..reduction.driver import GOOD_RUNS
 from .common import progress as _progress
 
 
@@ -59,16 +60,20 @@ def cmd_reduce(args: argparse.Namespace) -> int:
         raise MinreproError("give one of: a SCRIPT to reduce, --scenario PRESET, --spec FILE")
     if args.scenario is not None or args.spec is not None:
         return _reduce_scenario(args)
-    if args.oracle and (args.good_python or args.guard != "auto"):
-        raise MinreproError("--good-python and --guard judge signatures; a command --oracle decides by itself")
+    if args.oracle and (args.good_python or args.guard != "auto" or args.good_runs != GOOD_RUNS):
+        raise MinreproError("--good-python, --good-runs and --guard judge signatures; a command --oracle decides by itself")
     if args.confirm_runs < 2:
         raise MinreproError("--confirm-runs must be at least 2 (one run cannot tell a flaky failure)")
+    if args.good_runs < 1:
+        raise MinreproError("--good-runs must be at least 1")
+    if args.guard == "none" and args.good_runs != GOOD_RUNS:
+        raise MinreproError("--good-runs counts runs in a good env; --guard none has none")
     options = ReduceOptions(
         script=Path(args.script), out=Path(args.out) if args.out else None, signature=args.signature,
         oracle=args.oracle, python=args.python, jobs=args.jobs, timeout=args.timeout, seed=args.seed,
         executor=args.executor, workdir=Path(args.workdir) if args.workdir else None, fresh=args.fresh,
         good_pythons=list(args.good_python), guard=args.guard, confirm_runs=args.confirm_runs,
-        triggers=not args.no_triggers,
+        good_runs=args.good_runs, triggers=not args.no_triggers,
     )
     summary = reduce_script(options, log=_progress if args.verbose else lambda _: None)
     print_summary(summary, args.json)
@@ -81,7 +86,8 @@ def _reduce_scenario(args: argparse.Namespace) -> int:
 
     options = ReduceOptions(script=Path("-"), out=Path(args.out) if args.out else None, python=args.python,
                             jobs=args.jobs, timeout=args.timeout, seed=args.seed, executor=args.executor,
-                            workdir=Path(args.workdir) if args.workdir else None, fresh=args.fresh)
+                            workdir=Path(args.workdir) if args.workdir else None, fresh=args.fresh,
+                            good_pythons=list(args.good_python), guard=args.guard, good_runs=args.good_runs)
     log = _progress if args.verbose else lambda _: None
     if args.spec is not None:  # a spec file: what `explore` writes for a finding
         from minrepro.scenarios.reduce import reduce_spec
@@ -153,6 +159,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                              "else a necessity control; none: reduce unguarded (values feeding checks frozen)")
     reduce.add_argument("--confirm-runs", type=int, default=3, metavar="N",
                         help="cold runs of the original that must all fail the same way (default 3)")
+    reduce.add_argument("--good-runs", type=int, default=GOOD_RUNS, metavar="N",
+                        help=f"runs of each candidate in each good env that must all pass (default {GOOD_RUNS}): "
+                             "a candidate that only sometimes passes where the bug is fixed is not the bug")
     reduce.add_argument("--no-triggers", action="store_true", help="skip the trigger report after the search")
     reduce.add_argument("--workdir", help="cache and state directory (default: in the cache, "
                                           "$MINREPRO_CACHE or ~/.cache/minrepro)")

@@ -121,6 +121,9 @@ class SignatureOracle(_Base):
     max_seconds: float | None = None  # a reduction must not make the repro much slower to run
     good: Sequence[Executor] = ()  # environments where the bug is fixed: the candidate must not fail the same there
     neutralise: Neutralise | None = None  # necessity control: with the library call cut, the failure must vanish
+    # runs in each good env that must all pass: a candidate that made the script nondeterministic (a reduction
+    # dropped the seed of the data its own check reads) passed where the bug is fixed once in two, and was taken
+    good_runs: int = 2
 
     def matches(self, result: RunResult) -> bool:
         return same_failure(self.original, self.regex, result)
@@ -128,7 +131,7 @@ class SignatureOracle(_Base):
     def _judge(self, paths: list[Path]) -> list[tuple[bool, str]]:
         results = self.executor.run_many(paths, self.timeout, self.home)
         answers = [self._answer(r) for r in results]
-        for guard in self.good:  # only candidates still interesting are run in the next good env
+        for guard in [g for g in self.good for _ in range(self.good_runs)]:  # only what is still interesting runs
             alive = [i for i, (ok, _) in enumerate(answers) if ok]
             for i, run in zip(alive, guard.run_many([paths[i] for i in alive], self.timeout, self.home)):
                 if self.matches(run):

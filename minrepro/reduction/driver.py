@@ -36,6 +36,7 @@ from .guard import UNGUARDED, Guard, GuardSearch, choose_guard, neutralise_libra
 from .progress import Progress
 
 CONFIRM_RUNS = 3  # the original runs this many times, cold, to establish its failure: all must agree
+GOOD_RUNS = 2  # runs of each candidate in each good env (guard): all must pass
 # A candidate may not run slower than SLOWDOWN x the original (or the original + GRACE_SECONDS): dropping
 # `num_hidden_layers=2` keeps the bug but makes every later candidate, and the final repro, slow.
 SLOWDOWN, GRACE_SECONDS = 2.0, 2.0
@@ -58,6 +59,7 @@ class ReduceOptions:
     good_pythons: list[str] = field(default_factory=list)
     guard: str = "auto"  # "auto" | "none"
     confirm_runs: int = CONFIRM_RUNS
+    good_runs: int = GOOD_RUNS
     triggers: bool = True
 
 
@@ -153,7 +155,7 @@ def reduce_script(opts: ReduceOptions, log: Callable[[str], None] = lambda _: No
         guard = choose_guard(GuardSearch(script, source, original, first_run.raw_headline, matcher, env, opts.timeout,
                                          log, notes=notes), opts.good_pythons, opts.guard)
         log(f"guard: {guard.why}")
-        key = json.dumps(["signature", opts.signature, python, opts.timeout, guard.key()])
+        key = json.dumps(["signature", opts.signature, python, opts.timeout, guard.key(), opts.good_runs])
         workdir = _workdir(opts, script, source, key)
         executor, baseline = _warm_executor(opts, python, source, original, script, first_run, notes, log)
         guard_executors = [_guard_executor(opts, py, source, notes) for py in guard.pythons]
@@ -161,7 +163,7 @@ def reduce_script(opts: ReduceOptions, log: Callable[[str], None] = lambda _: No
         # a candidate past the budget is uninteresting anyway: stop it there, not at --timeout
         oracle = SignatureOracle(Cache(workdir / "cache.jsonl", key), workdir, min(opts.timeout, budget + 1),
                                  script.parent, executor=executor, original=original, regex=opts.signature,
-                                 max_seconds=budget, good=guard_executors,
+                                 max_seconds=budget, good=guard_executors, good_runs=opts.good_runs,
                                  neutralise=neutralise_library_call if guard.kind == "necessity" else None)
         if guard.guarded and not oracle.test_many([normalize(source)])[0]:
             notes.append(f"the original does not pass its guard ({guard.why}); reduced unguarded")
@@ -357,8 +359,10 @@ def _verify_cold(result: str, oracle: SignatureOracle, python: str, guard: Guard
         return False, None, f"does not reproduce in a fresh interpreter ({ended} after {bad.seconds:.0f} s)", ()
     if not guard.pythons:
         return True, None, "", bad.loaded
-    good = [ColdExecutor(py, 1).run_many([path], timeout, home)[0] for py in guard.pythons]
-    also = [py for py, run in zip(guard.pythons, good) if oracle.matches(run)]
+    good = [ColdExecutor(py, 1).run_many([path], timeout, home)[0] for py in guard.pythons
+            for _ in range(oracle.good_runs)]
+    also = sorted({py for py, run in zip([p for p in guard.pythons for _ in range(oracle.good_runs)], good)
+                   if oracle.matches(run)})
     return not also, not also, f"also fails the same way where the bug is fixed ({', '.join(also)})", bad.loaded
 
 
