@@ -180,26 +180,28 @@ def test_interesting_means_the_bug_here_and_not_in_the_fixed_world(tmp_path_fact
 
 # --- what a new user hit (issue 20) ---------------------------------------------------------------------
 
-def test_matches_takes_what_signature_json_prints(worlds, tmp_path, capsys):
-    bad, _ = worlds
+def _signed_job(bad: str, tmp_path: Path, capsys) -> tuple[str, str]:
+    """A failing script and the file holding what `signature --json` printed for it."""
     script = tmp_path / "job.py"
     script.write_text("import fakelib\nfakelib.Layer(1).offload()\n")
     assert main(["signature", str(script), "--python", bad, "--json"]) == 0
     printed = tmp_path / "sig.json"
     printed.write_text(capsys.readouterr().out.strip().splitlines()[-1])
-    assert main(["matches", "--expect", str(printed), str(script), "--python", bad]) == 0
+    return str(script), str(printed)
+
+
+def test_matches_takes_what_signature_json_prints(worlds, tmp_path, capsys):
+    bad, _ = worlds
+    script, printed = _signed_job(bad, tmp_path, capsys)
+    assert main(["matches", "--expect", printed, script, "--python", bad]) == 0
 
 
 def test_matches_with_a_good_python_is_the_differential_oracle(worlds, tmp_path, capsys):
     # the same test `reduce --good-python` uses, for other reducers: the bug here, and not where it is fixed
     bad, good = worlds
-    script = tmp_path / "job.py"
-    script.write_text("import fakelib\nfakelib.Layer(1).offload()\n")
-    assert main(["signature", str(script), "--python", bad, "--json"]) == 0
-    printed = tmp_path / "sig.json"
-    printed.write_text(capsys.readouterr().out.strip().splitlines()[-1])
-    assert main(["matches", "--expect", str(printed), str(script), "--python", bad, "--good-python", good]) == 0
-    assert main(["matches", "--expect", str(printed), str(script), "--python", bad, "--good-python", bad]) == 1
+    script, printed = _signed_job(bad, tmp_path, capsys)
+    assert main(["matches", "--expect", printed, script, "--python", bad, "--good-python", good]) == 0
+    assert main(["matches", "--expect", printed, script, "--python", bad, "--good-python", bad]) == 1
 
 
 @pytest.mark.parametrize("argv_of, message", [

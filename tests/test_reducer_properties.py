@@ -130,7 +130,7 @@ def test_folding_boolean_operators_keeps_value_and_calls(operands, op):
     from minrepro.reducers.passes import fold_constants
 
     # `None or f()` becomes `f()`: the folded expression has the same value and makes the same calls
-    body = f"calls = []\ndef f():\n    calls.append('f')\n    return 0\ndef g():\n    calls.append('g')\n    return 2\n"
+    body = "calls = []\ndef f():\n    calls.append('f')\n    return 0\ndef g():\n    calls.append('g')\n    return 2\n"
     body += f"out = ({f' {op} '.join(operands)})\n"
 
     def run(source: str) -> tuple:
