@@ -49,6 +49,7 @@ def _preload(names):
             pass
         if _cuda_initialized():
             return {"ready": True, "loaded": loaded, "cuda_initialized": True, "initialized_by": name, "pid": os.getpid()}
+    _bootstrap._library_tops()  # once here, inherited by every child (each run's report names what it loaded)
     return {"ready": True, "loaded": loaded, "cuda_initialized": False, "pid": os.getpid()}
 
 
