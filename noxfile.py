@@ -24,7 +24,7 @@ import nox
 ROOT = Path(__file__).parent
 sys.path.insert(0, str(ROOT))
 from minrepro.catalog.manifest import load_catalog  # noqa: E402  (the manifest is the single source of versions)
-from minrepro.envs.venvs import SYSTEM_SITE_PTH, shared_site, torch_site  # noqa: E402
+from minrepro.envs.venvs import env_python, link_site, shared_site, torch_site  # noqa: E402
 
 nox.options.sessions = ["minrepro", "tests"]
 nox.options.default_venv_backend = "virtualenv"
@@ -55,11 +55,9 @@ def _results_dir(session: nox.Session) -> tuple[Path, list[str]]:
 
 
 def _torch(session: nox.Session) -> None:
-    site = SYSTEM_SITE or str(shared_site(Path(session.bin) / "python"))
-    purelib = session.run("python", "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])",
-                          silent=True).strip().splitlines()[-1]
-    # appended after the venv's own site-packages: the set's libraries installed here still win
-    Path(purelib, SYSTEM_SITE_PTH).write_text(site + "\n")
+    env = Path(session.virtualenv.location)
+    site = SYSTEM_SITE or str(shared_site(env_python(env)))
+    link_site(env, site)  # after the venv's own site-packages: the set's libraries installed here still win
     session.log(f"torch from {site}")
 
 

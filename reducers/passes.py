@@ -375,10 +375,7 @@ class _Fold(ast.NodeTransformer):
         taken = _truth(node.test)
         return node if taken is None else (node.body if taken else node.orelse)
 
-    def visit_IfExp(self, node: ast.IfExp) -> ast.AST:
-        self.generic_visit(node)
-        taken = _truth(node.test)
-        return node if taken is None else (node.body if taken else node.orelse)
+    visit_IfExp = visit_If  # the same rule for `a if c else b`
 
     def visit_BoolOp(self, node: ast.BoolOp) -> ast.AST:
         # `None or f()` is `f()`: a constant that cannot decide an `or` (falsy) or an `and` (truthy) is dropped;

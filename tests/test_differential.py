@@ -272,3 +272,14 @@ def test_a_candidate_that_only_sometimes_passes_where_fixed_is_not_the_bug(tmp_p
     oracle = SignatureOracle(Cache(tmp_path / "c.jsonl", "k"), tmp_path, 10, executor=bad, original=SIG,
                              good=[_Alternating()], good_runs=good_runs)
     assert oracle.test_many(["candidate = 1\n"]) == [interesting]
+
+
+def test_write_pins_reads_the_reference_run_instead_of_running_again(worlds, tmp_path):
+    bad, _ = worlds
+    runs = tmp_path / "runs.txt"
+    script = tmp_path / "job.py"  # counts its own runs, wherever it is run from
+    script.write_text(f"open({str(runs)!r}, 'a').write('x')\nimport fakelib\nfakelib.Layer(1).offload()\n")
+    out = tmp_path / "pinned.py"
+    main(["check", str(script), "--python", bad, "--write-pins", str(out)])
+    assert out.read_text().startswith("# /// script")
+    assert runs.read_text() == "x"

@@ -4,6 +4,7 @@ name, else `--python`), so the same judging, bisection and drafting apply to it 
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 from pathlib import Path
@@ -64,7 +65,9 @@ def script_case(path: Path, reference: RunResult, reference_set: str | None) -> 
                 fixed_in=(), upstream=(), owner=str(owner) if owner else None)
 
 
+@functools.lru_cache(maxsize=None)
 def reference_run(path: Path, python: str, timeout: float) -> RunResult:
+    """The script's run in its reference env; once per process (`check --write-pins` reads what it loaded)."""
     return run_script(path, python=python, timeout=timeout)
 
 
@@ -122,5 +125,5 @@ def resolve(catalog: Catalog, names: list[str], python: str | None, timeout: flo
         where = pinned_set(catalog, path) if python is None else None
         reference = str(set_env(catalog, where, note=note)) if where else resolve_python(python)
         note(f"{path.name}: reference run under {reference}" + (f" (its pins are the {where} set)" if where else ""))
-        out.append((script_case(path, reference_run(path, reference, timeout), where), reference))
+        out.append((script_case(path, reference_run(path.resolve(), reference, timeout), where), reference))
     return out

@@ -11,8 +11,7 @@ from pathlib import Path
 from ..catalog.manifest import check_case, load_catalog
 from ..catalog.matrix import readme_with_matrices, tables, write_matrices
 from ..catalog.run import check_set, format_table, results_document, run_cases, write_results
-from ..catalog.targets import is_script, resolve, results_home, static_problems, with_pins
-from ..harness.runner import run_script
+from ..catalog.targets import is_script, reference_run, resolve, results_home, static_problems, with_pins
 from ..envs.venvs import set_env
 from ..errors import MinreproError
 from ..harness.probe import probe
@@ -72,7 +71,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         out = Path(args.write_pins)
         if out.resolve() == case.script:
             raise MinreproError("--write-pins writes a copy; it never overwrites the script")
-        loaded = run_script(case.script, python=reference, timeout=args.timeout, isolated=True).loaded
+        loaded = reference_run(case.script, reference, args.timeout).loaded  # the run resolve() made
         out.write_text(with_pins(case, probe(reference).versions, loaded), encoding="utf-8")
         print(f"pinned copy written to {out} (versions of {reference})")
     if sets:

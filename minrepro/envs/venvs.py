@@ -95,13 +95,11 @@ def shared_site(python: Path, requirement: str = CPU_TORCH, where: Path | None =
         return site
     site.parent.mkdir(parents=True, exist_ok=True)
     partial = site.with_name(f"{site.name}.partial-{os.getpid()}")
-    cmd = [str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check", "--target", str(partial),
-           *pip_args, requirement]
-    proc = subprocess.run(cmd, capture_output=True, text=True)
-    if proc.returncode != 0:
+    try:
+        _pip_with(python, ["--target", str(partial), *pip_args, requirement], None)
+    except MinreproError as exc:  # a machine problem (disk, index), not a property of any version
         shutil.rmtree(partial, ignore_errors=True)
-        last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
-        raise EnvCreationError(f"pip install --target {partial} {requirement} failed: {last}")
+        raise EnvCreationError(str(exc)) from None
     try:
         partial.rename(site)
     except OSError:  # another process finished the same directory first
@@ -121,12 +119,16 @@ def pip_install(env: Path, requirements: Sequence[str], wheelhouse: Path | None 
 
 
 def _pip(env: Path, args: Sequence[str], wheelhouse: Path | None) -> None:
+    _pip_with(env_python(env), args, wheelhouse)
+
+
+def _pip_with(python: Path, args: Sequence[str], wheelhouse: Path | None) -> None:
     index = ["--no-index", "--find-links", str(wheelhouse)] if wheelhouse else []
-    cmd = [str(env_python(env)), "-m", "pip", "install", "-q", "--disable-pip-version-check", *index, *args]
+    cmd = [str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check", *index, *args]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
         last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
-        raise MinreproError(f"pip install {' '.join(args)} failed in {env}: {last}")
+        raise MinreproError(f"pip install {' '.join(args)} failed under {python}: {last}")
 
 
 def create_env(env: Path, requirements: Sequence[str], wheelhouse: Path | None = None,

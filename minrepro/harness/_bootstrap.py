@@ -305,10 +305,10 @@ def split_module(script, cut):
             compile(tail, script, "exec", flags=flags, dont_inherit=True))
 
 
-def _loaded(tops):
+def _loaded():
     """Top-level names of installed distributions that the run had imported: what a handed-over script needs
     pinned, including what it only uses indirectly (BitsAndBytesConfig needs bitsandbytes)."""
-    return sorted({name.split(".")[0] for name in list(sys.modules)} & tops)
+    return sorted({name.split(".")[0] for name in list(sys.modules)} & _library_tops())
 
 
 def guarded(run, report):
@@ -317,14 +317,13 @@ def guarded(run, report):
         run()
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-        _write(report, {"exit": code, "system_exit": True, "loaded": _loaded(_library_tops())})
+        _write(report, {"exit": code, "system_exit": True, "loaded": _loaded()})
         return code
     except BaseException as exc:
-        tops = _library_tops()
-        _write(report, {"exception": _describe(exc, tops), "loaded": _loaded(tops)})
+        _write(report, {"exception": _describe(exc, _library_tops()), "loaded": _loaded()})
         traceback.print_exc()
         return 1
-    _write(report, {"exit": 0, "loaded": _loaded(_library_tops())})
+    _write(report, {"exit": 0, "loaded": _loaded()})
     return 0
 
 

@@ -359,10 +359,9 @@ def _verify_cold(result: str, oracle: SignatureOracle, python: str, guard: Guard
         return False, None, f"does not reproduce in a fresh interpreter ({ended} after {bad.seconds:.0f} s)", ()
     if not guard.pythons:
         return True, None, "", bad.loaded
-    good = [ColdExecutor(py, 1).run_many([path], timeout, home)[0] for py in guard.pythons
+    good = [(py, ColdExecutor(py, 1).run_many([path], timeout, home)[0]) for py in guard.pythons
             for _ in range(oracle.good_runs)]
-    also = sorted({py for py, run in zip([p for p in guard.pythons for _ in range(oracle.good_runs)], good)
-                   if oracle.matches(run)})
+    also = sorted({py for py, run in good if oracle.matches(run)})
     return not also, not also, f"also fails the same way where the bug is fixed ({', '.join(also)})", bad.loaded
 
 
