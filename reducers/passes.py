@@ -140,13 +140,15 @@ def _first_item(iterable: ast.expr) -> str:
 
 
 def inline_functions(tree: ast.Module) -> Iterator[ast.Module]:
-    """A module-level function called once, as a statement or `x = f(...)`, is replaced by its body."""
+    """A module-level function called once is replaced by its body: in place of `f(...)` or `x = f(...)`, or,
+    called inside a statement (`dispatch_model(m, device_map=plan(s))`), before that statement, the call
+    becoming what the function returned."""
     for func in [s for s in tree.body if isinstance(s, ast.FunctionDef) and not s.decorator_list]:
         calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
                  and n.func.id == func.name]
-        if len(calls) != 1 or _returns_early(func):
+        if len(calls) != 1 or _returns_early(func) or any(isinstance(n, (ast.Yield, ast.YieldFrom)) for n in ast.walk(func)):
             continue
-        new = _inline(copy.deepcopy(tree), func.name)
+        new = _inline(copy.deepcopy(tree), func.name) or _inline_nested(copy.deepcopy(tree), func.name)
         if new is not None:
             yield new
 
@@ -181,6 +183,56 @@ def _inline(tree: ast.Module, name: str) -> ast.Module | None:
                     tree.body.remove(func)
                     return tree
     return None
+
+
+# a call under these is evaluated conditionally, repeatedly or in another scope: its body cannot move before
+_NOT_HOISTABLE = (ast.Lambda, ast.comprehension, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp,
+                  ast.BoolOp, ast.IfExp, ast.While, ast.FunctionDef, ast.ClassDef)
+
+
+def _inline_nested(tree: ast.Module, name: str) -> ast.Module | None:
+    func = next(s for s in tree.body if isinstance(s, ast.FunctionDef) and s.name == name)
+    body = func.body
+    ret = body[-1] if body and isinstance(body[-1], ast.Return) else None
+    if ret is None or not isinstance(ret.value, ast.Name):  # the call becomes the returned name
+        return None
+    for block, index in _statement_slots(tree):
+        stmt = block[index]
+        if stmt is func or isinstance(stmt, (ast.FunctionDef, ast.ClassDef)):
+            continue
+        call = _hoistable_call(stmt, name)
+        if call is None:
+            continue
+        binds = _bind(func, call)
+        if binds is None:
+            return None
+        _replace(stmt, call, ast.Name(ret.value.id, ast.Load()))
+        block[index : index] = binds + body[:-1]
+        tree.body.remove(func)
+        return tree
+    return None
+
+
+def _statement_slots(tree: ast.Module) -> list[tuple[list[ast.stmt], int]]:
+    return [(block, i) for parent in ast.walk(tree) for field in ("body", "orelse", "finalbody")
+            if isinstance(block := getattr(parent, field, None), list) for i in range(len(block))]
+
+
+def _hoistable_call(stmt: ast.stmt, name: str) -> ast.Call | None:
+    """The call of `name` in this statement's own expressions, unless something evaluates it conditionally."""
+    def search(node: ast.AST) -> ast.Call | None:
+        if isinstance(node, _NOT_HOISTABLE):
+            return None
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == name:
+            return node
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.stmt):
+                continue  # nested statements are slots of their own
+            found = search(child)
+            if found is not None:
+                return found
+        return None
+    return search(stmt)
 
 
 def _bind(func: ast.FunctionDef, call: ast.Call) -> list[ast.stmt] | None:
@@ -234,6 +286,78 @@ def unwrap_calls(tree: ast.Module) -> Iterator[ast.Module]:
         return [ast.Expr(a) for a in call.args if not isinstance(a, ast.Starred)]
 
     yield from _edits(tree, ast.Expr, arguments)
+
+
+def drop_unused_parameters(problem: Problem) -> None:
+    """Parameters a function never reads go, with the arguments every call passes for them: all at once first
+    (one run), then one at a time. `settings` passed to functions that ignore it keeps a whole class alive."""
+    while True:
+        tree = ast.parse(problem.current)
+        unused = [(f, p) for f in _plain_functions(tree) for p in _unused_parameters(f, tree)]
+        if not unused:
+            return
+        every = _without_parameters(tree, unused)
+        if every is not None and problem.first_interesting([every]) is not None:
+            problem.accept(every)
+            continue
+        singles = [c for c in (_without_parameters(tree, [u]) for u in unused) if c is not None]
+        found = problem.first_interesting(singles)
+        if found is None:
+            return
+        problem.accept(singles[found])
+
+
+def _plain_functions(tree: ast.Module) -> list[str]:
+    """Module-level functions with plain parameters, used only by calls that pass nothing unpacked."""
+    plain = []
+    for func in tree.body:
+        if not isinstance(func, ast.FunctionDef) or func.decorator_list or func.args.vararg or func.args.kwarg:
+            continue
+        uses = [n for n in ast.walk(tree) if isinstance(n, ast.Name) and n.id == func.name and isinstance(n.ctx, ast.Load)]
+        calls = [c for c in ast.walk(tree) if isinstance(c, ast.Call) and isinstance(c.func, ast.Name) and c.func.id == func.name]
+        if len(uses) == len(calls) and not any(isinstance(a, ast.Starred) for c in calls for a in c.args) \
+                and not any(k.arg is None for c in calls for k in c.keywords):
+            plain.append(func.name)
+    return plain
+
+
+def _unused_parameters(name: str, tree: ast.Module) -> list[str]:
+    func = next(f for f in tree.body if isinstance(f, ast.FunctionDef) and f.name == name)
+    read = {n.id for stmt in func.body for n in ast.walk(stmt) if isinstance(n, ast.Name)}
+    if "locals" in read or "vars" in read:
+        return []
+    return [a.arg for a in [*func.args.posonlyargs, *func.args.args, *func.args.kwonlyargs] if a.arg not in read]
+
+
+def _without_parameters(tree: ast.Module, drops: list[tuple[str, str]]) -> str | None:
+    new = copy.deepcopy(tree)
+    for name, param in drops:
+        func = next(f for f in new.body if isinstance(f, ast.FunctionDef) and f.name == name)
+        positional = [a.arg for a in [*func.args.posonlyargs, *func.args.args]]
+        for call in [c for c in ast.walk(new) if isinstance(c, ast.Call) and isinstance(c.func, ast.Name) and c.func.id == name]:
+            if param in positional and positional.index(param) < len(call.args):
+                del call.args[positional.index(param)]
+            call.keywords = [k for k in call.keywords if k.arg != param]
+        _drop_parameter(func.args, param)
+    # what was passed only for them goes too (`settings = ServerSettings()`), and then its class is dead
+    orphaned = _names_loaded(tree) - _names_loaded(new)
+    new.body = [s for s in new.body if not (isinstance(s, ast.Assign) and len(s.targets) == 1
+                                            and isinstance(s.targets[0], ast.Name) and s.targets[0].id in orphaned)]
+    return _render(new)
+
+
+def _drop_parameter(args: ast.arguments, param: str) -> None:
+    positional = [*args.posonlyargs, *args.args]
+    if param in [a.arg for a in positional]:
+        index = [a.arg for a in positional].index(param)
+        first_default = len(positional) - len(args.defaults)
+        if index >= first_default:
+            del args.defaults[index - first_default]
+        for group in (args.posonlyargs, args.args):
+            group[:] = [a for a in group if a.arg != param]
+        return
+    index = [a.arg for a in args.kwonlyargs].index(param)
+    del args.kwonlyargs[index], args.kw_defaults[index]
 
 
 def constant_attributes(tree: ast.Module) -> Iterator[ast.Module]:
@@ -303,17 +427,16 @@ def drop_arguments(tree: ast.Module) -> Iterator[ast.Module]:
 
 
 def simplify_constants(tree: ast.Module) -> Iterator[ast.Module]:
-    """Integers shrink (to 0, 1, then halves); floats become 0.0 or 1.0. An argument of a call shrinks to 1 at
-    the least: `Linear4bit(0, 0)` reproduces as well as `Linear4bit(8, 8)`, and no maintainer wants to read it."""
+    """Integers shrink (to 0, 1, then halves). An argument of a call shrinks to 1 at the least: `Linear4bit(0, 0)`
+    reproduces as well as `Linear4bit(8, 8)`, and no maintainer wants to read it. Floats stay: they save no line,
+    and they are tolerances (`max_loss_drift: 1e-3` shrunk to 0.0 made a check that fails on rounding noise)."""
     in_calls = {id(a) for call in ast.walk(tree) if isinstance(call, ast.Call)
                 for a in [*call.args, *(k.value for k in call.keywords)]}
 
     def smaller(node: ast.AST) -> list:
         value = node.value
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
+        if isinstance(value, bool) or not isinstance(value, int):
             return []
-        if isinstance(value, float):
-            return [ast.Constant(v) for v in (0.0, 1.0) if v != value]
         floor = (1,) if id(node) in in_calls and value > 0 else (0, 1)
         return [ast.Constant(v) for v in dict.fromkeys((*floor, value // 2)) if abs(v) < abs(value) and v >= min(floor)]
 
@@ -617,6 +740,7 @@ PASSES: list[Pass] = [
     greedy(unroll_loops),
     delete_statements,
     drop_all_dead_definitions,  # what the deleted statements read is dead now: one run, not one per name
+    drop_unused_parameters,  # after the deletions, which leave parameters unread
     greedy(unwrap_calls),
     greedy(inline_functions),
     greedy(remove_dead_definitions),

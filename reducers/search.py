@@ -8,6 +8,7 @@ from __future__ import annotations
 import ast
 import hashlib
 import random
+from collections import Counter
 from typing import Callable, Iterable, Sequence
 
 from .source import code_lines, normalize
@@ -44,9 +45,21 @@ def check_data(source: str) -> list[str]:
     return sorted(bound)
 
 
+# Calls that seed a random generator (`torch.manual_seed(0)`, `random.Random(cfg["seed"])`, `set_seed(1)`)
+SEEDING = {"manual_seed", "manual_seed_all", "seed", "set_seed", "Random", "RandomState", "default_rng"}
+
+
+def seeding_calls(source: str) -> Counter:
+    """How many seeding calls the script makes, by (function, number of arguments); `Random()` seeds nothing."""
+    calls = [n for n in ast.walk(ast.parse(source)) if isinstance(n, ast.Call)]
+    names = [(c.func.attr if isinstance(c.func, ast.Attribute) else getattr(c.func, "id", ""), c) for c in calls]
+    return Counter((name, len(c.args) + len(c.keywords)) for name, c in names if name in SEEDING and (c.args or c.keywords))
+
+
 class Problem:
     def __init__(self, source: str, test_many: TestMany, jobs: int = 1, seed: int = 0,
-                 on_accept: Callable[[str], None] = lambda _: None, freeze_check_data: bool = False):
+                 on_accept: Callable[[str], None] = lambda _: None, freeze_check_data: bool = False,
+                 keep_seeds: bool = False):
         self.current = source
         self.test_many, self.jobs, self.seed, self.on_accept = test_many, max(1, jobs), seed, on_accept
         self.accepted: set[str] = {source}
@@ -54,6 +67,10 @@ class Problem:
         self.checks = assert_conditions(source)
         # without a differential oracle nothing can tell a weakened check from a kept bug: its data is frozen
         self.frozen = check_data(source) if freeze_check_data else None
+        # a failure the script's own check raises depends on values: with a seed dropped it holds by chance, and
+        # a good environment passes by chance too (eval_then_export's reduction passed twice where the bug is
+        # fixed and failed there one run in two cold). Every seeding call stays (inlining may copy one: >=).
+        self.seeds = seeding_calls(source) if keep_seeds else Counter()
         self.tried = 0  # candidates sent to the oracle (progress)
         # What a run of the current program showed, as plain data (the driver measures it; see `Facts`):
         # "failing_statement" (the top-level statement the failure went through, as unparsed), "values"
@@ -79,7 +96,8 @@ class Problem:
         `error < 0.0` gets a "repro" that fails on anything)."""
         return (normalized not in self.accepted and code_lines(normalized) <= self.lines
                 and assert_conditions(normalized) == self.checks
-                and (self.frozen is None or not self.checks or check_data(normalized) == self.frozen))
+                and (self.frozen is None or not self.checks or check_data(normalized) == self.frozen)
+                and (not self.seeds or seeding_calls(normalized) >= self.seeds))
 
     def first_interesting(self, candidates: Sequence[str]) -> int | None:
         """Index of the first interesting candidate, testing ``jobs`` at a time in order."""
@@ -108,10 +126,10 @@ def reduce_source(source: str, test_many: TestMany, passes: Sequence[Callable[[P
                   final_passes: Sequence[Callable[[Problem], None]], jobs: int = 1, seed: int = 0,
                   on_accept: Callable[[str], None] = lambda _: None,
                   on_pass: Callable[[str], None] = lambda _: None, freeze_check_data: bool = False,
-                  facts: Facts | None = None) -> str:
+                  facts: Facts | None = None, keep_seeds: bool = False) -> str:
     """Apply the passes in order, then the final passes, until a whole round changes nothing. Before each round
     `facts` (if given) says what a run of the current program showed; fact-driven passes use it."""
-    problem = Problem(normalize(source), test_many, jobs, seed, on_accept, freeze_check_data)
+    problem = Problem(normalize(source), test_many, jobs, seed, on_accept, freeze_check_data, keep_seeds)
     for _ in range(MAX_ROUNDS):
         before = problem.current
         problem.measure = facts

@@ -133,6 +133,7 @@ def reduce_script(opts: ReduceOptions, log: Callable[[str], None] = lambda _: No
     executor: Executor | None = None
     guard_executors: list[Executor] = []
     guard, versions, loaded = UNGUARDED, {}, ()
+    keep_seeds = False  # a failure the script's own check raises keeps every seeding call (see `Problem`)
 
     if opts.oracle:
         key = json.dumps(["command", opts.oracle, python, opts.timeout])
@@ -173,6 +174,7 @@ def reduce_script(opts: ReduceOptions, log: Callable[[str], None] = lambda _: No
             notes.append("UNGUARDED: nothing checks that the reduction still holds the library's bug; values the "
                          "script's own checks read are frozen")
         headline, owner = original.headline, str(original.owner or "")
+        keep_seeds = original.raised_by == "script"
         log(f"signature: {original.headline}  (owner: {original.owner})")
 
     state_path = workdir / "state.json"
@@ -194,7 +196,7 @@ def reduce_script(opts: ReduceOptions, log: Callable[[str], None] = lambda _: No
             measure = None if opts.oracle else _facts(python, opts.timeout, workdir, script.parent, executor)
             result = reduce_source(begin, _counted(oracle.test_many, progress), PASSES, FINAL_PASSES, opts.jobs,
                                    opts.seed, save, on_pass=progress.phase, freeze_check_data=not guard.guarded,
-                                   facts=measure)
+                                   facts=measure, keep_seeds=keep_seeds)
         except KeyboardInterrupt:
             progress.close()
             _write(out, best[0], source, script, headline, owner, guard, versions, verified=False, loaded=loaded)
