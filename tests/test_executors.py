@@ -155,3 +155,49 @@ def test_a_snapshot_after_a_parallel_torch_op_serves_its_candidates(tmp_path):
         executor.close()
     assert executor.snapshot_runs > 0  # the branch in question was reached
     assert [r.raw_headline for r in results] == ["ValueError: a", "ValueError: b"] * 3
+
+
+@pytest.mark.parametrize("make", [ForkServerExecutor, WarmPoolExecutor], ids=["forkserver", "warm-pool"])
+def test_a_candidates_files_go_when_its_answer_is_in_and_dead_runs_leave_nothing(tmp_path, make, monkeypatch):
+    import os
+    import tempfile
+    from pathlib import Path
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    # what a run killed from outside leaves: its pid is gone (a fresh child's, reaped), its directory is not
+    import subprocess
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    stale = tmp_path / f"minrepro-fork-{dead.pid}-abc"
+    (stale / "job" / "cwd").mkdir(parents=True)
+    live = tmp_path / f"minrepro-pool-{os.getpid()}-keep"
+    live.mkdir()
+    writer = tmp_path / "writer.py"
+    writer.write_text("open('checkpoint.bin', 'wb').write(b'x' * 1000)\n")
+    executor = make(None, [], 2)
+    try:
+        assert not stale.exists() and live.exists()
+        executor.run_many([writer] * 4, 30)
+        root = Path(executor._tmp.name)
+        assert not list(root.rglob("checkpoint.bin"))  # 450 saved checkpoints once filled 12 GB mid-reduction
+    finally:
+        executor.close()
+
+
+def test_files_a_snapshot_prefix_wrote_outlive_the_candidate_that_built_it(tmp_path):
+    # the snapshot's scratch once lived in the directory of the job that built it, which is removed when that
+    # job's answer is in: every later candidate would lose the checkpoint its prefix saved
+    prefix = "import os, tempfile, time\nd = tempfile.mkdtemp()\nopen(os.path.join(d, 'ckpt'), 'w').write('w')\ntime.sleep(1)\n"
+    scripts = []
+    for i in range(4):
+        path = tmp_path / f"s{i}.py"
+        path.write_text(prefix + "raise ValueError(open(os.path.join(d, 'ckpt')).read())\n")
+        scripts.append(path)
+    executor = ForkServerExecutor(preload=["json"])
+    try:
+        executor.set_heavy(["time.sleep(1)"])
+        results = [executor.run_many([s], 30)[0] for s in scripts]
+    finally:
+        executor.close()
+    assert executor.snapshot_runs == 3  # the branch in question was reached
+    assert [r.signature.headline for r in results] == ["ValueError: w"] * 4

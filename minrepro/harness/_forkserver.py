@@ -168,7 +168,7 @@ def _start_snapshot(job):
 
 def _snapshot(job, jobs):
     """Run the prefix, then serve the suffix jobs; if the prefix itself fails, that is every such job's failure."""
-    scratch = tempfile.mkdtemp(prefix="snapshot-", dir=os.path.dirname(job["cwd"]) or None)
+    scratch = tempfile.mkdtemp(prefix="snapshot-", dir=job.get("scratch_root") or os.path.dirname(job["cwd"]) or None)
     os.chdir(scratch)
     os.environ["TMPDIR"] = tempfile.tempdir = scratch
     null = os.open(os.devnull, os.O_WRONLY)

@@ -15,6 +15,7 @@ import hashlib
 import json
 import os
 import select
+import shutil
 import signal
 import subprocess
 import tempfile
@@ -77,6 +78,7 @@ class _Job:
         scratch = self.workdir / "cwd"
         scratch.mkdir(exist_ok=True)
         spec = {"id": self.index, "script": str(self.script.resolve()), "args": [], "cwd": str(scratch),
+                "scratch_root": str(self.workdir.parent),  # where a prefix snapshot keeps its files (outlives the job)
                 "path0": str((self.home or self.script.parent).resolve()), "report": str(self.workdir / "report.json"),
                 "stdout": str(self.workdir / "stdout"), "stderr": str(self.workdir / "stderr")}
         if self.prefix is not None:
@@ -91,8 +93,12 @@ class _Job:
         sig, headline = classify_run(code, err, report, timed_out, timeout)
         skipped = self.workdir / "prefix_seconds"  # served from a prefix snapshot: the prefix's cost counts too
         extra = float(skipped.read_text()) if skipped.is_file() else 0.0
-        return RunResult(code, out, err, time.monotonic() - self.started + extra, sig, headline, (), script_lines(report),
-                         tuple(report.get("loaded", ())))
+        result = RunResult(code, out, err, time.monotonic() - self.started + extra, sig, headline, (),
+                           script_lines(report), tuple(report.get("loaded", ())))
+        # each candidate may save a checkpoint: kept until close(), 450 of them filled 12 GB and ended a
+        # reduction with "No space left on device" (a failure no candidate of the script had)
+        shutil.rmtree(self.workdir, ignore_errors=True)
+        return result
 
     def expire(self, now: float, timeout: float) -> None:
         """Past the deadline: ask for a stack dump, then kill the child's whole group."""
@@ -103,6 +109,27 @@ class _Job:
             _signal(self.pid, signal.SIGUSR1, group=False)
         elif self.usr1_at is not None and now - self.usr1_at > STACK_GRACE:
             _signal(self.pid, signal.SIGKILL, group=True)
+
+
+def _scratch(kind: str) -> tempfile.TemporaryDirectory:
+    """The executor's scratch directory, named with this process's id. A run killed from outside (a capped
+    benchmark, a lost session) cannot clean up: the next executor removes what dead processes left."""
+    root = Path(tempfile.gettempdir())
+    for stale in root.glob("minrepro-*-*-*"):
+        parts = stale.name.split("-")
+        if parts[1] in ("fork", "pool") and parts[2].isdigit() and not _alive(int(parts[2])):
+            shutil.rmtree(stale, ignore_errors=True)
+    return tempfile.TemporaryDirectory(prefix=f"minrepro-{kind}-{os.getpid()}-", ignore_cleanup_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def _signal(pid: int, sig: int, group: bool) -> None:
@@ -159,7 +186,7 @@ class ForkServerExecutor:
         self.heavy: set[str] = set()
         self.asked: dict[str, int] = {}
         self.snapshot_runs = 0
-        self._tmp = tempfile.TemporaryDirectory(prefix="minrepro-fork-", ignore_cleanup_errors=True)
+        self._tmp = _scratch("fork")
         self._log = open(Path(self._tmp.name) / "server.log", "wb")
         self.skipped: list[str] = []  # preloads left to each child because importing them initializes CUDA
         preload = list(preload)
@@ -246,7 +273,7 @@ class WarmPoolExecutor:
 
     def __init__(self, python: str | None = None, preload: Sequence[str] = (), jobs: int = 1):
         self.python, self.preload, self.jobs = resolve_python(python), list(preload), max(1, jobs)
-        self._tmp = tempfile.TemporaryDirectory(prefix="minrepro-pool-", ignore_cleanup_errors=True)
+        self._tmp = _scratch("pool")
         self._log = open(Path(self._tmp.name) / "workers.log", "wb")
         self._idle = [self._spawn() for _ in range(self.jobs)]
 
