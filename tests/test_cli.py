@@ -113,3 +113,13 @@ def test_console_entry_point_runs():
 
 def test_static_checks_pass_for_the_bundled_catalog(capsys):
     assert main(["check"]) == 0
+
+
+def test_a_relative_envs_directory_is_taken_from_where_the_command_ran(tmp_path, monkeypatch):
+    import argparse
+
+    from minrepro.cli.envs import _envs
+
+    # `patch prove --envs .minrepro/envs` handed the relative path on to processes run elsewhere: "No such file"
+    monkeypatch.chdir(tmp_path)
+    assert _envs(argparse.Namespace(envs=".minrepro/envs")) == tmp_path.resolve() / ".minrepro" / "envs"

@@ -30,7 +30,7 @@ def _envs(args: argparse.Namespace) -> Path:
     """--envs, else the cache (never the current directory)."""
     from ..dirs import cache
 
-    return Path(args.envs) if args.envs else cache("envs", "prove")
+    return Path(args.envs).resolve() if args.envs else cache("envs", "prove")
 
 
 def _case_patch_ids(catalog, ids: list[str]) -> list[str]:

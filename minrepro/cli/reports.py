@@ -32,7 +32,7 @@ def cmd_bisect(args: argparse.Namespace) -> int:
                             "`minrepro check SCRIPT --python ENV/bin/python --write-pins OUT` and bisect that")
     packages = [p.strip().lower() for p in (args.packages or args.package).split(",") if p.strip()]
     wheelhouse = Path(args.wheelhouse) if args.wheelhouse else None
-    envs = Path(args.envs) if args.envs else cache("envs")
+    envs = Path(args.envs).resolve() if args.envs else cache("envs")
     results_dir = Path(args.results) if args.results else (results_home(case.script) if script else cache("results", "catalog"))
     judge = judge_for(case, packages, envs, args.timeout, wheelhouse, _progress)
     base = judge.base

@@ -1,6 +1,6 @@
 # /// script
 # requires-python = ">=3.10"
-# dependencies = ["torch", "peft==0.19.1", "transformers==5.6.2", "tokenizers==0.22.2"]
+# dependencies = ["torch", "accelerate==1.13.0", "bitsandbytes==0.49.2", "peft==0.19.1", "transformers==5.6.2", "tokenizers==0.22.2"]
 # ///
 # reduced by minrepro from final-spec.py: 26 -> 11 code lines.
 # Fails with: KeyError: <key>  (in peft.peft_model:PeftModel._update_offload)
@@ -8,9 +8,9 @@
 import tempfile
 
 from peft import LoraConfig, PeftModel, get_peft_model
-from transformers import Gemma4Config, Gemma4ForConditionalGeneration, Gemma4TextConfig, Gemma4VisionConfig
+from transformers import Gemma4Config, Gemma4ForConditionalGeneration, Gemma4TextConfig
 
-config = Gemma4Config(text_config=Gemma4TextConfig(**{'hidden_size': 1, 'num_hidden_layers': 1, 'vocab_size': 1, 'vocab_size_per_layer_input': 4}), vision_config=Gemma4VisionConfig(**{'hidden_size': 32, 'intermediate_size': 0, 'head_dim': 1}))  # fails only with vision_config=Gemma4VisionConfig(**{'hidden_size': 32, 'intermediate_size': 0, 'head_dim': 1})
+config = Gemma4Config(text_config=Gemma4TextConfig(**{'hidden_size': 1, 'vocab_size_per_layer_input': 1}))
 lora = LoraConfig()
 root = tempfile.mkdtemp()
 model = Gemma4ForConditionalGeneration(config)
