@@ -140,17 +140,33 @@ def _first_item(iterable: ast.expr) -> str:
 
 
 def inline_functions(tree: ast.Module) -> Iterator[ast.Module]:
-    """A module-level function called once is replaced by its body: in place of `f(...)` or `x = f(...)`, or,
-    called inside a statement (`dispatch_model(m, device_map=plan(s))`), before that statement, the call
-    becoming what the function returned."""
+    """A module-level function called once, as a statement or `x = f(...)`, is replaced by its body."""
+    for func in _inlinable(tree):
+        new = _inline(copy.deepcopy(tree), func.name)
+        if new is not None:
+            yield new
+
+
+def inline_nested_calls(tree: ast.Module) -> Iterator[ast.Module]:
+    """A module-level function called once inside a statement (`dispatch_model(m, device_map=plan(s))`) is
+    inlined before that statement, the call becoming the name it returned. Late in the list: early, on a long
+    script, each such proposal costs a run that the slice would have made unnecessary."""
+    for func in _inlinable(tree):
+        new = _inline_nested(copy.deepcopy(tree), func.name)
+        if new is not None:
+            yield new
+
+
+def _inlinable(tree: ast.Module) -> list[ast.FunctionDef]:
+    """Module-level functions called exactly once, without decorators, early returns or yields."""
+    found = []
     for func in [s for s in tree.body if isinstance(s, ast.FunctionDef) and not s.decorator_list]:
         calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
                  and n.func.id == func.name]
-        if len(calls) != 1 or _returns_early(func) or any(isinstance(n, (ast.Yield, ast.YieldFrom)) for n in ast.walk(func)):
-            continue
-        new = _inline(copy.deepcopy(tree), func.name) or _inline_nested(copy.deepcopy(tree), func.name)
-        if new is not None:
-            yield new
+        if len(calls) == 1 and not _returns_early(func) and not any(isinstance(n, (ast.Yield, ast.YieldFrom))
+                                                                    for n in ast.walk(func)):
+            found.append(func)
+    return found
 
 
 def _returns_early(func: ast.FunctionDef) -> bool:
@@ -172,7 +188,7 @@ def _inline(tree: ast.Module, name: str) -> ast.Module | None:
                     binds = _bind(func_copy, call)
                     if binds is None:
                         return None
-                    body = func_copy.body
+                    body = _without_docstring(func_copy.body)  # inlined, a docstring is a stray string
                     if body and isinstance(body[-1], ast.Return):
                         ret = body.pop()
                         if isinstance(stmt, ast.Assign) and ret.value is not None:
@@ -190,9 +206,15 @@ _NOT_HOISTABLE = (ast.Lambda, ast.comprehension, ast.ListComp, ast.SetComp, ast.
                   ast.BoolOp, ast.IfExp, ast.While, ast.FunctionDef, ast.ClassDef)
 
 
+def _without_docstring(body: list[ast.stmt]) -> list[ast.stmt]:
+    docstring = body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
+        and isinstance(body[0].value.value, str)
+    return body[1:] if docstring else body
+
+
 def _inline_nested(tree: ast.Module, name: str) -> ast.Module | None:
     func = next(s for s in tree.body if isinstance(s, ast.FunctionDef) and s.name == name)
-    body = func.body
+    body = _without_docstring(func.body)
     ret = body[-1] if body and isinstance(body[-1], ast.Return) else None
     if ret is None or not isinstance(ret.value, ast.Name):  # the call becomes the returned name
         return None
@@ -743,6 +765,7 @@ PASSES: list[Pass] = [
     drop_unused_parameters,  # after the deletions, which leave parameters unread
     greedy(unwrap_calls),
     greedy(inline_functions),
+    greedy(inline_nested_calls),
     greedy(remove_dead_definitions),
     greedy(constant_attributes),
     greedy(prune_imports),

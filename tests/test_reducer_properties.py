@@ -209,18 +209,18 @@ def test_unused_parameters_go_with_their_arguments_and_keep_the_result(used, pos
 
 
 def test_a_function_called_inside_a_statement_is_inlined_before_it():
-    from minrepro.reducers.passes import _render, inline_functions
+    from minrepro.reducers.passes import _render, inline_nested_calls
 
     # `dispatch_model(base, device_map=plan_device_map(settings))`: the plan's def and return were 3 lines kept
-    source = ("def plan(n):\n    device_map = {'a': n}\n    device_map['b'] = n + 1\n    return device_map\n"
-              "def show(m, device_map=None):\n    return sorted(device_map.items())\n"
+    source = ("def plan(n):\n    \"\"\"Doc.\"\"\"\n    device_map = {'a': n}\n    device_map['b'] = n + 1\n"
+              "    return device_map\ndef show(m, device_map=None):\n    return sorted(device_map.items())\n"
               "out = show(0, device_map=plan(2))\n")
-    inlined = [_render(t) for t in inline_functions(ast.parse(source))]
-    nested = [t for t in inlined if "def plan" not in t]
-    assert nested and all(_exec_output(t) == _exec_output(source) for t in inlined)
+    inlined = [_render(t) for t in inline_nested_calls(ast.parse(source))]
+    assert inlined and all("def plan" not in t and "Doc." not in t for t in inlined)  # no stray docstring
+    assert all(_exec_output(t) == _exec_output(source) for t in inlined)
     # never hoisted out of a place that evaluates it conditionally or repeatedly
     lazy = "def plan(n):\n    d = {'a': n}\n    return d\nout = [plan(i) for i in range(2)]\n"
-    assert not [t for t in (_render(x) for x in inline_functions(ast.parse(lazy))) if "def plan" not in t]
+    assert not list(inline_nested_calls(ast.parse(lazy)))
 
 
 def test_floats_are_never_shrunk():
