@@ -499,13 +499,30 @@ def unwrap_raise(tree: ast.Module) -> Iterator[ast.Module]:
 def fold_constants(tree: ast.Module) -> Iterator[ast.Module]:
     """Arithmetic on literals is computed once (`range(1 - 0)` becomes `range(1)`), and an `if` or `a if c else b`
     on a literal becomes the branch it takes: what `resolve_recorded_values` leaves of `if args.dry_run:`. The
-    `return` in that dead branch would keep `main()` from being inlined, and the slice from seeing inside it."""
-    folded = _Fold().visit(copy.deepcopy(tree))
+    `return` in that dead branch would keep `main()` from being inlined, and the slice from seeing inside it.
+    Statements after a `return` or `raise` in their block go too."""
+    folded = _drop_unreachable(_Fold().visit(copy.deepcopy(tree)))
     if ast.dump(folded) != ast.dump(tree):
         for node in ast.walk(folded):  # a block left empty by a dead branch still needs a statement
             if not isinstance(node, ast.Module) and getattr(node, "body", None) == []:
                 node.body = [ast.Pass()]
         yield folded
+
+
+_TERMINAL = (ast.Return, ast.Raise, ast.Continue, ast.Break)
+
+
+def _drop_unreachable(tree: ast.Module) -> ast.Module:
+    """What follows a `return`/`raise` in its block never runs: an `if ...: return 1` that `unwrap_if` made
+    unconditional left a function ending in dead code, with an early return that kept it from being inlined."""
+    for node in ast.walk(tree):
+        for field in ("body", "orelse", "finalbody"):
+            block = getattr(node, field, None)
+            if isinstance(block, list):
+                end = next((i for i, stmt in enumerate(block) if isinstance(stmt, _TERMINAL)), None)
+                if end is not None:
+                    del block[end + 1:]
+    return tree
 
 
 _ARITHMETIC = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.FloorDiv: operator.floordiv,

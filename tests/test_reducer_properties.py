@@ -246,3 +246,14 @@ def test_seeding_calls_stay_when_the_failure_is_the_scripts_own_check():
     assert "x = 1" not in kept
     loose = reduce_source(source, fails, PASSES, FINAL_PASSES, keep_seeds=False)
     assert "random.seed(" not in loose  # the rule is what keeps them: without it the search drops them
+
+
+def test_statements_after_a_return_go_and_the_function_becomes_inlinable():
+    from minrepro.reducers.passes import _render, fold_constants, inline_functions
+
+    # export_for_serving's main() kept `return 1` mid-body (an `if` unwrapped) and 7 dead lines after it
+    source = "def main():\n    x = 1\n    return x\n    y = undefined\n    return 0\nout = main()\n"
+    [folded] = [_render(t) for t in fold_constants(ast.parse(source))]
+    assert "undefined" not in folded and _exec_output(folded) == _exec_output(source) == 1
+    [inlined] = [_render(t) for t in inline_functions(ast.parse(folded))]
+    assert "def main" not in inlined and _exec_output(inlined) == 1
