@@ -56,6 +56,30 @@ def seeding_calls(source: str) -> Counter:
     return Counter((name, len(c.args) + len(c.keywords)) for name, c in names if name in SEEDING and (c.args or c.keywords))
 
 
+_BUILTINS = frozenset(dir(__import__("builtins"))) | {"__file__", "__name__", "__doc__", "__builtins__"}
+
+
+def unbound_names(source: str) -> frozenset[str]:
+    """Names the program reads but binds nowhere (scope-blind, so it under-reports): a candidate that adds one
+    fails with NameError wherever it reads it, often after the slow statements. Refused without a run."""
+    tree = ast.parse(source)
+    bound, loaded = set(_BUILTINS), set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name):
+            (loaded if isinstance(node.ctx, ast.Load) else bound).add(node.id)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            bound.update((a.asname or a.name).split(".")[0] for a in node.names)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            bound.add(node.name)
+        elif isinstance(node, ast.arg):
+            bound.add(node.arg)
+        elif isinstance(node, ast.ExceptHandler) and node.name:
+            bound.add(node.name)
+        elif isinstance(node, (ast.Global, ast.Nonlocal)):
+            bound.update(node.names)
+    return frozenset(loaded - bound)
+
+
 class Problem:
     def __init__(self, source: str, test_many: TestMany, jobs: int = 1, seed: int = 0,
                  on_accept: Callable[[str], None] = lambda _: None, freeze_check_data: bool = False,
@@ -64,6 +88,7 @@ class Problem:
         self.test_many, self.jobs, self.seed, self.on_accept = test_many, max(1, jobs), seed, on_accept
         self.accepted: set[str] = {source}
         self.lines = code_lines(source)
+        self.unbound = unbound_names(source)
         self.checks = assert_conditions(source)
         # without a differential oracle nothing can tell a weakened check from a kept bug: its data is frozen
         self.frozen = check_data(source) if freeze_check_data else None
@@ -91,10 +116,12 @@ class Problem:
         return unique
 
     def admissible(self, normalized: str) -> bool:
-        """Never revisit an accepted program (no cycles), never grow in code lines, and keep every assertion
-        condition as written: they are the script's own oracle (a reducer that turns `error < 0.05` into
+        """Never revisit an accepted program (no cycles), never grow in code lines, never read a name nothing
+        binds (a NameError costs a whole run: 14 of lowmem_chat_server's 155), and keep every assertion condition
+        as written: they are the script's own oracle (a reducer that turns `error < 0.05` into
         `error < 0.0` gets a "repro" that fails on anything)."""
         return (normalized not in self.accepted and code_lines(normalized) <= self.lines
+                and unbound_names(normalized) <= self.unbound
                 and assert_conditions(normalized) == self.checks
                 and (self.frozen is None or not self.checks or check_data(normalized) == self.frozen)
                 and (not self.seeds or seeding_calls(normalized) >= self.seeds))
@@ -116,6 +143,7 @@ class Problem:
         self.current = normalize(source)
         self.accepted.add(self.current)
         self.lines = code_lines(self.current)
+        self.unbound = unbound_names(self.current)
         self.on_accept(self.current)
 
 

@@ -257,3 +257,17 @@ def test_statements_after_a_return_go_and_the_function_becomes_inlinable():
     assert "undefined" not in folded and _exec_output(folded) == _exec_output(source) == 1
     [inlined] = [_render(t) for t in inline_functions(ast.parse(folded))]
     assert "def main" not in inlined and _exec_output(inlined) == 1
+
+
+def test_a_candidate_that_reads_an_unbound_name_is_never_run():
+    # lowmem_chat_server's capped run spent 14 of its 155 runs on "name 'logging' is not defined" and the like
+    source = "import json\nimport logging\nlog = logging.getLogger('x')\nx = json.dumps(1)\nraise KeyError(x)\n"
+    sent: list[str] = []
+
+    def oracle(candidates):
+        sent.extend(candidates)
+        return [_exec_output(c) == "KeyError" for c in candidates]
+
+    result = reduce_source(source, oracle, PASSES, FINAL_PASSES)
+    assert "logging" not in result and _exec_output(result) == "KeyError"
+    assert sent and not [c for c in sent if _exec_output(c) == "NameError"]
