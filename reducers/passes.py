@@ -60,6 +60,11 @@ def _names_loaded(tree: ast.AST) -> set[str]:
                      and isinstance(n.value, ast.Name)}
 
 
+def _calls_of(tree: ast.AST, name: str) -> list[ast.Call]:
+    """Every call of the plain name `name` (a module-level function) in `tree`."""
+    return [n for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == name]
+
+
 def _body(stmts: list[ast.stmt]) -> list[ast.stmt]:
     return stmts or [ast.Pass()]
 
@@ -159,14 +164,9 @@ def inline_nested_calls(tree: ast.Module) -> Iterator[ast.Module]:
 
 def _inlinable(tree: ast.Module) -> list[ast.FunctionDef]:
     """Module-level functions called exactly once, without decorators, early returns or yields."""
-    found = []
-    for func in [s for s in tree.body if isinstance(s, ast.FunctionDef) and not s.decorator_list]:
-        calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
-                 and n.func.id == func.name]
-        if len(calls) == 1 and not _returns_early(func) and not any(isinstance(n, (ast.Yield, ast.YieldFrom))
-                                                                    for n in ast.walk(func)):
-            found.append(func)
-    return found
+    return [f for f in tree.body if isinstance(f, ast.FunctionDef) and not f.decorator_list
+            and len(_calls_of(tree, f.name)) == 1 and not _returns_early(f)
+            and not any(isinstance(n, (ast.Yield, ast.YieldFrom)) for n in ast.walk(f))]
 
 
 def _returns_early(func: ast.FunctionDef) -> bool:
@@ -336,7 +336,7 @@ def _plain_functions(tree: ast.Module) -> list[str]:
         if not isinstance(func, ast.FunctionDef) or func.decorator_list or func.args.vararg or func.args.kwarg:
             continue
         uses = [n for n in ast.walk(tree) if isinstance(n, ast.Name) and n.id == func.name and isinstance(n.ctx, ast.Load)]
-        calls = [c for c in ast.walk(tree) if isinstance(c, ast.Call) and isinstance(c.func, ast.Name) and c.func.id == func.name]
+        calls = _calls_of(tree, func.name)
         if len(uses) == len(calls) and not any(isinstance(a, ast.Starred) for c in calls for a in c.args) \
                 and not any(k.arg is None for c in calls for k in c.keywords):
             plain.append(func.name)
@@ -356,7 +356,7 @@ def _without_parameters(tree: ast.Module, drops: list[tuple[str, str]]) -> str |
     for name, param in drops:
         func = next(f for f in new.body if isinstance(f, ast.FunctionDef) and f.name == name)
         positional = [a.arg for a in [*func.args.posonlyargs, *func.args.args]]
-        for call in [c for c in ast.walk(new) if isinstance(c, ast.Call) and isinstance(c.func, ast.Name) and c.func.id == name]:
+        for call in _calls_of(new, name):
             if param in positional and positional.index(param) < len(call.args):
                 del call.args[positional.index(param)]
             call.keywords = [k for k in call.keywords if k.arg != param]

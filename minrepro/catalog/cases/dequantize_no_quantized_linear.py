@@ -18,5 +18,7 @@ config = LlamaConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=1, 
 LlamaForCausalLM(config).save_pretrained(path)
 quant = BitsAndBytesConfig(load_in_8bit=True, llm_int8_enable_fp32_cpu_offload=True)
 model = LlamaForCausalLM.from_pretrained(path, quantization_config=quant, device_map={"": "cpu"})
+quantized = [n for n, m in model.named_modules() if type(m).__name__ in ("Linear8bitLt", "Linear4bit")]
+assert not quantized, f"not the branch in question: {len(quantized)} quantized Linear modules were loaded"
 model.dequantize()
-print("dequantize() returned:", type(model.model.layers[0].self_attn.q_proj).__name__)
+print("dequantize() with no quantized Linear returned; q_proj is", type(model.model.layers[0].self_attn.q_proj).__name__)
