@@ -20,6 +20,18 @@ from minrepro.harness.runner import RunResult, run_script
 from minrepro.harness.signature import Frame, Signature
 
 BUGGY = '''
+import os
+
+
+def save(path):
+    os.makedirs(path)
+    open(os.path.join(path, "config"), "w").write("3")
+
+
+def load(path):
+    return Layer(int(open(os.path.join(path, "config")).read()))
+
+
 def merge_error(quantized):
     """The library's bug: merging into a quantized base loses the adapter (an error of 0.5, not ~0.01)."""
     return 0.5 if quantized else 0.0
@@ -151,12 +163,13 @@ class _Table:
     """An executor that answers from a table: candidate source -> signature (None: it passes)."""
 
     name = "table"
+    SECONDS = 0.25  # what each run takes
 
     def __init__(self, table: dict[str, Signature | None]):
         self.table = table
 
     def run_many(self, scripts, timeout, home=None):
-        return [RunResult(1, "", "", 0.0, self.table[Path(s).read_text()], "") for s in scripts]
+        return [RunResult(1, "", "", self.SECONDS, self.table.get(Path(s).read_text()), "") for s in scripts]
 
     def close(self):
         pass
@@ -283,3 +296,63 @@ def test_write_pins_reads_the_reference_run_instead_of_running_again(worlds, tmp
     main(["check", str(script), "--python", bad, "--write-pins", str(out)])
     assert out.read_text().startswith("# /// script")
     assert runs.read_text() == "x"
+
+
+def test_a_candidate_that_writes_into_the_working_directory_is_refused_when_the_original_does_not(tmp_path):
+    # lowmem_chat_server's reduction dropped the temp dir its checkpoint went to: the output left `base/` wherever
+    # its user ran it
+    class Writes(_Table):
+        def run_many(self, scripts, timeout, home=None):
+            return [RunResult(1, "", "", 0.0, SIG, "", cwd_writes=("base",)) for _ in scripts]
+
+    def oracle(allowed):
+        return SignatureOracle(Cache(tmp_path / f"{allowed}.jsonl", "k"), tmp_path, 10, executor=Writes({}),
+                               original=SIG, cwd_writes_allowed=allowed)
+
+    assert oracle(True).test_many(["x = 1\n"]) == [True]
+    refused = oracle(False)
+    assert refused.outcomes(["x = 1\n"]) == [(False, f"{SIG.headline} (writes base into the working directory; "
+                                                     "the original does not)")]
+
+
+def test_each_answer_records_what_judging_it_cost(tmp_path):
+    bad = _Table({"candidate = 1\n": SIG})
+    good = _Table({})
+    cache = tmp_path / "c.jsonl"
+    SignatureOracle(Cache(cache, "k"), tmp_path, 10, executor=bad, original=SIG, good=[good], good_runs=2
+                    ).test_many(["candidate = 1\n", "other = 2\n"])
+    records = [json.loads(line) for line in cache.read_text().splitlines()]
+    assert [r["seconds"] for r in records] == [pytest.approx(3 * _Table.SECONDS), pytest.approx(_Table.SECONDS)]
+
+
+CRASH = '''
+import os
+import tempfile
+import fakelib
+
+root = tempfile.mkdtemp()
+path = os.path.join(root, "base")
+fakelib.save(path)
+fakelib.load(path).offload()
+'''
+
+
+@pytest.mark.parametrize("script, good_runs", [(PARITY, 2), (CRASH, 1)], ids=["own-check", "library-crash"])
+def test_good_env_runs_per_candidate_depend_on_who_raised(worlds, tmp_path, capsys, script, good_runs):
+    # a library's crash is a code path: one run where the bug is fixed tells; the script's own check reads values
+    bad, good = worlds
+    _reduce(tmp_path, script, "--python", bad, "--good-python", good)
+    summary = _last_json(capsys)
+    assert summary["good_runs"] == good_runs and summary["passes_in_good_env"] is True
+
+
+def test_a_reduction_never_starts_writing_into_the_directory_it_is_run_from(worlds, tmp_path, capsys):
+    # `os.path.join(root, "base")` -> `"base"` keeps the crash and drops the temp dir: the repro would
+    # leave a file wherever its user runs it (lowmem_chat_server's left `base/`)
+    bad, good = worlds
+    text, _ = _reduce(tmp_path, CRASH, "--python", bad, "--good-python", good)
+    outcomes = [json.loads(line)["note"] for line in (tmp_path / "work" / "cache.jsonl").read_text().splitlines()]
+    assert any("into the working directory" in note for note in outcomes)  # the branch was reached
+    assert "mkdtemp" in text
+    run = run_script(tmp_path / "job.min.py", python=bad, isolated=True)
+    assert run.signature is not None and run.cwd_writes == ()

@@ -201,3 +201,38 @@ def test_files_a_snapshot_prefix_wrote_outlive_the_candidate_that_built_it(tmp_p
         executor.close()
     assert executor.snapshot_runs == 3  # the branch in question was reached
     assert [r.signature.headline for r in results] == ["ValueError: w"] * 4
+
+
+@pytest.mark.parametrize("make", [lambda: ColdExecutor(jobs=1), lambda: ForkServerExecutor(None, [], 1),
+                                  lambda: WarmPoolExecutor(None, [], 1)], ids=["cold", "forkserver", "warm-pool"])
+def test_what_a_run_leaves_in_its_working_directory_is_reported_and_temp_files_are_not(tmp_path, make):
+    writes = tmp_path / "writes.py"
+    writes.write_text("import os, tempfile\nos.makedirs('base')\ntempfile.mkdtemp()\n")
+    clean = tmp_path / "clean.py"
+    clean.write_text("import tempfile\nopen(tempfile.mkstemp()[1], 'w').write('x')\n")
+    executor = make()
+    try:
+        wrote, kept = executor.run_many([writes, clean], 30, tmp_path)
+    finally:
+        executor.close()
+    assert (wrote.cwd_writes, kept.cwd_writes) == (("base",), ())
+
+
+def test_a_snapshot_prefix_that_writes_into_the_cwd_is_reported_and_its_files_read_as_cold(tmp_path):
+    # the prefix runs in the snapshot's directory, the suffix in the candidate's: a relative path the prefix saved
+    # must still read (as it does cold), and count as the candidate's write into its working directory
+    scripts = []
+    for i in range(3):
+        path = tmp_path / f"s{i}.py"
+        path.write_text("import time\nopen('base', 'w').write('w')\ntime.sleep(1)\n"
+                        "raise ValueError(open('base').read())\n")
+        scripts.append(path)
+    executor = ForkServerExecutor(preload=["json"])
+    try:
+        executor.set_heavy(["time.sleep(1)"])
+        results = [executor.run_many([s], 30)[0] for s in scripts]
+    finally:
+        executor.close()
+    assert executor.snapshot_runs == 2
+    assert [r.signature.headline for r in results] == ["ValueError: w"] * 3
+    assert [r.cwd_writes for r in results] == [("base",)] * 3

@@ -60,13 +60,13 @@ def cmd_reduce(args: argparse.Namespace) -> int:
         raise MinreproError("give one of: a SCRIPT to reduce, --scenario PRESET, --spec FILE")
     if args.scenario is not None or args.spec is not None:
         return _reduce_scenario(args)
-    if args.oracle and (args.good_python or args.guard != "auto" or args.good_runs != GOOD_RUNS):
+    if args.oracle and (args.good_python or args.guard != "auto" or args.good_runs is not None):
         raise MinreproError("--good-python, --good-runs and --guard judge signatures; a command --oracle decides by itself")
     if args.confirm_runs < 2:
         raise MinreproError("--confirm-runs must be at least 2 (one run cannot tell a flaky failure)")
-    if args.good_runs < 1:
+    if args.good_runs is not None and args.good_runs < 1:
         raise MinreproError("--good-runs must be at least 1")
-    if args.guard == "none" and args.good_runs != GOOD_RUNS:
+    if args.guard == "none" and args.good_runs is not None:
         raise MinreproError("--good-runs counts runs in a good env; --guard none has none")
     options = ReduceOptions(
         script=Path(args.script), out=Path(args.out) if args.out else None, signature=args.signature,
@@ -159,9 +159,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                              "else a necessity control; none: reduce unguarded (values feeding checks frozen)")
     reduce.add_argument("--confirm-runs", type=int, default=3, metavar="N",
                         help="cold runs of the original that must all fail the same way (default 3)")
-    reduce.add_argument("--good-runs", type=int, default=GOOD_RUNS, metavar="N",
-                        help=f"runs of each candidate in each good env that must all pass (default {GOOD_RUNS}): "
-                             "a candidate that only sometimes passes where the bug is fixed is not the bug")
+    reduce.add_argument("--good-runs", type=int, default=None, metavar="N",
+                        help=f"runs of each candidate in each good env that must all pass (default: {GOOD_RUNS} when "
+                             "the script's own check raised, 1 when a library did; the result's cold check runs "
+                             f"{GOOD_RUNS}): a candidate that only sometimes passes where the bug is fixed is not the bug")
     reduce.add_argument("--no-triggers", action="store_true", help="skip the trigger report after the search")
     reduce.add_argument("--workdir", help="cache and state directory (default: in the cache, "
                                           "$MINREPRO_CACHE or ~/.cache/minrepro)")

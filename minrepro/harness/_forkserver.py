@@ -169,8 +169,12 @@ def _start_snapshot(job):
 def _snapshot(job, jobs):
     """Run the prefix, then serve the suffix jobs; if the prefix itself fails, that is every such job's failure."""
     scratch = tempfile.mkdtemp(prefix="snapshot-", dir=job.get("scratch_root") or os.path.dirname(job["cwd"]) or None)
-    os.chdir(scratch)
-    os.environ["TMPDIR"] = tempfile.tempdir = scratch
+    # the prefix's working directory and its TMPDIR apart: what it writes into the former is a write into the cwd
+    prefix_cwd, prefix_tmp = os.path.join(scratch, "cwd"), os.path.join(scratch, "tmp")
+    os.makedirs(prefix_cwd)
+    os.makedirs(prefix_tmp)
+    os.chdir(prefix_cwd)
+    os.environ["TMPDIR"] = tempfile.tempdir = prefix_tmp
     null = os.open(os.devnull, os.O_WRONLY)
     saved_out, saved_err = os.dup(1), os.dup(2)
     log = os.open(os.path.join(scratch, "prefix.err"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
@@ -208,9 +212,15 @@ def _snapshot(job, jobs):
                 _redirect(suffix_job)
                 # a candidate's cost includes the prefix it skipped: the reducer's time budget must see it (else a
                 # change that makes the prefix 10x slower passes as cheap, and the result is slow cold)
+                job_dir = os.path.dirname(suffix_job["report"])
                 if suffix_job["report"] != job["report"]:  # the job that built the snapshot has paid it already
-                    with open(os.path.join(os.path.dirname(suffix_job["report"]), "prefix_seconds"), "w") as fh:
+                    with open(os.path.join(job_dir, "prefix_seconds"), "w") as fh:
                         fh.write(repr(prefix_seconds))
+                shared = sorted(os.listdir(prefix_cwd))
+                with open(os.path.join(job_dir, "prefix_cwd_writes"), "w") as fh:
+                    fh.write("\n".join(shared))
+                for name in shared:  # a relative path the prefix wrote reads the same as in a cold run
+                    os.symlink(os.path.join(prefix_cwd, name), name)
                 if failed:  # the prefix raised: so does every candidate that shares it, at the same place
                     with open(os.path.join(scratch, "prefix.err"), encoding="utf-8", errors="replace") as fh:
                         sys.stderr.write(fh.read())

@@ -26,8 +26,8 @@ from pathlib import Path
 from typing import Protocol, Sequence
 
 from minrepro.errors import MinreproError
-from minrepro.harness.runner import (STACK_GRACE, RunResult, classify_run, read_report, resolve_python, run_script,
-                                     script_lines)
+from minrepro.harness.runner import (STACK_GRACE, RunResult, classify_run, cwd_entries, read_report, resolve_python,
+                                     run_script, script_lines)
 
 FORKSERVER = Path(__file__).with_name("_forkserver.py")
 WARMUP_TIMEOUT = 300.0
@@ -93,8 +93,10 @@ class _Job:
         sig, headline = classify_run(code, err, report, timed_out, timeout)
         skipped = self.workdir / "prefix_seconds"  # served from a prefix snapshot: the prefix's cost counts too
         extra = float(skipped.read_text()) if skipped.is_file() else 0.0
+        shared = self.workdir / "prefix_cwd_writes"  # what the snapshot's prefix wrote into its working directory
+        written = set(cwd_entries(self.workdir / "cwd")) | set(shared.read_text().split("\n") if shared.is_file() else ())
         result = RunResult(code, out, err, time.monotonic() - self.started + extra, sig, headline, (),
-                           script_lines(report), tuple(report.get("loaded", ())))
+                           script_lines(report), tuple(report.get("loaded", ())), tuple(sorted(written - {""})))
         # each candidate may save a checkpoint: kept until close(), 450 of them filled 12 GB and ended a
         # reduction with "No space left on device" (a failure no candidate of the script had)
         shutil.rmtree(self.workdir, ignore_errors=True)

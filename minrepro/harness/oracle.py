@@ -53,10 +53,25 @@ class Cache:
     def hash(self, source: str) -> str:
         return hashlib.sha256(f"{self.key}\0{source}".encode()).hexdigest()
 
-    def store(self, digest: str, interesting: bool, note: str) -> None:
+    def store(self, digest: str, interesting: bool, note: str, seconds: float | None = None) -> None:
+        """One answer; `seconds` is what judging it cost (every run it took), so a work directory says where a
+        reduction's time went."""
         self.answers[digest], self.notes[digest] = interesting, note
+        record = {"hash": digest, "interesting": interesting, "note": note}
+        if seconds is not None:
+            record["seconds"] = round(seconds, 3)
         with self.path.open("a", encoding="utf-8") as fh:
-            fh.write(json.dumps({"hash": digest, "interesting": interesting, "note": note}) + "\n")
+            fh.write(json.dumps(record) + "\n")
+
+
+@dataclass
+class Answer:
+    interesting: bool
+    note: str  # "pass", the failure's headline, and why it was refused if it was
+    seconds: float = 0.0  # every run judging it took (bad env, good envs, control)
+
+    def refuse(self, why: str) -> None:
+        self.interesting, self.note = False, f"{self.note} ({why})"
 
 
 @dataclass
@@ -83,8 +98,8 @@ class _Base:
             answers = self._judge(paths)
             self.stats.seconds += time.monotonic() - start
             self.stats.calls += len(paths)
-            for (digest, _), path, (interesting, note) in zip(todo.items(), paths, answers):
-                self.cache.store(digest, interesting, note)
+            for (digest, _), path, answer in zip(todo.items(), paths, answers):
+                self.cache.store(digest, answer.interesting, answer.note, answer.seconds)
                 path.unlink(missing_ok=True)
         return [self.cache.answers[d] for d in digests]
 
@@ -93,7 +108,7 @@ class _Base:
         answers = self.test_many(sources)
         return [(a, self.cache.notes.get(self.cache.hash(s), "")) for a, s in zip(answers, sources)]
 
-    def _judge(self, paths: list[Path]) -> list[tuple[bool, str]]:
+    def _judge(self, paths: list[Path]) -> list[Answer]:
         raise NotImplementedError
 
 
@@ -124,44 +139,50 @@ class SignatureOracle(_Base):
     # runs in each good env that must all pass: a candidate that made the script nondeterministic (a reduction
     # dropped the seed of the data its own check reads) passed where the bug is fixed once in two, and was taken
     good_runs: int = 2
+    cwd_writes_allowed: bool = True  # False when the original leaves nothing in its working directory
 
     def matches(self, result: RunResult) -> bool:
         return same_failure(self.original, self.regex, result)
 
-    def _judge(self, paths: list[Path]) -> list[tuple[bool, str]]:
+    def _judge(self, paths: list[Path]) -> list[Answer]:
         results = self.executor.run_many(paths, self.timeout, self.home)
         answers = [self._answer(r) for r in results]
         for guard in [g for g in self.good for _ in range(self.good_runs)]:  # only what is still interesting runs
-            alive = [i for i, (ok, _) in enumerate(answers) if ok]
+            alive = [i for i, a in enumerate(answers) if a.interesting]
             for i, run in zip(alive, guard.run_many([paths[i] for i in alive], self.timeout, self.home)):
+                answers[i].seconds += run.seconds
                 if self.matches(run):
-                    answers[i] = (False, f"{answers[i][1]} (also in a good env: not the bug)")
+                    answers[i].refuse("also in a good env: not the bug")
         if self.neutralise is not None:
             self._necessity(paths, results, answers)
         return answers
 
-    def _necessity(self, paths: list[Path], results: list[RunResult], answers: list[tuple[bool, str]]) -> None:
+    def _necessity(self, paths: list[Path], results: list[RunResult], answers: list[Answer]) -> None:
         controls = {}
-        for i, (ok, _) in enumerate(answers):
-            control = self.neutralise(paths[i].read_text(encoding="utf-8"), results[i]) if ok else None
-            if ok and control is None:
-                answers[i] = (False, f"{answers[i][1]} (no library call to neutralise)")
+        for i, answer in enumerate(answers):
+            control = self.neutralise(paths[i].read_text(encoding="utf-8"), results[i]) if answer.interesting else None
+            if answer.interesting and control is None:
+                answer.refuse("no library call to neutralise")
             elif control is not None:
                 path = paths[i].with_name(paths[i].stem + ".control.py")
                 path.write_text(control, encoding="utf-8")
                 controls[i] = path
         for i, run in zip(controls, self.executor.run_many(list(controls.values()), self.timeout, self.home)):
             controls[i].unlink(missing_ok=True)
+            answers[i].seconds += run.seconds
             if self.matches(run):
-                answers[i] = (False, f"{answers[i][1]} (persists with the library call cut: not the library's)")
+                answers[i].refuse("persists with the library call cut: not the library's")
 
-    def _answer(self, result: RunResult) -> tuple[bool, str]:
-        note = result.signature.headline if result.signature else "pass"
-        if not self.matches(result):
-            return False, note
+    def _answer(self, result: RunResult) -> Answer:
+        answer = Answer(self.matches(result), result.signature.headline if result.signature else "pass", result.seconds)
+        if not answer.interesting:
+            return answer
         if self.max_seconds is not None and result.seconds > self.max_seconds:  # say why it was refused
-            return False, f"{note} (over the time budget: {result.seconds:.1f} s > {self.max_seconds:.1f} s)"
-        return True, note
+            answer.refuse(f"over the time budget: {result.seconds:.1f} s > {self.max_seconds:.1f} s")
+        elif result.cwd_writes and not self.cwd_writes_allowed:
+            # the output would leave `base/` in the directory its user runs it from (lowmem_chat_server's did)
+            answer.refuse(f"writes {', '.join(result.cwd_writes[:3])} into the working directory; the original does not")
+        return answer
 
 
 @dataclass
@@ -169,17 +190,19 @@ class CommandOracle(_Base):
     command: Sequence[str] = ()
     jobs: int = 1
 
-    def _judge(self, paths: list[Path]) -> list[tuple[bool, str]]:
-        def one(path: Path) -> tuple[bool, str]:
+    def _judge(self, paths: list[Path]) -> list[Answer]:
+        def one(path: Path) -> Answer:
+            start = time.monotonic()
             with tempfile.TemporaryDirectory(prefix="minrepro-cwd-") as scratch:
                 proc = subprocess.Popen([*self.command, str(path)], stdout=subprocess.DEVNULL,
                                         stderr=subprocess.DEVNULL, cwd=scratch, start_new_session=True)
                 try:
-                    return proc.wait(self.timeout) == 0, f"exit {proc.returncode}"
+                    code = proc.wait(self.timeout)
+                    return Answer(code == 0, f"exit {code}", time.monotonic() - start)
                 except subprocess.TimeoutExpired:
                     os.killpg(proc.pid, signal.SIGKILL)  # the command and everything it started
                     proc.wait()
-                    return False, "timeout"
+                    return Answer(False, "timeout", time.monotonic() - start)
 
         with ThreadPoolExecutor(max(1, self.jobs)) as pool:
             return list(pool.map(one, paths))

@@ -49,6 +49,7 @@ class RunResult:
     trace: tuple[dict[str, Any], ...] = ()  # placement records (`run_script(..., trace=True)`), in call order
     script_lines: tuple[int, ...] = ()  # lines of the script's own frames on the failing stack, outermost first
     loaded: tuple[str, ...] = ()  # top-level names of installed packages imported by the end of the run
+    cwd_writes: tuple[str, ...] = ()  # what the run left in its working directory (temp files go elsewhere)
 
     @property
     def failed(self) -> bool:
@@ -134,9 +135,18 @@ def run_script(
         seconds = time.monotonic() - start
         report = read_report(report_path)
         records = read_trace(trace_path)
+        written = cwd_entries(cwd) if cwd is not None else ()
     signature, headline = classify_run(proc.returncode, stderr, report, timed_out, timeout)
     return RunResult(proc.returncode, stdout, stderr, seconds, signature, headline, records, script_lines(report),
-                     tuple(report.get("loaded", ())))
+                     tuple(report.get("loaded", ())), written)
+
+
+def cwd_entries(cwd: str | os.PathLike[str]) -> tuple[str, ...]:
+    """What a run left in its working directory, by name (the fork server's `.tmp` is its TMPDIR, not a write)."""
+    try:
+        return tuple(sorted(e.name for e in os.scandir(cwd) if e.name != ".tmp"))
+    except OSError:
+        return ()
 
 
 def _kill_group(proc: subprocess.Popen[str]) -> tuple[str, str]:

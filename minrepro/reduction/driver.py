@@ -36,7 +36,12 @@ from .guard import UNGUARDED, Guard, GuardSearch, choose_guard, neutralise_libra
 from .progress import Progress
 
 CONFIRM_RUNS = 3  # the original runs this many times, cold, to establish its failure: all must agree
-GOOD_RUNS = 2  # runs of each candidate in each good env (guard): all must pass
+# Runs of each candidate in each good env (guard) that must all pass, by who raised the failure. The script's own
+# check reads values: a candidate that lost a seed passes where the bug is fixed by chance (eval_then_export's did,
+# once in two). A library's crash is a code path, not a value: one run tells, and a second cost lowmem_chat_server
+# a third of its runs in 300 s. The cold verification of the result runs GOOD_RUNS either way.
+GOOD_RUNS = 2
+GOOD_RUNS_BY_RAISER = {"script": GOOD_RUNS, "library": 1}
 # A candidate may not run slower than SLOWDOWN x the original (or the original + GRACE_SECONDS): dropping
 # `num_hidden_layers=2` keeps the bug but makes every later candidate, and the final repro, slow.
 SLOWDOWN, GRACE_SECONDS = 2.0, 2.0
@@ -59,7 +64,7 @@ class ReduceOptions:
     good_pythons: list[str] = field(default_factory=list)
     guard: str = "auto"  # "auto" | "none"
     confirm_runs: int = CONFIRM_RUNS
-    good_runs: int = GOOD_RUNS
+    good_runs: int | None = None  # None: GOOD_RUNS_BY_RAISER
     triggers: bool = True
 
 
@@ -80,6 +85,7 @@ class ReduceSummary:
     triggers: list[dict] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     snapshot_runs: int = 0  # candidates served from a prefix snapshot: whether that path was taken at all
+    good_runs: int = 0  # runs of each interesting candidate in each good env (see GOOD_RUNS_BY_RAISER)
 
     def as_json(self) -> dict:
         return asdict(self)
@@ -156,7 +162,8 @@ def reduce_script(opts: ReduceOptions, log: Callable[[str], None] = lambda _: No
         guard = choose_guard(GuardSearch(script, source, original, first_run.raw_headline, matcher, env, opts.timeout,
                                          log, notes=notes), opts.good_pythons, opts.guard)
         log(f"guard: {guard.why}")
-        key = json.dumps(["signature", opts.signature, python, opts.timeout, guard.key(), opts.good_runs])
+        good_runs = opts.good_runs or GOOD_RUNS_BY_RAISER.get(original.raised_by, GOOD_RUNS)
+        key = json.dumps(["signature", opts.signature, python, opts.timeout, guard.key(), good_runs])
         workdir = _workdir(opts, script, source, key)
         executor, baseline = _warm_executor(opts, python, source, original, script, first_run, notes, log)
         guard_executors = [_guard_executor(opts, py, source, notes) for py in guard.pythons]
@@ -164,7 +171,8 @@ def reduce_script(opts: ReduceOptions, log: Callable[[str], None] = lambda _: No
         # a candidate past the budget is uninteresting anyway: stop it there, not at --timeout
         oracle = SignatureOracle(Cache(workdir / "cache.jsonl", key), workdir, min(opts.timeout, budget + 1),
                                  script.parent, executor=executor, original=original, regex=opts.signature,
-                                 max_seconds=budget, good=guard_executors, good_runs=opts.good_runs,
+                                 max_seconds=budget, good=guard_executors, good_runs=good_runs,
+                                 cwd_writes_allowed=bool(first_run.cwd_writes),
                                  neutralise=neutralise_library_call if guard.kind == "necessity" else None)
         if guard.guarded and not oracle.test_many([normalize(source)])[0]:
             notes.append(f"the original does not pass its guard ({guard.why}); reduced unguarded")
@@ -226,7 +234,8 @@ def reduce_script(opts: ReduceOptions, log: Callable[[str], None] = lambda _: No
     return ReduceSummary(code_lines(source), code_lines(text), oracle.stats.calls, oracle.stats.cache_hits,
                          round(time.monotonic() - start, 1), headline, str(out),
                          executor.name if executor else "command", resumed, guard.kind, guard.why, good_pass,
-                         [asdict(t) for t in found], notes, getattr(executor, "snapshot_runs", 0))
+                         [asdict(t) for t in found], notes, getattr(executor, "snapshot_runs", 0),
+                         oracle.good_runs if guard.pythons else 0)
 
 
 def _workdir(opts: ReduceOptions, script: Path, source: str, key: str) -> Path:
@@ -359,10 +368,12 @@ def _verify_cold(result: str, oracle: SignatureOracle, python: str, guard: Guard
     if not oracle.matches(bad):
         ended = bad.signature.headline if bad.signature else "passed"
         return False, None, f"does not reproduce in a fresh interpreter ({ended} after {bad.seconds:.0f} s)", ()
+    if bad.cwd_writes and not oracle.cwd_writes_allowed:
+        return False, None, f"writes {', '.join(bad.cwd_writes)} into the working directory, cold", ()
     if not guard.pythons:
         return True, None, "", bad.loaded
     good = [(py, ColdExecutor(py, 1).run_many([path], timeout, home)[0]) for py in guard.pythons
-            for _ in range(oracle.good_runs)]
+            for _ in range(max(GOOD_RUNS, oracle.good_runs))]  # the search may have run fewer (a library's crash)
     also = sorted({py for py, run in good if oracle.matches(run)})
     return not also, not also, f"also fails the same way where the bug is fixed ({', '.join(also)})", bad.loaded
 
@@ -393,6 +404,8 @@ def print_summary(summary: ReduceSummary, as_json: bool) -> None:
           + (" (resumed)" if summary.resumed else ""))
     print(f"signature: {summary.signature}")
     print(f"guard: {summary.guard_why or summary.guard}"
+          + (f" ({summary.good_runs} good-env run{'s' if summary.good_runs > 1 else ''} per candidate)"
+             if summary.good_runs else "")
           + ("" if summary.passes_in_good_env is None else
              f"; the result passes in the good env: {'yes' if summary.passes_in_good_env else 'NO'}"))
     if summary.triggers:
