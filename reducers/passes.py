@@ -679,7 +679,9 @@ def _module(body: list[ast.stmt]) -> str:
 def resolve_recorded_values(problem: Problem) -> None:
     """Option and config reads (`args.steps`, `cfg.hidden`) whose value never changed during the run become that
     literal: all at once first, then one name at a time. The parser or dataclass behind them is then dead."""
-    values: dict[str, str] = problem.facts.get("values", {})
+    # a recorded value is a literal's source; anything else (a str-valued enum's repr, recorded by an older
+    # bootstrap: `<TaskType.CAUSAL_LM: 'CAUSAL_LM'>`) is not a value this pass can write back
+    values = {k: v for k, v in problem.facts.get("values", {}).items() if _is_literal(v)}
     tree = ast.parse(problem.current)
     present = [k for k in values if any(_key(n) == k for n in ast.walk(tree) if isinstance(n, ast.Attribute))]
     if not present:
@@ -691,6 +693,14 @@ def resolve_recorded_values(problem: Problem) -> None:
     for key in present:
         if problem.first_interesting([_with_values(problem.current, {key: values[key]})]) is not None:
             _accept_values(problem, {key: values[key]})
+
+
+def _is_literal(text: str) -> bool:
+    try:
+        ast.literal_eval(text)
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        return False
+    return True
 
 
 def _accept_values(problem: Problem, values: dict[str, str]) -> None:

@@ -143,3 +143,33 @@ def test_slow_imports_do_not_fail_the_cold_verification(tmp_path, capsys):
     assert main(["reduce", str(script), "--json", "--workdir", str(tmp_path / "w")]) == 0
     summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert summary["output_lines"] <= 3
+
+
+ENUM_CONFIG = '''\
+import enum
+from packaging.version import Version
+
+
+class Task(str, enum.Enum):  # peft's TaskType is one: its repr is no literal
+    CAUSAL_LM = "CAUSAL_LM"
+
+
+class Config:
+    task = Task.CAUSAL_LM
+    release = "1.0 beta"
+
+
+cfg = Config()
+print(cfg.task)
+Version(cfg.release)
+'''
+
+
+def test_a_config_read_whose_value_is_a_str_enum_does_not_crash_the_reduction(tmp_path, capsys):
+    # a real user's training script (peft#3169's reporter's) ended `minrepro reduce` with a SyntaxError: the
+    # bootstrap recorded `TaskType.CAUSAL_LM` as `<TaskType.CAUSAL_LM: 'CAUSAL_LM'>` and the pass parsed it
+    script = tmp_path / "job.py"
+    script.write_text(ENUM_CONFIG)
+    assert main(["reduce", str(script), "--json", "--workdir", str(tmp_path / "work")]) == 0
+    out = (tmp_path / "job.min.py").read_text()
+    assert "Version('1.0 beta')" in out and "Task" not in out

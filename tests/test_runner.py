@@ -134,3 +134,47 @@ def test_an_isolated_run_cannot_write_beside_the_script(write_script):
     assert not (script.parent / "tmp").exists()
     with pytest.raises(MinreproError, match="not both"):
         run_script(script, isolated=True, cwd=script.parent)
+
+
+FAKE_TRANSFORMERS = '''
+class _Param:
+    def __init__(self, device):
+        self.device = device
+
+
+class Int8Params(_Param):
+    pass
+
+
+class PreTrainedModel:
+    @classmethod
+    def from_pretrained(cls, path, **kwargs):
+        model = cls()
+        model.hf_device_map = {"model.embed_tokens": "cpu", "model.layers.0": 0}
+        return model
+
+    def parameters(self):
+        return [Int8Params("cuda:0"), _Param("cpu"), _Param("cpu")]
+
+
+class LlamaForCausalLM(PreTrainedModel):
+    pass
+'''
+
+
+def test_a_trace_records_the_map_from_pretrained_inferred_and_where_each_weight_type_landed(tmp_path, write_script):
+    # transformers 5 calls dispatch_model only when the map splits: a budget that sends everything to one device
+    # leaves no dispatch record, so the load itself must say where the model went
+    site = tmp_path / "site" / "transformers"
+    site.mkdir(parents=True)
+    (site / "__init__.py").write_text("")
+    (site / "modeling_utils.py").write_text(FAKE_TRANSFORMERS)
+    script = write_script("from transformers.modeling_utils import LlamaForCausalLM\n"
+                          "model = LlamaForCausalLM.from_pretrained('x', device_map='auto')\n"
+                          "assert type(model).__name__ == 'LlamaForCausalLM'\n")
+    result = run_script(script, env={"PYTHONPATH": str(tmp_path / "site")}, trace=True, isolated=True)
+    assert result.signature is None, result.stderr
+    assert result.trace == ({"event": "from_pretrained", "status": "returned", "caller": "LlamaForCausalLM",
+                             "devices": {"cpu": 1, "0": 1},
+                             "device_map": {"model.embed_tokens": "cpu", "model.layers.0": "0"},
+                             "parameters": {"Int8Params@cuda:0": 1, "_Param@cpu": 2}},)

@@ -4,10 +4,12 @@ Executed by path (``python _bootstrap.py SCRIPT ARGS...``) under whatever interp
 uses the standard library only and never imports minrepro. The record goes to the file named by
 ``MINREPRO_REPORT``; the script itself sees an ordinary ``sys.argv`` and ``sys.path``.
 
-With ``MINREPRO_TRACE=FILE`` every call of accelerate's ``dispatch_model`` (PEFT's redispatch, transformers'
-own, the script's) is recorded as JSON lines: who called it, the device map per device, the main device, how
-many quantized weights it will put under offload hooks, and, once it returns, the hooks it attached. A pass
-then says which branch it exercised. The wrapper only observes: arguments and results pass through unchanged.
+With ``MINREPRO_TRACE=FILE`` the run's placements are recorded as JSON lines. Every ``from_pretrained``: the map
+transformers inferred and where each type of weight landed (transformers 5 dispatches only maps that split, so a
+budget that sends everything to one device leaves no other record). Every call of accelerate's ``dispatch_model``
+(PEFT's redispatch, transformers' own, the script's): who called it, the device map per device, the main device,
+how many quantized weights it will put under offload hooks, and, once it returns, the hooks it attached. A pass
+then says which branch it exercised. The wrappers only observe: arguments and results pass through unchanged.
 """
 
 import faulthandler
@@ -152,45 +154,83 @@ def _traced(dispatch, path):
     return dispatch_model
 
 
-def _wrap_loaded(path):
-    """Wrap dispatch_model in accelerate.big_modeling and rebind every module attribute that holds it."""
-    module = sys.modules[_TRACED_MODULE]
+def _wrap_dispatch(module, path, loaded=False):
+    """Wrap dispatch_model in accelerate.big_modeling; if it was imported before the trace, also rebind every module
+    attribute that holds it (not while importing: a lazy module's getattr would import in a circle)."""
     original = getattr(module, _TRACED_NAME)
     if getattr(original, "__minrepro_traced__", False):
         return
     wrapper = _traced(original, path)
-    for other in list(sys.modules.values()):
+    for other in [module, *list(sys.modules.values())] if loaded else [module]:
         if getattr(other, _TRACED_NAME, None) is original:
             setattr(other, _TRACED_NAME, wrapper)
 
 
+def _loaded_placement(model):
+    """Where a loaded model's weights are, by parameter type and device ("Int8Params@cuda:0": 12), and the map
+    transformers inferred: whether a split happened at all (a budget can send everything to one device)."""
+    where = {}
+    for param in model.parameters():
+        key = f"{type(param).__name__}@{param.device}"
+        where[key] = where.get(key, 0) + 1
+    device_map = {k: str(v) for k, v in (getattr(model, "hf_device_map", None) or {}).items()}
+    devices = {}
+    for device in device_map.values():
+        devices[device] = devices.get(device, 0) + 1
+    return {"devices": devices, "device_map": device_map, "parameters": where}
+
+
+def _wrap_from_pretrained(module, path, loaded=False):
+    """Record what `PreTrainedModel.from_pretrained` returned: transformers 5 dispatches only maps that split."""
+    owner = module.PreTrainedModel
+    original = owner.__dict__["from_pretrained"].__func__
+    if getattr(original, "__minrepro_traced__", False):
+        return
+
+    @functools.wraps(original)
+    def from_pretrained(cls, *args, **kwargs):
+        model = original(cls, *args, **kwargs)
+        try:
+            _append(path, {"event": "from_pretrained", "status": "returned", "caller": cls.__name__,
+                           **_loaded_placement(model)})
+        except Exception as exc:  # observing must never change what the script does
+            _append(path, {"event": "from_pretrained", "status": "returned", "trace_error": repr(exc)})
+        return model
+
+    from_pretrained.__minrepro_traced__ = True
+    owner.from_pretrained = classmethod(from_pretrained)
+
+
+_TRACED = {_TRACED_MODULE: _wrap_dispatch, "transformers.modeling_utils": _wrap_from_pretrained}
+
+
 class _TraceFinder(importlib.abc.MetaPathFinder):
-    """Wraps dispatch_model as accelerate.big_modeling finishes importing, before anyone binds the name."""
+    """Wraps what is traced as its module finishes importing, before anyone binds the name."""
 
     def __init__(self, path):
         self.path = path
 
     def find_spec(self, name, search_path, target=None):
-        if name != _TRACED_MODULE:
+        if name not in _TRACED:
             return None
         spec = importlib.machinery.PathFinder.find_spec(name, search_path)
         if spec is None or spec.loader is None:
             return spec
-        run_module, path = spec.loader.exec_module, self.path
+        run_module, path, wrap = spec.loader.exec_module, self.path, _TRACED[name]
 
         def exec_module(module):
             run_module(module)
-            setattr(module, _TRACED_NAME, _traced(getattr(module, _TRACED_NAME), path))
+            wrap(module, path)
 
         spec.loader.exec_module = exec_module
         return spec
 
 
 def install_trace(path):
-    if _TRACED_MODULE in sys.modules:
-        _wrap_loaded(path)
-    else:
-        sys.meta_path.insert(0, _TraceFinder(path))
+    for name, wrap in _TRACED.items():
+        if name in sys.modules:
+            wrap(sys.modules[name], path, loaded=True)
+    sys.meta_path.insert(0, _TraceFinder(path))
 
 
 # --- profile of the original (for the reducer's static passes and prefix snapshots) ------------------
@@ -200,7 +240,8 @@ _LITERALS = (int, float, str, bool, type(None))
 
 def _literal_repr(value, depth=0):
     """A source expression for a plain value, or None (only literals and flat tuples/lists of them)."""
-    if isinstance(value, _LITERALS) and not (isinstance(value, float) and value != value):
+    # the exact types: a subclass's repr (a str-valued enum: `<TaskType.CAUSAL_LM: 'CAUSAL_LM'>`) is no literal
+    if type(value) in _LITERALS and not (isinstance(value, float) and value != value):
         return repr(value)
     if isinstance(value, (tuple, list)) and depth == 0 and len(value) <= 16:
         parts = [_literal_repr(v, 1) for v in value]
