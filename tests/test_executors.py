@@ -236,3 +236,31 @@ def test_a_snapshot_prefix_that_writes_into_the_cwd_is_reported_and_its_files_re
     assert executor.snapshot_runs == 2
     assert [r.signature.headline for r in results] == ["ValueError: w"] * 3
     assert [r.cwd_writes for r in results] == [("base",)] * 3
+
+
+def test_a_prefix_that_initializes_cuda_is_never_forked_from_and_its_candidates_run_whole(tmp_path, monkeypatch):
+    # a GPU training script's heavy prefix loads the model onto the GPU: children forked from that snapshot all
+    # failed with "Cannot re-initialize CUDA in forked subprocess" (520 of 605 candidates), and were refused.
+    # A stand-in torch whose `cuda.init()` is what a real CUDA initialization is to the fork server.
+    fake = tmp_path / "site" / "torch"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text("from . import cuda\ndef set_num_threads(n):\n    pass\n")
+    (fake / "cuda.py").write_text(
+        "import os\n_pid = None\ndef init():\n    global _pid\n    _pid = os.getpid()\n"
+        "def is_initialized():\n    return _pid is not None\n"
+        "def use():\n    if _pid not in (None, os.getpid()):\n"
+        "        raise RuntimeError('Cannot re-initialize CUDA in forked subprocess')\n")
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path / "site"))
+    scripts = []
+    for i in range(3):
+        path = tmp_path / f"s{i}.py"
+        path.write_text(f"import time\nimport torch\ntorch.cuda.init()\ntime.sleep(1)\ntorch.cuda.use()\nraise ValueError({i})\n")
+        scripts.append(path)
+    executor = ForkServerExecutor(preload=["json"])
+    try:
+        executor.set_heavy(["time.sleep(1)"])
+        results = [executor.run_many([s], 30)[0] for s in scripts]
+    finally:
+        executor.close()
+    assert [r.raw_headline for r in results] == ["ValueError: 0", "ValueError: 1", "ValueError: 2"]
+    assert executor.snapshots_refused == "cuda" and executor.snapshot_runs == 0

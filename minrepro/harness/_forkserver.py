@@ -166,6 +166,9 @@ def _start_snapshot(job):
     return pid, write_end
 
 
+REFUSED = 75  # a snapshot's exit code for a job it hands back (see `snapshot_refused`)
+
+
 def _snapshot(job, jobs):
     """Run the prefix, then serve the suffix jobs; if the prefix itself fails, that is every such job's failure."""
     scratch = tempfile.mkdtemp(prefix="snapshot-", dir=job.get("scratch_root") or os.path.dirname(job["cwd"]) or None)
@@ -193,6 +196,10 @@ def _snapshot(job, jobs):
     began = time.monotonic()
     failed = _bootstrap.guarded(lambda: exec(prefix, namespace), prefix_report)
     prefix_seconds = time.monotonic() - began
+    # a prefix that initialized CUDA (a model loaded onto the GPU) cannot serve forked children: each would fail
+    # with "Cannot re-initialize CUDA in forked subprocess" (520 of 605 candidates of a GPU training script did,
+    # and were refused). Every job sent here is handed back, to run whole, and the client stops snapshotting.
+    refused = _cuda_initialized()
     with open(prefix_report, encoding="utf-8") as fh:
         if json.load(fh).get("system_exit"):
             failed = failed or -1  # the prefix exited: so does every candidate sharing it (replayed below)
@@ -209,6 +216,10 @@ def _snapshot(job, jobs):
             signal.signal(signal.SIGCHLD, signal.SIG_DFL)
             code = 70
             try:
+                if refused:
+                    with open(os.path.join(os.path.dirname(suffix_job["report"]), "snapshot_refused"), "w") as fh:
+                        fh.write("cuda")
+                    os._exit(REFUSED)
                 _redirect(suffix_job)
                 # a candidate's cost includes the prefix it skipped: the reducer's time budget must see it (else a
                 # change that makes the prefix 10x slower passes as cheap, and the result is slow cold)

@@ -188,6 +188,7 @@ class ForkServerExecutor:
         self.heavy: set[str] = set()
         self.asked: dict[str, int] = {}
         self.snapshot_runs = 0
+        self.snapshots_refused = ""  # why prefix snapshots stopped ("cuda": a prefix initialized it), or ""
         self._tmp = _scratch("fork")
         self._log = open(Path(self._tmp.name) / "server.log", "wb")
         self.skipped: list[str] = []  # preloads left to each child because importing them initializes CUDA
@@ -211,7 +212,7 @@ class ForkServerExecutor:
         self.heavy = set(statements)
 
     def _prefix(self, script: Path, home: Path | None) -> tuple[int, str] | None:
-        if not self.heavy:
+        if not self.heavy or self.snapshots_refused:
             return None
         try:
             texts = [ast.unparse(s) for s in ast.parse(script.read_text(encoding="utf-8")).body]
@@ -245,6 +246,13 @@ class ForkServerExecutor:
                     by_pid[job.pid] = job
                 elif "code" in record and record["pid"] in by_pid:
                     job = by_pid.pop(record["pid"])
+                    refused = job.workdir / "snapshot_refused"
+                    if refused.is_file():  # handed back by a snapshot that cannot fork (CUDA): run it whole
+                        self.snapshots_refused = refused.read_text()
+                        self.snapshot_runs -= 1
+                        shutil.rmtree(job.workdir, ignore_errors=True)
+                        queue.insert(0, (job.index, job.script))
+                        continue
                     results[job.index] = job.result(record["code"], timeout)
             now = time.monotonic()
             for job in by_pid.values():

@@ -147,11 +147,12 @@ class SignatureOracle(_Base):
     def _judge(self, paths: list[Path]) -> list[Answer]:
         results = self.executor.run_many(paths, self.timeout, self.home)
         answers = [self._answer(r) for r in results]
-        for guard in [g for g in self.good for _ in range(self.good_runs)]:  # only what is still interesting runs
-            alive = [i for i, a in enumerate(answers) if a.interesting]
+        for guard in self.good:  # only what is still interesting runs there
+            # all of a candidate's good runs at once: one accepted candidate's two runs used one core of two, in turn
+            alive = [i for i, a in enumerate(answers) if a.interesting for _ in range(self.good_runs)]
             for i, run in zip(alive, guard.run_many([paths[i] for i in alive], self.timeout, self.home)):
                 answers[i].seconds += run.seconds
-                if self.matches(run):
+                if self.matches(run) and answers[i].interesting:
                     answers[i].refuse("also in a good env: not the bug")
         if self.neutralise is not None:
             self._necessity(paths, results, answers)

@@ -210,6 +210,9 @@ def reduce_script(opts: ReduceOptions, log: Callable[[str], None] = lambda _: No
             _write(out, best[0], source, script, headline, owner, guard, versions, verified=False, loaded=loaded)
             raise Interrupted(f"interrupted: the best script so far ({code_lines(best[0])} code lines, not verified) "
                               f"is in {out}; resume with: {_resume_command()}") from None
+        if getattr(executor, "snapshots_refused", ""):
+            notes.append("prefix snapshots stopped: a prefix initialized CUDA, which forked children cannot use; "
+                         "candidates ran whole")
         found: list[triggers.Trigger] = []
         if opts.triggers and not opts.oracle:
             progress.phase("trigger report")
