@@ -23,12 +23,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import shutil
 import signal
 import subprocess
 import sys
 import tempfile
 import time
+from typing import Sequence
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -136,10 +138,11 @@ def _calls(counter: Path) -> int:
     return len(counter.read_text()) if counter.exists() else 0
 
 
-def run_minrepro(script: Path, bad: str, good: str | None, work: Path, cap: float, jobs: int) -> dict:
+def run_minrepro(script: Path, bad: str, good: str | None, work: Path, cap: float, jobs: int,
+                 extra: Sequence[str] = ()) -> dict:
     out = work / f"{script.stem}.min.py"
     command = [sys.executable, "-m", "minrepro", "reduce", str(script), "-o", str(out), "--python", bad, "--json",
-               "--fresh", "--workdir", str(work / "minrepro-work"), "--jobs", str(jobs)]
+               "--fresh", "--workdir", str(work / "minrepro-work"), "--jobs", str(jobs), *extra]
     command += ["--good-python", good] if good else []
     start = time.monotonic()
     # a benchmark started in the background inherits SIGINT ignored, and Python then keeps it ignored: the cap's
@@ -245,6 +248,7 @@ def main() -> int:
     parser.add_argument("--scripts", help="comma-separated script stems (default: all in benchmarks/scripts)")
     parser.add_argument("--overhead-runs", type=int, default=5, help="probe runs per executor (0: skip that table)")
     parser.add_argument("--json", help="also write the raw numbers here")
+    parser.add_argument("--minrepro-args", default="", help="more arguments for `minrepro reduce` (e.g. '--good-runs 1')")
     parser.add_argument("--tools", default=",".join(TOOLS), help=f"comma-separated subset of: {', '.join(TOOLS)}")
     args = parser.parse_args()
 
@@ -264,7 +268,8 @@ def main() -> int:
         os.environ["PYTHONPATH"] = str(ROOT)
         tools = {}
         if "minrepro" in wanted:
-            tools["minrepro reduce"] = lambda: run_minrepro(script, args.python, args.good_python, work, args.cap, args.jobs)
+            tools["minrepro reduce"] = lambda: run_minrepro(script, args.python, args.good_python, work, args.cap,
+                                                            args.jobs, shlex.split(args.minrepro_args))
         if args.shrinkray and "shrinkray" in wanted:
             tools["Shrink Ray"] = lambda: run_shrinkray(script, oracle, args.shrinkray, work, args.cap, args.jobs)
         for tool, run in (("pysource-minimize", run_pysource), ("Lithium", run_lithium), ("picire", run_picire)):

@@ -337,9 +337,14 @@ fakelib.load(path).offload()
 '''
 
 
-@pytest.mark.parametrize("script, good_runs", [(PARITY, 2), (CRASH, 1)], ids=["own-check", "library-crash"])
-def test_good_env_runs_per_candidate_depend_on_who_raised(worlds, tmp_path, capsys, script, good_runs):
-    # a library's crash is a code path: one run where the bug is fixed tells; the script's own check reads values
+SEEDED_PARITY = PARITY.replace("import fakelib\n", "import fakelib\nimport random\nrandom.seed(0)\n")
+
+
+@pytest.mark.parametrize("script, good_runs", [(PARITY, 2), (SEEDED_PARITY, 1), (CRASH, 1)],
+                         ids=["own-check-unseeded", "own-check-seeded", "library-crash"])
+def test_good_env_runs_per_candidate_depend_on_who_raised_and_on_seeds(worlds, tmp_path, capsys, script, good_runs):
+    # a library's crash is a code path: one run where the bug is fixed tells; the script's own check reads values,
+    # which only a kept seed pins
     bad, good = worlds
     _reduce(tmp_path, script, "--python", bad, "--good-python", good)
     summary = _last_json(capsys)

@@ -161,8 +161,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                         help="cold runs of the original that must all fail the same way (default 3)")
     reduce.add_argument("--good-runs", type=int, default=None, metavar="N",
                         help=f"runs of each candidate in each good env that must all pass (default: {GOOD_RUNS} when "
-                             "the script's own check raised, 1 when a library did; the result's cold check runs "
-                             f"{GOOD_RUNS}): a candidate that only sometimes passes where the bug is fixed is not the bug")
+                             "the script's own check raised and the script seeds nothing, else 1; the result's cold "
+                             f"check runs {GOOD_RUNS}): a candidate that only sometimes passes where the bug is fixed "
+                             "is not the bug")
     reduce.add_argument("--no-triggers", action="store_true", help="skip the trigger report after the search")
     reduce.add_argument("--workdir", help="cache and state directory (default: in the cache, "
                                           "$MINREPRO_CACHE or ~/.cache/minrepro)")

@@ -30,18 +30,24 @@ from ..harness.probe import probe
 from ..harness.runner import DEFAULT_TIMEOUT, RunResult, resolve_python, run_script
 from ..harness.signature import Signature
 from ..reducers import FINAL_PASSES, PASSES, reduce_source
+from ..reducers.search import seeding_calls
 from ..reducers.source import code_lines, imported_modules, module_imports, normalize
 from . import output, triggers
 from .guard import UNGUARDED, Guard, GuardSearch, choose_guard, neutralise_library_call
 from .progress import Progress
 
 CONFIRM_RUNS = 3  # the original runs this many times, cold, to establish its failure: all must agree
-# Runs of each candidate in each good env (guard) that must all pass, by who raised the failure. The script's own
-# check reads values: a candidate that lost a seed passes where the bug is fixed by chance (eval_then_export's did,
-# once in two). A library's crash is a code path, not a value: one run tells, and a second cost lowmem_chat_server
-# a third of its runs in 300 s. The cold verification of the result runs GOOD_RUNS either way.
+# Runs of each candidate in each good env (guard) that must all pass. A library's crash is a code path, not a
+# value: one run tells (a second cost lowmem_chat_server a third of its runs in 300 s). The script's own check reads
+# values: a candidate that lost a seed passed where the bug is fixed by chance (eval_then_export's did, once in two).
+# Every seeding call of the script now stays (`Problem.keep_seeds`), so a seeded script needs one run too
+# (eval_then_export: 41 lines at 300 s with one, 49 with two, faithful in 6 of 6 cold good runs); a script that
+# seeds nothing gets two. The cold verification of the result runs GOOD_RUNS either way.
 GOOD_RUNS = 2
-GOOD_RUNS_BY_RAISER = {"script": GOOD_RUNS, "library": 1}
+
+
+def default_good_runs(original: Signature, source: str) -> int:
+    return GOOD_RUNS if original.raised_by == "script" and not seeding_calls(source) else 1
 # A candidate may not run slower than SLOWDOWN x the original (or the original + GRACE_SECONDS): dropping
 # `num_hidden_layers=2` keeps the bug but makes every later candidate, and the final repro, slow.
 SLOWDOWN, GRACE_SECONDS = 2.0, 2.0
@@ -64,7 +70,7 @@ class ReduceOptions:
     good_pythons: list[str] = field(default_factory=list)
     guard: str = "auto"  # "auto" | "none"
     confirm_runs: int = CONFIRM_RUNS
-    good_runs: int | None = None  # None: GOOD_RUNS_BY_RAISER
+    good_runs: int | None = None  # None: default_good_runs
     triggers: bool = True
 
 
@@ -85,7 +91,7 @@ class ReduceSummary:
     triggers: list[dict] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     snapshot_runs: int = 0  # candidates served from a prefix snapshot: whether that path was taken at all
-    good_runs: int = 0  # runs of each interesting candidate in each good env (see GOOD_RUNS_BY_RAISER)
+    good_runs: int = 0  # runs of each interesting candidate in each good env (see default_good_runs)
 
     def as_json(self) -> dict:
         return asdict(self)
@@ -162,7 +168,7 @@ def reduce_script(opts: ReduceOptions, log: Callable[[str], None] = lambda _: No
         guard = choose_guard(GuardSearch(script, source, original, first_run.raw_headline, matcher, env, opts.timeout,
                                          log, notes=notes), opts.good_pythons, opts.guard)
         log(f"guard: {guard.why}")
-        good_runs = opts.good_runs or GOOD_RUNS_BY_RAISER.get(original.raised_by, GOOD_RUNS)
+        good_runs = opts.good_runs or default_good_runs(original, source)
         key = json.dumps(["signature", opts.signature, python, opts.timeout, guard.key(), good_runs])
         workdir = _workdir(opts, script, source, key)
         executor, baseline = _warm_executor(opts, python, source, original, script, first_run, notes, log)
