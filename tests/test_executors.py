@@ -184,21 +184,28 @@ def test_a_candidates_files_go_when_its_answer_is_in_and_dead_runs_leave_nothing
         executor.close()
 
 
+def _through_snapshots(tmp_path, bodies: list[str], heavy: str = "time.sleep(1)"):
+    """Run each body as its own script, one at a time, in a fork server told `heavy` is slow (so the second and
+    later runs come from a prefix snapshot): the executor and the results."""
+    scripts = []
+    for i, body in enumerate(bodies):
+        path = tmp_path / f"s{i}.py"
+        path.write_text(body)
+        scripts.append(path)
+    executor = ForkServerExecutor(preload=["json"])
+    try:
+        executor.set_heavy([heavy])
+        results = [executor.run_many([s], 30)[0] for s in scripts]
+    finally:
+        executor.close()
+    return executor, results
+
+
 def test_files_a_snapshot_prefix_wrote_outlive_the_candidate_that_built_it(tmp_path):
     # the snapshot's scratch once lived in the directory of the job that built it, which is removed when that
     # job's answer is in: every later candidate would lose the checkpoint its prefix saved
     prefix = "import os, tempfile, time\nd = tempfile.mkdtemp()\nopen(os.path.join(d, 'ckpt'), 'w').write('w')\ntime.sleep(1)\n"
-    scripts = []
-    for i in range(4):
-        path = tmp_path / f"s{i}.py"
-        path.write_text(prefix + "raise ValueError(open(os.path.join(d, 'ckpt')).read())\n")
-        scripts.append(path)
-    executor = ForkServerExecutor(preload=["json"])
-    try:
-        executor.set_heavy(["time.sleep(1)"])
-        results = [executor.run_many([s], 30)[0] for s in scripts]
-    finally:
-        executor.close()
+    executor, results = _through_snapshots(tmp_path, [prefix + "raise ValueError(open(os.path.join(d, 'ckpt')).read())\n"] * 4)
     assert executor.snapshot_runs == 3  # the branch in question was reached
     assert [r.signature.headline for r in results] == ["ValueError: w"] * 4
 
@@ -221,18 +228,8 @@ def test_what_a_run_leaves_in_its_working_directory_is_reported_and_temp_files_a
 def test_a_snapshot_prefix_that_writes_into_the_cwd_is_reported_and_its_files_read_as_cold(tmp_path):
     # the prefix runs in the snapshot's directory, the suffix in the candidate's: a relative path the prefix saved
     # must still read (as it does cold), and count as the candidate's write into its working directory
-    scripts = []
-    for i in range(3):
-        path = tmp_path / f"s{i}.py"
-        path.write_text("import time\nopen('base', 'w').write('w')\ntime.sleep(1)\n"
-                        "raise ValueError(open('base').read())\n")
-        scripts.append(path)
-    executor = ForkServerExecutor(preload=["json"])
-    try:
-        executor.set_heavy(["time.sleep(1)"])
-        results = [executor.run_many([s], 30)[0] for s in scripts]
-    finally:
-        executor.close()
+    body = "import time\nopen('base', 'w').write('w')\ntime.sleep(1)\nraise ValueError(open('base').read())\n"
+    executor, results = _through_snapshots(tmp_path, [body] * 3)
     assert executor.snapshot_runs == 2
     assert [r.signature.headline for r in results] == ["ValueError: w"] * 3
     assert [r.cwd_writes for r in results] == [("base",)] * 3
@@ -251,16 +248,7 @@ def test_a_prefix_that_initializes_cuda_is_never_forked_from_and_its_candidates_
         "def use():\n    if _pid not in (None, os.getpid()):\n"
         "        raise RuntimeError('Cannot re-initialize CUDA in forked subprocess')\n")
     monkeypatch.setenv("PYTHONPATH", str(tmp_path / "site"))
-    scripts = []
-    for i in range(3):
-        path = tmp_path / f"s{i}.py"
-        path.write_text(f"import time\nimport torch\ntorch.cuda.init()\ntime.sleep(1)\ntorch.cuda.use()\nraise ValueError({i})\n")
-        scripts.append(path)
-    executor = ForkServerExecutor(preload=["json"])
-    try:
-        executor.set_heavy(["time.sleep(1)"])
-        results = [executor.run_many([s], 30)[0] for s in scripts]
-    finally:
-        executor.close()
+    executor, results = _through_snapshots(tmp_path, [f"import time\nimport torch\ntorch.cuda.init()\ntime.sleep(1)\n"
+                                                      f"torch.cuda.use()\nraise ValueError({i})\n" for i in range(3)])
     assert [r.raw_headline for r in results] == ["ValueError: 0", "ValueError: 1", "ValueError: 2"]
     assert executor.snapshots_refused == "cuda" and executor.snapshot_runs == 0
