@@ -107,8 +107,21 @@ def unwrap_try(tree: ast.Module) -> Iterator[ast.Module]:
 
 
 def unwrap_with(tree: ast.Module) -> Iterator[ast.Module]:
-    """`with ctx: body` becomes `body` (no_grad, autocast and logging contexts rarely matter)."""
-    yield from _edits(tree, ast.With, lambda n: [n.body])
+    """`with ctx: body` becomes `body` (no_grad, autocast and logging contexts rarely matter); `with ctx as name:`
+    keeps its name: `name = ctx` (a file, a module), `tempfile.TemporaryDirectory()` becoming `mkdtemp()`. A job
+    inside one `with` block is one top-level statement, which neither the slice nor a prefix snapshot can cut."""
+    yield from _edits(tree, ast.With, lambda n: [_bound(n.items) + n.body])
+
+
+def _bound(items: list[ast.withitem]) -> list[ast.stmt]:
+    out: list[ast.stmt] = []
+    for item in items:
+        if isinstance(item.optional_vars, ast.Name):
+            value = copy.deepcopy(item.context_expr)
+            if isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and value.func.attr == "TemporaryDirectory":
+                value.func.attr = "mkdtemp"  # the same directory, as a str (the repro leaves it behind)
+            out.append(ast.Assign([ast.Name(item.optional_vars.id, ast.Store())], value))
+    return out
 
 
 def unwrap_if(tree: ast.Module) -> Iterator[ast.Module]:
@@ -779,6 +792,7 @@ PASSES: list[Pass] = [
     resolve_recorded_values,  # before the slice: the parser and config objects then fall off it
     greedy(fold_constants),  # `if False: return 0` (a resolved `--dry-run`) blocks inlining `main()`
     greedy(inline_functions),
+    greedy(unwrap_with),  # a job inside `with tempfile.TemporaryDirectory() as root:` is one statement to the slice
     slice_to_failure,
     drop_all_dead_definitions,
     greedy(unwrap_raise),

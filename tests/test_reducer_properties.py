@@ -10,7 +10,8 @@ from minrepro.harness.runner import RunResult
 from minrepro.harness.oracle import Cache, SignatureOracle
 from minrepro.harness.signature import Frame, Signature
 from minrepro.reducers import FINAL_PASSES, PASSES, Problem, reduce_source
-from minrepro.reducers.passes import delete_statements
+from minrepro.reducers.passes import delete_statements, unwrap_with
+from minrepro.reducers.search import unbound_names
 
 
 def _statements(source: str) -> set[str]:
@@ -271,3 +272,14 @@ def test_a_candidate_that_reads_an_unbound_name_is_never_run():
     result = reduce_source(source, oracle, PASSES, FINAL_PASSES)
     assert "logging" not in result and _exec_output(result) == "KeyError"
     assert sent and not [c for c in sent if _exec_output(c) == "NameError"]
+
+
+def test_a_with_block_that_binds_a_name_unwraps_keeping_the_name():
+    # eval_then_export's whole job sat in `with tempfile.TemporaryDirectory() as root:`: the slice and the prefix
+    # snapshots could not cut it, and plain unwrapping dropped `root` (a NameError, refused)
+    source = ("import tempfile\nwith tempfile.TemporaryDirectory() as root:\n    print(root)\n"
+              "with open(__file__) as fh, lock:\n    print(fh.read())\n")
+    proposals = [ast.unparse(ast.fix_missing_locations(t)) for t in unwrap_with(ast.parse(source))]
+    assert "root = tempfile.mkdtemp()\nprint(root)" in proposals[0]
+    assert "fh = open(__file__)\nprint(fh.read())" in proposals[1]
+    assert all(not unbound_names(p) - {"lock"} for p in proposals)
