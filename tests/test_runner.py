@@ -178,3 +178,13 @@ def test_a_trace_records_the_map_from_pretrained_inferred_and_where_each_weight_
                              "devices": {"cpu": 1, "0": 1},
                              "device_map": {"model.embed_tokens": "cpu", "model.layers.0": "0"},
                              "parameters": {"Int8Params@cuda:0": 1, "_Param@cpu": 2}},)
+
+
+def test_a_relative_interpreter_path_works_from_anywhere(tmp_path, write_script, monkeypatch):
+    # `--python .venv/bin/python` failed with "No such file": the run's cwd is elsewhere
+    link = tmp_path / "env" / "bin"
+    link.mkdir(parents=True)
+    (link / "python").symlink_to(sys.executable)
+    monkeypatch.chdir(tmp_path)
+    result = run_script(write_script("raise KeyError(1)\n"), python="env/bin/python", isolated=True)
+    assert result.raw_headline == "KeyError: 1"

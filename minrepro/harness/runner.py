@@ -64,7 +64,8 @@ def resolve_python(python: str | None) -> str:
         hint = Path(python) / "bin" / "python"
         raise MinreproError(f"--python names a directory ({python}); give the interpreter"
                             + (f", e.g. {hint}" if hint.exists() else ""))
-    found = shutil.which(python) if os.sep not in python else (python if os.access(python, os.X_OK) else None)
+    # a relative path is made absolute here: the run's cwd is a scratch dir, where `.venv/bin/python` is not
+    found = shutil.which(python) if os.sep not in python else (os.path.abspath(python) if os.access(python, os.X_OK) else None)
     if not found:
         raise MinreproError(f"interpreter not found: {python}")
     return found

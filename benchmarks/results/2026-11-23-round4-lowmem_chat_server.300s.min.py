@@ -2,14 +2,13 @@
 # requires-python = ">=3.10"
 # dependencies = ["torch", "accelerate==1.13.0", "bitsandbytes==0.49.2", "peft==0.19.1", "transformers==5.6.2", "tokenizers==0.22.2"]
 # ///
-# INTERRUPTED, NOT VERIFIED: reduced by minrepro from lowmem_chat_server.py: 109 -> 17 code lines.
+# INTERRUPTED, NOT VERIFIED: reduced by minrepro from lowmem_chat_server.py: 109 -> 16 code lines.
 # Fails with: TypeError: Params4bit.__new__() got an unexpected keyword argument '_is_hf_initialized'  (in accelerate.utils.modeling:set_module_tensor_to_device)
 # Guard: passes under /work/main/.minrepro/envs/pinned-patched/bin/python
 import os
 import tempfile
 from typing import List
 
-import torch
 from accelerate import dispatch_model
 from transformers import BitsAndBytesConfig, LlamaConfig, LlamaForCausalLM
 
