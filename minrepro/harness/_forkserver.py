@@ -200,6 +200,12 @@ def _snapshot(job, jobs):
     # with "Cannot re-initialize CUDA in forked subprocess" (520 of 605 candidates of a GPU training script did,
     # and were refused). Every job sent here is handed back, to run whole, and the client stops snapshotting.
     refused = _cuda_initialized()
+    if refused:  # this process only hands jobs back from now on: let go of what the prefix built (a model on the GPU)
+        namespace.clear()
+        import gc
+
+        gc.collect()
+        getattr(sys.modules["torch"].cuda, "empty_cache", lambda: None)()  # imported: CUDA is initialized
     with open(prefix_report, encoding="utf-8") as fh:
         if json.load(fh).get("system_exit"):
             failed = failed or -1  # the prefix exited: so does every candidate sharing it (replayed below)
