@@ -169,7 +169,7 @@ class _Table:
         self.table = table
 
     def run_many(self, scripts, timeout, home=None):
-        return [RunResult(1, "", "", self.SECONDS, self.table.get(Path(s).read_text()), "") for s in scripts]
+        return [RunResult(1, "", "", self.SECONDS, self.table[Path(s).read_text()], "") for s in scripts]
 
     def close(self):
         pass
@@ -316,8 +316,8 @@ def test_a_candidate_that_writes_into_the_working_directory_is_refused_when_the_
 
 
 def test_each_answer_records_what_judging_it_cost(tmp_path):
-    bad = _Table({"candidate = 1\n": SIG})
-    good = _Table({})
+    bad = _Table({"candidate = 1\n": SIG, "other = 2\n": None})
+    good = _Table({"candidate = 1\n": None})
     cache = tmp_path / "c.jsonl"
     SignatureOracle(Cache(cache, "k"), tmp_path, 10, executor=bad, original=SIG, good=[good], good_runs=2
                     ).test_many(["candidate = 1\n", "other = 2\n"])

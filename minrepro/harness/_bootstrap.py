@@ -12,6 +12,7 @@ how many quantized weights it will put under offload hooks, and, once it returns
 then says which branch it exercised. The wrappers only observe: arguments and results pass through unchanged.
 """
 
+import collections
 import faulthandler
 import functools
 import importlib.abc
@@ -104,9 +105,7 @@ def _main_device(device_map, given):
 def _placement(model, device_map, main):
     """Counts per device, and the quantized weights under entries that will be offloaded (disk; cpu too when
     the main device is not the cpu): the branch where families A and B live."""
-    devices = {}
-    for device in device_map.values():
-        devices[str(device)] = devices.get(str(device), 0) + 1
+    devices = dict(collections.Counter(str(d) for d in device_map.values()))
     offloaded = [name for name, device in device_map.items()
                  if device == "disk" or (device == "cpu" and main not in ("cpu", "mps"))]
     quantized = 0
@@ -169,15 +168,10 @@ def _wrap_dispatch(module, path, loaded=False):
 def _loaded_placement(model):
     """Where a loaded model's weights are, by parameter type and device ("Int8Params@cuda:0": 12), and the map
     transformers inferred: whether a split happened at all (a budget can send everything to one device)."""
-    where = {}
-    for param in model.parameters():
-        key = f"{type(param).__name__}@{param.device}"
-        where[key] = where.get(key, 0) + 1
+    where = collections.Counter(f"{type(p).__name__}@{p.device}" for p in model.parameters())
     device_map = {k: str(v) for k, v in (getattr(model, "hf_device_map", None) or {}).items()}
-    devices = {}
-    for device in device_map.values():
-        devices[device] = devices.get(device, 0) + 1
-    return {"devices": devices, "device_map": device_map, "parameters": where}
+    return {"devices": dict(collections.Counter(device_map.values())), "device_map": device_map,
+            "parameters": dict(where)}
 
 
 def _wrap_from_pretrained(module, path, loaded=False):

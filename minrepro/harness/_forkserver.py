@@ -200,6 +200,7 @@ def _snapshot(job, jobs):
     # with "Cannot re-initialize CUDA in forked subprocess" (520 of 605 candidates of a GPU training script did,
     # and were refused). Every job sent here is handed back, to run whole, and the client stops snapshotting.
     refused = _cuda_initialized()
+    shared = sorted(os.listdir(prefix_cwd))  # what the prefix wrote into its cwd: every child shares it
     if refused:  # this process only hands jobs back from now on: let go of what the prefix built (a model on the GPU)
         namespace.clear()
         import gc
@@ -233,7 +234,6 @@ def _snapshot(job, jobs):
                 if suffix_job["report"] != job["report"]:  # the job that built the snapshot has paid it already
                     with open(os.path.join(job_dir, "prefix_seconds"), "w") as fh:
                         fh.write(repr(prefix_seconds))
-                shared = sorted(os.listdir(prefix_cwd))
                 with open(os.path.join(job_dir, "prefix_cwd_writes"), "w") as fh:
                     fh.write("\n".join(shared))
                 for name in shared:  # a relative path the prefix wrote reads the same as in a cold run

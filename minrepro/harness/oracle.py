@@ -180,10 +180,16 @@ class SignatureOracle(_Base):
             return answer
         if self.max_seconds is not None and result.seconds > self.max_seconds:  # say why it was refused
             answer.refuse(f"over the time budget: {result.seconds:.1f} s > {self.max_seconds:.1f} s")
-        elif result.cwd_writes and not self.cwd_writes_allowed:
-            # the output would leave `base/` in the directory its user runs it from (lowmem_chat_server's did)
-            answer.refuse(f"writes {', '.join(result.cwd_writes[:3])} into the working directory; the original does not")
+        elif self.litters(result):
+            answer.refuse(self.litters(result))
         return answer
+
+    def litters(self, result: RunResult) -> str:
+        """Why a run is refused for what it left in its working directory ("" if it is not): the output would
+        leave `base/` wherever its user runs it (lowmem_chat_server's did)."""
+        if not result.cwd_writes or self.cwd_writes_allowed:
+            return ""
+        return f"writes {', '.join(result.cwd_writes[:3])} into the working directory; the original does not"
 
 
 @dataclass

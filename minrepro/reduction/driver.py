@@ -44,14 +44,14 @@ CONFIRM_RUNS = 3  # the original runs this many times, cold, to establish its fa
 # (eval_then_export: 41 lines at 300 s with one, 49 with two, faithful in 6 of 6 cold good runs); a script that
 # seeds nothing gets two. The cold verification of the result runs GOOD_RUNS either way.
 GOOD_RUNS = 2
-
-
-def default_good_runs(original: Signature, source: str) -> int:
-    return GOOD_RUNS if original.raised_by == "script" and not seeding_calls(source) else 1
 # A candidate may not run slower than SLOWDOWN x the original (or the original + GRACE_SECONDS): dropping
 # `num_hidden_layers=2` keeps the bug but makes every later candidate, and the final repro, slow.
 SLOWDOWN, GRACE_SECONDS = 2.0, 2.0
 UNDER_TEST = {"torch", "transformers", "accelerate", "peft", "bitsandbytes"}
+
+
+def default_good_runs(original: Signature, source: str) -> int:
+    return GOOD_RUNS if original.raised_by == "script" and not seeding_calls(source) else 1
 
 
 @dataclass
@@ -377,8 +377,8 @@ def _verify_cold(result: str, oracle: SignatureOracle, python: str, guard: Guard
     if not oracle.matches(bad):
         ended = bad.signature.headline if bad.signature else "passed"
         return False, None, f"does not reproduce in a fresh interpreter ({ended} after {bad.seconds:.0f} s)", ()
-    if bad.cwd_writes and not oracle.cwd_writes_allowed:
-        return False, None, f"writes {', '.join(bad.cwd_writes)} into the working directory, cold", ()
+    if oracle.litters(bad):
+        return False, None, f"{oracle.litters(bad)} (cold)", ()
     if not guard.pythons:
         return True, None, "", bad.loaded
     good = [(py, ColdExecutor(py, 1).run_many([path], timeout, home)[0]) for py in guard.pythons
