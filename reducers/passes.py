@@ -12,6 +12,7 @@ from __future__ import annotations
 import ast
 import copy
 import operator
+import re
 from typing import Callable, Iterator
 
 from .ddmin import ddmin
@@ -690,22 +691,25 @@ def _module(body: list[ast.stmt]) -> str:
 
 
 def resolve_recorded_values(problem: Problem) -> None:
-    """Option and config reads (`args.steps`, `cfg.hidden`) whose value never changed during the run become that
-    literal: all at once first, then one name at a time. The parser or dataclass behind them is then dead."""
+    """Option and config reads (`args.steps`, `cfg['eval']['seed']`) whose value never changed during the run become
+    that literal: all at once first, then one config object at a time, then one read at a time. The parser, the
+    dataclass or the dict behind them is then dead."""
     # a recorded value is a literal's source; anything else (a str-valued enum's repr, recorded by an older
     # bootstrap: `<TaskType.CAUSAL_LM: 'CAUSAL_LM'>`) is not a value this pass can write back
     values = {k: v for k, v in problem.facts.get("values", {}).items() if _is_literal(v)}
-    tree = ast.parse(problem.current)
-    present = [k for k in values if any(_key(n) == k for n in ast.walk(tree) if isinstance(n, ast.Attribute))]
-    if not present:
-        return
-    found = problem.first_interesting([_with_values(problem.current, {k: values[k] for k in present})])
-    if found is not None:
-        _accept_values(problem, {k: values[k] for k in present})
-        return
-    for key in present:
-        if problem.first_interesting([_with_values(problem.current, {key: values[key]})]) is not None:
-            _accept_values(problem, {key: values[key]})
+    written = _floats(ast.parse(problem.current))
+    # a float the script computed (a loss, read once, so "never changed") is a result, not a setting: frozen,
+    # it would turn the script's own check into a constant
+    keys = [k for k in _read_keys(problem.current) if k in values and _floats(ast.parse(values[k])) <= written]
+    tried: set[frozenset[str]] = set()
+    for batch in [keys, *_by_base(keys), *([k] for k in keys)]:
+        batch = [k for k in batch if k in _read_keys(problem.current)]
+        if not batch or frozenset(batch) in tried:
+            continue
+        tried.add(frozenset(batch))
+        candidate = _with_values(problem.current, {k: values[k] for k in batch})
+        if problem.first_interesting([candidate]) is not None:
+            problem.accept(candidate)
 
 
 def _is_literal(text: str) -> bool:
@@ -716,21 +720,50 @@ def _is_literal(text: str) -> bool:
     return True
 
 
-def _accept_values(problem: Problem, values: dict[str, str]) -> None:
-    problem.accept(_with_values(problem.current, values))
+def _floats(tree: ast.AST) -> set[float]:
+    return {n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and type(n.value) is float}
 
 
-def _key(node: ast.Attribute) -> str | None:
-    return f"{node.value.id}.{node.attr}" if isinstance(node.value, ast.Name) and isinstance(node.ctx, ast.Load) else None
+def _by_base(keys: list[str]) -> list[list[str]]:
+    groups: dict[str, list[str]] = {}
+    for key in keys:
+        groups.setdefault(re.match(r"\w+", key).group(), []).append(key)
+    return list(groups.values()) if len(groups) > 1 else []
+
+
+def _read_key(node: ast.AST) -> str | None:
+    """`name.attr` or `name['key']...` (constant str keys, on a name or a `name.attr`) read, as source, or None.
+
+    The same rule as the bootstrap's `_read_key`, which records these reads' values."""
+    if not isinstance(node, (ast.Attribute, ast.Subscript)) or not isinstance(node.ctx, ast.Load):
+        return None
+    inner = node
+    while isinstance(inner, ast.Subscript) and isinstance(inner.slice, ast.Constant) and type(inner.slice.value) is str:
+        inner = inner.value
+    if isinstance(inner, ast.Attribute):
+        inner = inner.value
+    elif inner is node:
+        return None
+    return ast.unparse(node) if isinstance(inner, ast.Name) and inner is not node else None
+
+
+def _read_keys(source: str) -> list[str]:
+    return list(dict.fromkeys(k for k in map(_read_key, ast.walk(ast.parse(source))) if k is not None))
 
 
 def _with_values(source: str, values: dict[str, str]) -> str:
     class Replace(ast.NodeTransformer):
-        def visit_Attribute(self, node: ast.Attribute) -> ast.AST:
-            key = _key(node)
+        def _visit(self, node: ast.Attribute | ast.Subscript) -> ast.AST:
+            if not isinstance(node.ctx, ast.Load):  # `cfg['a']['b'] = 1` writes into cfg['a']: not a read to fold
+                if isinstance(node, ast.Subscript):
+                    node.slice = self.visit(node.slice)
+                return node
+            key = _read_key(node)
             if key in values:
                 return ast.copy_location(ast.parse(values[key], mode="eval").body, node)
             return self.generic_visit(node)
+
+        visit_Attribute = visit_Subscript = _visit
 
     return ast.unparse(ast.fix_missing_locations(Replace().visit(ast.parse(source)))) + "\n"
 

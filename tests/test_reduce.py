@@ -173,3 +173,48 @@ def test_a_config_read_whose_value_is_a_str_enum_does_not_crash_the_reduction(tm
     assert main(["reduce", str(script), "--json", "--workdir", str(tmp_path / "work")]) == 0
     out = (tmp_path / "job.min.py").read_text()
     assert "Version('1.0 beta')" in out and "Task" not in out
+
+
+DICT_CONFIG = '''\
+import json
+from packaging.version import Version
+
+DEFAULTS = {"release": {"text": "1.0 beta", "strict": True}, "log": {"level": "info", "every": 10}}
+
+
+def check(section):
+    return Version(section["text"])
+
+
+config = json.loads(json.dumps(DEFAULTS))
+config["log"]["level"] = "debug"
+print(config["log"])
+check(config["release"])
+'''
+
+
+def test_a_dict_config_is_resolved_to_literals_and_falls_off(tmp_path, capsys):
+    # eval_then_export's config is a nested dict behind `json.loads(json.dumps(DEFAULTS))`: the reads
+    # `config['model']`, `cfg['seed']` were never resolved (only `name.attr` was recorded), and the round-4 output
+    # still carried DEFAULTS, the json round trip and every config read at 37 lines
+    script = tmp_path / "job.py"
+    script.write_text(DICT_CONFIG)
+    assert main(["reduce", str(script), "--json", "--workdir", str(tmp_path / "work")]) == 0
+    out = (tmp_path / "job.min.py").read_text()
+    assert "Version('1.0 beta')" in out and "DEFAULTS" not in out and "json" not in out
+
+
+def test_recorded_reads_become_literals_but_not_computed_floats_or_store_targets():
+    from minrepro.reducers import Problem
+    from minrepro.reducers.passes import resolve_recorded_values
+
+    source = ("cfg = {'tol': 0.001, 'n': 3, 'a': {'b': 1}}\nstats = {'loss': sum(range(cfg['n'])) / 7}\n"
+              "cfg['a']['b'] = 2\nif stats['loss'] > cfg['tol']:\n    raise RuntimeError(cfg['a'])\n")
+    problem = Problem(source, lambda batch: [True] * len(batch))
+    recorded = {"cfg['tol']": "0.001", "cfg['n']": "3", "stats['loss']": "0.42857142857142855",
+                "cfg['a']": "{'b': 2}"}
+    problem.measure = lambda _: {"values": recorded}
+    resolve_recorded_values(problem)
+    assert "stats['loss'] > 0.001" in problem.current  # the computed loss stays a read
+    assert "range(3)" in problem.current and "RuntimeError({'b': 2})" in problem.current
+    assert "cfg['a']['b'] = 2" in problem.current  # a store's target is no read

@@ -233,29 +233,59 @@ _LITERALS = (int, float, str, bool, type(None))
 
 
 def _literal_repr(value, depth=0):
-    """A source expression for a plain value, or None (only literals and flat tuples/lists of them)."""
+    """A source expression for a plain value, or None: literals, and small lists, tuples and str-keyed dicts of
+    them nested at most three deep (a config section: `{'r': 8, 'target_modules': ['q_proj', 'v_proj']}`)."""
     # the exact types: a subclass's repr (a str-valued enum: `<TaskType.CAUSAL_LM: 'CAUSAL_LM'>`) is no literal
     if type(value) in _LITERALS and not (isinstance(value, float) and value != value):
         return repr(value)
-    if isinstance(value, (tuple, list)) and depth == 0 and len(value) <= 16:
-        parts = [_literal_repr(v, 1) for v in value]
-        if all(p is not None for p in parts):
-            return repr(type(value)(__import__("ast").literal_eval(p) for p in parts))
-    return None
+    if type(value) not in (tuple, list, dict) or depth >= 3 or len(value) > 16:
+        return None
+    items = value.items() if type(value) is dict else enumerate(value)
+    parts = [(k, _literal_repr(v, depth + 1)) for k, v in items]
+    if any(p is None for _, p in parts) or (type(value) is dict and any(type(k) is not str for k, _ in parts)):
+        return None
+    if type(value) is dict:
+        return "{" + ", ".join(f"{k!r}: {p}" for k, p in parts) + "}"
+    text = ", ".join(p for _, p in parts)
+    return f"[{text}]" if type(value) is list else f"({text}{',' if len(parts) == 1 else ''})"
+
+
+def _read_key(node):
+    """`name.attr` or `name['key']...` (constant str keys, on a name or a `name.attr`) as source, or None.
+
+    The same rule as `reducers.passes._read_key` (this file runs in the target env, without minrepro)."""
+    import ast
+
+    inner = node
+    while isinstance(inner, ast.Subscript) and isinstance(inner.slice, ast.Constant) \
+            and type(inner.slice.value) is str:
+        inner = inner.value
+    if isinstance(inner, ast.Attribute):
+        inner = inner.value
+    elif inner is node:
+        return None
+    return ast.unparse(node) if isinstance(inner, ast.Name) and inner is not node else None
 
 
 class _Recorder(__import__("ast").NodeTransformer):
-    """`name.attr` loads become `__minrepro_seen__("name.attr", name.attr)`: the value each read had."""
+    """Config reads (`args.steps`, `cfg['eval']['seed']`) become `__minrepro_seen__(key, read)`: the value each
+    read had. The object a store writes into is left alone (`cfg['a']['b'] = 1` reads `cfg['a']`)."""
 
-    def visit_Attribute(self, node):
+    def _visit(self, node):
         import ast
 
+        if not isinstance(node.ctx, ast.Load):
+            if isinstance(node, ast.Subscript):
+                node.slice = self.visit(node.slice)
+            return node
+        key = _read_key(node)
         self.generic_visit(node)
-        if isinstance(node.ctx, ast.Load) and isinstance(node.value, ast.Name):
-            key = ast.Constant(f"{node.value.id}.{node.attr}")
-            call = ast.Call(ast.Name("__minrepro_seen__", ast.Load()), [key, node], [])
-            return ast.copy_location(call, node)
-        return node
+        if key is None:
+            return node
+        call = ast.Call(ast.Name("__minrepro_seen__", ast.Load()), [ast.Constant(key), node], [])
+        return ast.copy_location(call, node)
+
+    visit_Attribute = visit_Subscript = _visit
 
 
 def run_profiled(script, out_path):
