@@ -88,7 +88,8 @@ def patched(session: nox.Session, vset: str) -> None:
     env = {"PYTHONPATH": str(ROOT)}
     wheelhouse = ["--wheelhouse", WHEELHOUSE] if WHEELHOUSE else []
     session.run("python", "-m", "minrepro", "patch", "prove", "--set", vset, "--envs", str(ROOT / ".minrepro" / "envs"),
-                "--results", str(where / "patched" / f"{vset}-{{machine}}.json"), *wheelhouse, *args, env=env)
+                "--results", str(where / "patched" / f"{vset}-{{machine}}.json"), "--jobs", str(os.cpu_count() or 1),
+                *wheelhouse, *args, env=env)
     if where == ROOT / "results":
         session.run("python", "-m", "minrepro", "matrix", "--readme", str(ROOT / "README.md"), env=env)
 

@@ -164,3 +164,30 @@ def test_fail_other_is_declared_and_checked_as_such():
     assert _verdict(no_patch) == "no patch for this release"
     patched = ProofRow("c", "I", ["p"], "fail-other", "fail-other", "", "pass", "pass", "", "")
     assert _verdict(patched) == "proved"
+
+
+def test_proof_runs_cases_at_once_and_keeps_their_order(monkeypatch):
+    # the pinned proof ran its cases one by one, cold, and did not finish in 570 s on the H100
+    import threading
+    import time
+
+    from minrepro.catalog import proof
+
+    running, peak = [0], [0]
+    lock = threading.Lock()
+
+    def outcome(case, env, timeout):
+        with lock:
+            running[0] += 1
+            peak[0] = max(peak[0], running[0])
+        time.sleep(0.05 * (3 - int(case)))  # the first case finishes last
+        with lock:
+            running[0] -= 1
+        return ("fail", case)
+
+    monkeypatch.setattr(proof, "_outcome", outcome)
+    assert proof._outcomes(["0", "1", "2"], None, 1.0, jobs=3) == [("fail", "0"), ("fail", "1"), ("fail", "2")]
+    assert peak[0] == 3
+    peak[0] = 0
+    proof._outcomes(["0", "1", "2"], None, 1.0, jobs=1)
+    assert peak[0] == 1

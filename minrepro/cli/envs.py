@@ -85,7 +85,8 @@ def cmd_patch_prove(args: argparse.Namespace) -> int:
     catalog = load_catalog(args.manifest)
     clean, patched = prepare(catalog, args.set, _envs(args), Path(args.wheelhouse) if args.wheelhouse else None,
                              _progress)
-    document = prove(catalog, catalog.select(args.cases), args.set, clean, patched, args.timeout, _progress)
+    document = prove(catalog, catalog.select(args.cases), args.set, clean, patched, args.timeout, _progress,
+                     args.jobs)
     if args.results:
         write_results(Path(args.results.format(machine=document["machine"])), document)
     print(format_proof(document))
@@ -186,6 +187,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     prove.add_argument("--wheelhouse", help="install offline from this directory")
     prove.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, help="seconds per case")
     prove.add_argument("--results", help="write the proof as JSON here ({machine} is replaced)")
+    prove.add_argument("--jobs", type=int, default=1, help="cases run at a time (default 1; a patch chain stays serial)")
     prove.set_defaults(func=cmd_patch_prove)
 
     upstream = sub.add_parser("upstream-tests", help="a library's own tests without and with its patches")
