@@ -206,3 +206,16 @@ def test_a_failed_shared_install_leaves_nothing_that_looks_complete(tmp_path):
         envs.shared_site(Path(sys.executable), "nosuchpkg==1.0", where=tmp_path,
                          pip_args=["--no-index", "--find-links", str(tmp_path)])
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_failed_env_install_can_be_retried(tmp_path, monkeypatch):
+    # on the H100 a run without its wheelhouse failed to install, and every retry in that directory was then
+    # refused as "not created by minrepro"
+    monkeypatch.setattr(envs, "torch_site", lambda: str(tmp_path / "site"))
+    (tmp_path / "site").mkdir()
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    for _ in range(2):
+        with pytest.raises(MinreproError, match="nosuchpkg") as failed:
+            envs.create_env(tmp_path / "env", ["nosuchpkg==1.0"], wheelhouse=wheels)
+        assert "not created by minrepro" not in str(failed.value)

@@ -144,6 +144,9 @@ def create_env(env: Path, requirements: Sequence[str], wheelhouse: Path | None =
         venv.EnvBuilder(clear=True, with_pip=True).create(env)
     except (OSError, subprocess.CalledProcessError) as exc:
         raise EnvCreationError(f"cannot create a venv at {env}: {exc}") from None
+    # marked as ours before anything can fail: a failed install (no wheel for a pin) left a directory that every
+    # retry then refused as "not created by minrepro"
+    write_marker(env, {"created_by": "minrepro", "label": label, "requirements": [], "incomplete": True})
     torch_from = torch_site() or str(shared_site(env_python(env)))
     link_site(env, torch_from)
     # The set's own pins go into this env even when the torch site (visible through the .pth) has the same
