@@ -768,6 +768,65 @@ def _with_values(source: str, values: dict[str, str]) -> str:
     return ast.unparse(ast.fix_missing_locations(Replace().visit(ast.parse(source)))) + "\n"
 
 
+def inline_single_use_variables(problem: Problem) -> None:
+    """`root = mkdtemp()` read once, later, at top level and outside any loop, function or comprehension: the
+    expression moves to its one read. Every such variable in one candidate first, then one at a time."""
+    names = _single_use_variables(ast.parse(problem.current))
+    tried: set[frozenset[str]] = set()
+    for batch in [names, *([n] for n in names)]:
+        candidate = _with_inlined(problem.current, batch)
+        if not batch or frozenset(batch) in tried or candidate is None:
+            continue
+        tried.add(frozenset(batch))
+        if problem.first_interesting([candidate]) is not None:
+            problem.accept(candidate)
+
+
+_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda, ast.For, ast.AsyncFor, ast.While,
+           ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
+
+
+def _single_use_variables(tree: ast.Module) -> list[str]:
+    """Names bound once, by a top-level `name = expr`, and read exactly once in a later top-level statement, where
+    that read runs at most once (not in a loop, a function, a class or a comprehension)."""
+    stores = [n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load)]
+    loads = [n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)]
+    found = []
+    for index, stmt in enumerate(tree.body):
+        if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name)):
+            continue
+        name = stmt.targets[0].id
+        if stores.count(name) != 1 or loads.count(name) != 1:
+            continue
+        later = [s for s in tree.body[index + 1:] if name in _once_reads(s)]
+        if later:
+            found.append(name)
+    return found
+
+
+def _once_reads(node: ast.AST) -> set[str]:
+    """Names this node reads where each read runs at most once per run of the node."""
+    if isinstance(node, _SCOPES):
+        return set()
+    if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+        return {node.id}
+    return set().union(*(_once_reads(child) for child in ast.iter_child_nodes(node)))
+
+
+def _with_inlined(source: str, names: list[str]) -> str | None:
+    tree = ast.parse(source)
+    for name in names:
+        if name not in _single_use_variables(tree):
+            return None
+        assign = next(s for s in tree.body if isinstance(s, ast.Assign) and isinstance(s.targets[0], ast.Name)
+                      and s.targets[0].id == name)
+        tree.body.remove(assign)
+        use = next(n for n in ast.walk(tree) if isinstance(n, ast.Name) and n.id == name)
+        if not _replace(tree, use, copy.deepcopy(assign.value)):
+            return None
+    return _render(tree)
+
+
 def drop_all_dead_definitions(problem: Problem) -> None:
     """Every definition nothing reads, in one candidate, until none is left (one run, not one per definition)."""
     while True:
@@ -837,6 +896,7 @@ PASSES: list[Pass] = [
     delete_statements,
     drop_all_dead_definitions,  # what the deleted statements read is dead now: one run, not one per name
     drop_unused_parameters,  # after the deletions, which leave parameters unread
+    inline_single_use_variables,  # `root = mkdtemp()` read once: one line less each, all in one candidate
     greedy(unwrap_calls),
     greedy(inline_functions),
     greedy(inline_nested_calls),

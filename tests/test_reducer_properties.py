@@ -283,3 +283,16 @@ def test_a_with_block_that_binds_a_name_unwraps_keeping_the_name():
     assert "root = tempfile.mkdtemp()\nprint(root)" in proposals[0]
     assert "fh = open(__file__)\nprint(fh.read())" in proposals[1]
     assert all(not unbound_names(p) - {"lock"} for p in proposals)
+
+
+def test_single_use_variables_move_to_their_one_read_and_nowhere_else():
+    from minrepro.reducers.passes import inline_single_use_variables
+
+    source = ("import tempfile\nroot = tempfile.mkdtemp()\ncfg = {'a': 1}\nn = 2\npath = root + '/base'\n"
+              "for i in range(3):\n    print(cfg)\ndef f():\n    return path\nprint(n, n)\nv = 5\nprint(v)\n")
+    problem = Problem(source, lambda batch: [True] * len(batch))
+    inline_single_use_variables(problem)
+    assert "path = tempfile.mkdtemp() + '/base'" in problem.current and "print(5)" in problem.current
+    assert "cfg = {'a': 1}" in problem.current  # read in a loop: it would run three times
+    assert "path = " in problem.current and "n = 2" in problem.current  # read in a function; read twice
+    assert "root" not in problem.current and "v = 5" not in problem.current
