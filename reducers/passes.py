@@ -701,15 +701,25 @@ def resolve_recorded_values(problem: Problem) -> None:
     # a float the script computed (a loss, read once, so "never changed") is a result, not a setting: frozen,
     # it would turn the script's own check into a constant
     keys = [k for k in _read_keys(problem.current) if k in values and _floats(ast.parse(values[k])) <= written]
-    tried: set[frozenset[str]] = set()
-    for batch in [keys, *_by_base(keys), *([k] for k in keys)]:
-        batch = [k for k in batch if k in _read_keys(problem.current)]
-        if not batch or frozenset(batch) in tried:
+
+    def resolved(batch: list[str]) -> str | None:
+        present = [k for k in batch if k in _read_keys(problem.current)]  # an accepted batch took some already
+        return _with_values(problem.current, {k: values[k] for k in present}) if present else None
+
+    _accept_batches(problem, [keys, *_by_base(keys), *([k] for k in keys)], resolved)
+
+
+def _accept_batches(problem: Problem, batches: list[list[str]], candidate: Callable[[list[str]], str | None]) -> None:
+    """Each batch's candidate (made from the current program when its turn comes), accepted when interesting: all
+    at once first, then smaller batches. A candidate already tried is not asked again."""
+    tried: set[str] = set()
+    for batch in batches:
+        text = candidate(batch)
+        if text is None or text in tried:
             continue
-        tried.add(frozenset(batch))
-        candidate = _with_values(problem.current, {k: values[k] for k in batch})
-        if problem.first_interesting([candidate]) is not None:
-            problem.accept(candidate)
+        tried.add(text)
+        if problem.first_interesting([text]) is not None:
+            problem.accept(text)
 
 
 def _is_literal(text: str) -> bool:
@@ -772,14 +782,7 @@ def inline_single_use_variables(problem: Problem) -> None:
     """`root = mkdtemp()` read once, later, at top level and outside any loop, function or comprehension: the
     expression moves to its one read. Every such variable in one candidate first, then one at a time."""
     names = _single_use_variables(ast.parse(problem.current))
-    tried: set[frozenset[str]] = set()
-    for batch in [names, *([n] for n in names)]:
-        candidate = _with_inlined(problem.current, batch)
-        if not batch or frozenset(batch) in tried or candidate is None:
-            continue
-        tried.add(frozenset(batch))
-        if problem.first_interesting([candidate]) is not None:
-            problem.accept(candidate)
+    _accept_batches(problem, [names, *([n] for n in names)], lambda batch: _with_inlined(problem.current, batch))
 
 
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda, ast.For, ast.AsyncFor, ast.While,
@@ -814,6 +817,8 @@ def _once_reads(node: ast.AST) -> set[str]:
 
 
 def _with_inlined(source: str, names: list[str]) -> str | None:
+    if not names:
+        return None
     tree = ast.parse(source)
     for name in names:
         if name not in _single_use_variables(tree):

@@ -180,8 +180,8 @@ class SignatureOracle(_Base):
             return answer
         if self.max_seconds is not None and result.seconds > self.max_seconds:  # say why it was refused
             answer.refuse(f"over the time budget: {result.seconds:.1f} s > {self.max_seconds:.1f} s")
-        elif self.litters(result):
-            answer.refuse(self.litters(result))
+        elif why := self.litters(result):
+            answer.refuse(why)
         return answer
 
     def litters(self, result: RunResult) -> str:
