@@ -88,6 +88,8 @@ def test_a_good_manifest_loads(tmp_path):
     (lambda t: t.replace('signature = "SystemExit"', 'signature = "("'), "not a valid regex"),
     (lambda t: t.replace('"ok.py"', '"gone.py"'), "script gone.py not found"),
     (lambda t: t.replace('"accelerate==1.14.0"', '"accelerate>=1"'), "is not NAME==VERSION"),
+    (lambda t: t + "requires_gpus = 2\n", "requires_gpus = 2, expected a count on a cuda case"),
+    (lambda t: t.replace('"cpu"', '"cuda"') + 'requires_gpus = "two"\n', "requires_gpus = 'two'"),
 ])
 def test_bad_manifest_entries_are_one_line_errors(tmp_path, edit, message):
     with pytest.raises(MinreproError) as info:
@@ -137,6 +139,40 @@ def test_cpu_only_cases_are_skipped_where_cuda_is_present():
     assert "without CUDA" in skip_reason(case, gpu_box)
     assert skip_reason(case, cpu_box) is None
     assert "avx512_bf16" in skip_reason(case, old_cpu)
+
+
+def test_two_gpu_cases_skip_on_one_gpu_and_run_where_the_count_is_unknown():
+    from minrepro.catalog.run import Environment, skip_reason
+
+    [case] = load_catalog().select(["gemma4-multimodal-mask-second-gpu"])
+    assert case.requires_gpus == 2
+    one, two = (Environment("python", "3.12", {}, True, "H200", (), gpus) for gpus in (1, 2))
+    assert "needs 2 GPUs" in skip_reason(case, one) and skip_reason(case, two) is None
+    unknown = Environment.recorded({"set": "pinned", "machine": "cuda", "python": "3.12"})  # no "gpus" kept
+    assert unknown.gpus is None and skip_reason(case, unknown) is None
+    cpu = Environment.recorded({"set": "pinned", "machine": "cpu", "python": "3.11"})
+    assert "needs CUDA" in skip_reason(case, cpu)
+
+
+def test_matrix_cells_for_cases_a_recorded_run_did_not_have():
+    # a case added after a run reads "not run", unless that run's environment could not have run it
+    from minrepro.catalog.matrix import _cell, render_patched
+
+    [case] = load_catalog().select(["gemma4-multimodal-mask-second-gpu"])
+    cpu_doc = {"set": "pinned", "machine": "cpu", "python": "3.11", "cpu_flags": []}
+    h100_doc = {"set": "pinned", "machine": "cuda", "python": "3.12", "gpus": 1}
+    old_cuda_doc = {"set": "pinned", "machine": "cuda", "python": "3.12"}
+    assert (_cell(case, None, cpu_doc), _cell(case, None, h100_doc)) == ("skipped", "skipped")
+    assert _cell(case, None, old_cuda_doc) == "not run"
+    whole = {**old_cuda_doc, "gpu": "H200", "applied": [], "hunks": [], "date": "d", "cases": []}
+    alone = {("pinned", "cuda"): {**whole, "files": ["`cases/x.json` (H200)"],
+                                  "cases": [{"case": case.id, "verdict": "proved"}]}}
+    catalog = load_catalog()
+    without = render_patched(catalog, {("pinned", "cuda"): whole})
+    with_single = render_patched(catalog, {("pinned", "cuda"): whole}, alone)
+    row = next(line for line in with_single.splitlines() if f"`{case.id}`" in line)
+    assert "proved ✓" in row and "proved" not in next(l for l in without.splitlines() if f"`{case.id}`" in l)
+    assert "single cases: `cases/x.json` (H200)" in with_single
 
 
 def test_matrix_applies_todays_skip_rules_to_recorded_results():

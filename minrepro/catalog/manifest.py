@@ -26,7 +26,7 @@ LIBRARIES = frozenset({"torch", "bitsandbytes", "accelerate", "peft", "transform
 MAX_CODE_LINES = 30
 
 REQUIRED = ("id", "script", "family", "device", "signature", "pinned", "newest", "fixed_in", "upstream")
-OPTIONAL = ("owner", "seed_trace", "notes", "requires_cpu_flags", "requires_no_cuda", "patches")
+OPTIONAL = ("owner", "seed_trace", "notes", "requires_cpu_flags", "requires_no_cuda", "requires_gpus", "patches")
 
 
 USER_SCRIPT = "your script"  # the family of an ad-hoc case made from a user's script
@@ -48,6 +48,7 @@ class Case:
     requires_cpu_flags: tuple[str, ...] = ()
     patches: tuple[str, ...] = ()  # logical patch ids (`library/name`), in the order they stack
     requires_no_cuda: bool = False  # the bug needs a machine where bitsandbytes loads its CPU library
+    requires_gpus: int = 0  # a cross-device bug between GPUs needs that many on one host
 
     @property
     def user_script(self) -> bool:
@@ -153,8 +154,15 @@ def _case(root: Path, index: int, raw: dict[str, Any], sets: dict[str, VersionSe
         outcomes=outcomes, fixed_in=tuple(raw["fixed_in"]),
         upstream=tuple(raw["upstream"]), owner=raw.get("owner"), seed_trace=seed, notes=raw.get("notes", ""),
         requires_cpu_flags=tuple(raw.get("requires_cpu_flags", ())), patches=tuple(raw.get("patches", ())),
-        requires_no_cuda=bool(raw.get("requires_no_cuda", False)),
+        requires_no_cuda=bool(raw.get("requires_no_cuda", False)), requires_gpus=_gpus(label, raw),
     )
+
+
+def _gpus(label: str, raw: dict[str, Any]) -> int:
+    gpus = raw.get("requires_gpus", 0)
+    if not isinstance(gpus, int) or gpus < 0 or (gpus and raw["device"] != "cuda"):
+        raise MinreproError(f"catalog.toml: {label}: requires_gpus = {gpus!r}, expected a count on a cuda case")
+    return gpus
 
 
 def stacking_order(catalog: Catalog) -> list[str]:

@@ -39,8 +39,8 @@ def load_results(directory: Path) -> dict[tuple[str, str], dict[str, Any]]:
 def _cell(case: Case, entry: dict[str, Any] | None, document: dict[str, Any]) -> str:
     """The recorded observation, judged against what the manifest declares *now* (including when it would
     now skip the case in that environment)."""
-    if entry is None:
-        return "not run"
+    if entry is None:  # a case added after that run: say so, unless that environment could not run it anyway
+        return "skipped" if skip_reason(case, Environment.recorded(document)) else "not run"
     if entry["observed"] == "skipped":
         return "skipped"
     if skip_reason(case, Environment.recorded(document)):
@@ -67,16 +67,39 @@ def render(catalog: Catalog, results: dict[tuple[str, str], dict[str, Any]]) -> 
     return "\n".join(lines)
 
 
-def render_patched(catalog: Catalog, results: dict[tuple[str, str], dict[str, Any]]) -> str:
-    """Cases with patches x (set, machine): each cell is `minrepro patch prove`'s verdict for that case."""
+def load_case_proofs(directory: Path) -> dict[tuple[str, str], dict[str, Any]]:
+    """Proofs of single cases (`patch prove CASE --results results/patched/cases/...`): {(set, machine): document}
+    with every such file's rows merged, for the cells a whole-set proof lacks."""
+    merged: dict[tuple[str, str], dict[str, Any]] = {}
+    for path in sorted(directory.glob("*.json")) if directory.is_dir() else []:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+        into = merged.setdefault((doc["set"], doc["machine"]), {**doc, "cases": [], "files": []})
+        into["cases"] += doc["cases"]
+        into["files"].append(f"`cases/{path.name}` ({doc['gpu'] or 'CPU'})")
+    return merged
+
+
+def _patched_cell(case: Case, row: dict[str, Any] | None, document: dict[str, Any] | None) -> str:
+    if row is None:
+        skipped = document is not None and skip_reason(case, Environment.recorded(document))
+        return "skipped" if skipped else "not run"
+    return f"{row['verdict']} {_VERDICT_MARK.get(row['verdict'], '✗')}".strip()
+
+
+def render_patched(catalog: Catalog, results: dict[tuple[str, str], dict[str, Any]],
+                   single: dict[tuple[str, str], dict[str, Any]] | None = None) -> str:
+    """Cases with patches x (set, machine): each cell is `minrepro patch prove`'s verdict for that case, from the
+    whole-set proof, else from a proof of that case alone (``single``, named under the table)."""
+    single = single or {}
     header = ["case", "family", "patches"] + [f"{s} · {m}" for s, m in columns(catalog)]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     by_column = {col: {c["case"]: c for c in doc["cases"]} for col, doc in results.items()}
+    alone = {col: {c["case"]: c for c in doc["cases"]} for col, doc in single.items()}
     for case in (c for c in catalog.cases if c.patches):
         cells = []
         for col in columns(catalog):
-            row = by_column.get(col, {}).get(case.id)
-            cells.append("not run" if row is None else f"{row['verdict']} {_VERDICT_MARK.get(row['verdict'], '✗')}".strip())
+            row = by_column.get(col, {}).get(case.id) or alone.get(col, {}).get(case.id)
+            cells.append(_patched_cell(case, row, results.get(col) or single.get(col)))
         patches = ", ".join(f"`{pid}`" for pid in case.patches)
         lines.append("| " + " | ".join([f"`{case.id}`", case.family, patches, *cells]) + " |")
     lines.append("")
@@ -84,6 +107,8 @@ def render_patched(catalog: Catalog, results: dict[tuple[str, str], dict[str, An
         where = doc["gpu"] or "CPU"
         lines.append(f"- {set_name} · {machine}: {where}; applied {len(doc['applied'])} diffs, "
                      f"{len(doc['hunks'])} hunks ({doc['date']})")
+    for (set_name, machine), doc in sorted(single.items()):
+        lines.append(f"- {set_name} · {machine}, single cases: {', '.join(doc['files'])}")
     return "\n".join(lines)
 
 
@@ -91,7 +116,8 @@ def tables(catalog: Catalog, results_dir: Path) -> tuple[str, str]:
     """The catalog matrix (from `results/`) and the patched matrix (from `results/patched/`)."""
     patched_dir = results_dir / "patched"
     return (render(catalog, load_results(results_dir)),
-            render_patched(catalog, load_results(patched_dir) if patched_dir.is_dir() else {}))
+            render_patched(catalog, load_results(patched_dir) if patched_dir.is_dir() else {},
+                           load_case_proofs(patched_dir / "cases")))
 
 
 def readme_with_matrices(catalog: Catalog, results_dir: Path, readme: Path) -> str:

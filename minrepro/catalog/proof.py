@@ -106,7 +106,7 @@ def prove(catalog: Catalog, cases: tuple[Case, ...], set_name: str, clean: Path,
         row.verdict = _verdict(row)
         log(f"{case.id}: patched {row.patched} ({row.verdict})")
     return {
-        "set": set_name, "machine": clean_env.machine, "gpu": clean_env.gpu, "python": clean_env.python_version,
+        "set": set_name, "machine": clean_env.machine, "gpu": clean_env.gpu, "gpus": clean_env.gpus, "python": clean_env.python_version,
         "versions": versions, "date": _dt.date.today().isoformat(),
         "applied": [p.rel for p in every],
         "hunks": [asdict(r) for r in reports],

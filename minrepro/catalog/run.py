@@ -62,6 +62,8 @@ NO_CUDA_REASON = ("needs a machine without CUDA: with CUDA, bitsandbytes loads i
 def skip_reason(case: Case, env: Environment) -> str | None:
     if case.device == "cuda" and not env.cuda:
         return "needs CUDA; none in this environment"
+    if env.gpus is not None and case.requires_gpus > env.gpus:
+        return f"needs {case.requires_gpus} GPUs on one host; this environment has {env.gpus}"
     if case.requires_no_cuda and env.cuda:
         return NO_CUDA_REASON
     missing = [flag for flag in case.requires_cpu_flags if env.cpu_flags is not None and flag not in env.cpu_flags]
@@ -144,6 +146,7 @@ def results_document(env: Environment, set_name: str | None, results: list[CaseR
         "python": env.python_version,
         "versions": env.versions,
         "cpu_flags": list(env.cpu_flags or ()),
+        "gpus": env.gpus,
         "date": _dt.date.today().isoformat(),
         "cases": [asdict(r) for r in results],
     }

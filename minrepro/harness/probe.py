@@ -15,7 +15,8 @@ DISTRIBUTIONS = ("torch", "transformers", "accelerate", "peft", "bitsandbytes", 
 # Runs under the target interpreter: versions come from metadata; CUDA needs the torch import.
 _PROBE = r"""
 import json, platform, importlib.metadata as md
-out = {"python": platform.python_version(), "versions": {}, "cuda": False, "gpu": None, "cpu_flags": []}
+out = {"python": platform.python_version(), "versions": {}, "cuda": False, "gpu": None, "gpus": 0,
+       "cpu_flags": []}
 for dist in %r:
     try:
         out["versions"][dist] = md.version(dist)
@@ -25,6 +26,7 @@ try:
     import torch
     out["cuda"] = bool(torch.cuda.is_available())
     out["gpu"] = torch.cuda.get_device_name(0) if out["cuda"] else None
+    out["gpus"] = torch.cuda.device_count() if out["cuda"] else 0
 except Exception as exc:
     out["torch_error"] = repr(exc)
 try:
@@ -44,6 +46,7 @@ class Environment:
     cuda: bool
     gpu: str | None
     cpu_flags: tuple[str, ...] | None  # None: not known (a results document recorded without them)
+    gpus: int | None = 0  # CUDA devices visible; None: not known (a results document recorded without it)
 
     @property
     def machine(self) -> str:
@@ -54,7 +57,8 @@ class Environment:
         """The environment a results document was recorded in (what `skip_reason` needs of it)."""
         return cls(document.get("python", ""), document.get("python", ""), document.get("versions", {}),
                    document["machine"] == "cuda", document.get("gpu"),
-                   tuple(document["cpu_flags"]) if "cpu_flags" in document else None)
+                   tuple(document["cpu_flags"]) if "cpu_flags" in document else None,
+                   document.get("gpus", None if document["machine"] == "cuda" else 0))
 
 
 def probe(python: str | None) -> Environment:
@@ -66,4 +70,4 @@ def probe(python: str | None) -> Environment:
         raise MinreproError(f"cannot probe {interpreter}: {last}")
     data = json.loads(proc.stdout.strip().splitlines()[-1])
     return Environment(interpreter, data["python"], data["versions"], data["cuda"], data["gpu"],
-                       tuple(data["cpu_flags"]))
+                       tuple(data["cpu_flags"]), data.get("gpus", 0))
