@@ -741,10 +741,20 @@ def _by_base(keys: list[str]) -> list[list[str]]:
     return list(groups.values()) if len(groups) > 1 else []
 
 
+_GETTERS = ("get", "getint", "getfloat", "getboolean")  # dict.get and configparser's section getters
+
+
 def _read_key(node: ast.AST) -> str | None:
-    """`name.attr` or `name['key']...` (constant str keys, on a name or a `name.attr`) read, as source, or None.
+    """`name.attr`, `name['key']...` (constant str keys, on a name or a `name.attr`), or a getter called with
+    constants on one of those (`m.getint('layers')`, `cfg['quant'].get('type')`), as source, or None.
 
     The same rule as the bootstrap's `_read_key`, which records these reads' values."""
+    if isinstance(node, ast.Call):
+        f = node.func
+        constant_args = (0 < len(node.args) <= 2 and not node.keywords and type(node.args[0]) is ast.Constant
+                         and all(isinstance(a, ast.Constant) for a in node.args) and type(node.args[0].value) is str)
+        on_a_read = isinstance(f, ast.Attribute) and (isinstance(f.value, ast.Name) or _read_key(f.value) is not None)
+        return ast.unparse(node) if constant_args and on_a_read and f.attr in _GETTERS else None
     if not isinstance(node, (ast.Attribute, ast.Subscript)) or not isinstance(node.ctx, ast.Load):
         return None
     inner = node
@@ -763,8 +773,8 @@ def _read_keys(source: str) -> list[str]:
 
 def _with_values(source: str, values: dict[str, str]) -> str:
     class Replace(ast.NodeTransformer):
-        def _visit(self, node: ast.Attribute | ast.Subscript) -> ast.AST:
-            if not isinstance(node.ctx, ast.Load):  # `cfg['a']['b'] = 1` writes into cfg['a']: not a read to fold
+        def _visit(self, node: ast.Attribute | ast.Subscript | ast.Call) -> ast.AST:
+            if not isinstance(getattr(node, "ctx", ast.Load()), ast.Load):  # `cfg['a']['b'] = 1` writes into cfg['a']
                 if isinstance(node, ast.Subscript):
                     node.slice = self.visit(node.slice)
                 return node
@@ -773,7 +783,7 @@ def _with_values(source: str, values: dict[str, str]) -> str:
                 return ast.copy_location(ast.parse(values[key], mode="eval").body, node)
             return self.generic_visit(node)
 
-        visit_Attribute = visit_Subscript = _visit
+        visit_Attribute = visit_Subscript = visit_Call = _visit
 
     return ast.unparse(ast.fix_missing_locations(Replace().visit(ast.parse(source)))) + "\n"
 

@@ -204,6 +204,42 @@ def test_a_dict_config_is_resolved_to_literals_and_falls_off(tmp_path, capsys):
     assert "Version('1.0 beta')" in out and "DEFAULTS" not in out and "json" not in out
 
 
+INI_CONFIG = '''\
+import configparser
+from packaging.version import Version
+
+cfg = configparser.ConfigParser()
+cfg.read_string("""
+[release]
+text = 1.0 beta
+strict = yes
+tries = 2
+""")
+rel = cfg["release"]
+if rel.getboolean("strict"):
+    for _ in range(cfg["release"].getint("tries")):
+        Version(rel.get("text"))
+'''
+
+
+def test_an_ini_config_read_through_getters_is_resolved_and_falls_off(tmp_path, capsys):
+    # nightly_quant_report (unseen, round 5) kept its ConfigParser at 38 lines: `m.getint('layers')`,
+    # `q.get('type')` are calls, and only `name.attr` / `name['k']` reads were recorded
+    script = tmp_path / "job.py"
+    script.write_text(INI_CONFIG)
+    assert main(["reduce", str(script), "--json", "--workdir", str(tmp_path / "work")]) == 0
+    out = (tmp_path / "job.min.py").read_text()
+    assert "Version('1.0 beta')" in out and "configparser" not in out and "cfg" not in out
+
+
+def test_getter_reads_are_keys_only_with_constant_arguments_on_a_read():
+    from minrepro.reducers.passes import _read_keys
+
+    keys = _read_keys("a = m.getint('layers')\nb = cfg['q'].get('type', 'nf4')\nc = m.get(name)\n"
+                      "d = make().get('x')\ne = m.getint('x', fallback=1)\nf = m.pop('x')\n")
+    assert [k for k in keys if "(" in k] == ["m.getint('layers')", "cfg['q'].get('type', 'nf4')"]
+
+
 def test_recorded_reads_become_literals_but_not_computed_floats_or_store_targets():
     from minrepro.reducers import Problem
     from minrepro.reducers.passes import resolve_recorded_values

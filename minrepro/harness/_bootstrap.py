@@ -250,12 +250,22 @@ def _literal_repr(value, depth=0):
     return f"[{text}]" if type(value) is list else f"({text}{',' if len(parts) == 1 else ''})"
 
 
+_GETTERS = ("get", "getint", "getfloat", "getboolean")  # dict.get and configparser's section getters
+
+
 def _read_key(node):
-    """`name.attr` or `name['key']...` (constant str keys, on a name or a `name.attr`) as source, or None.
+    """`name.attr`, `name['key']...` (constant str keys, on a name or a `name.attr`), or a getter called with
+    constants on one of those (`m.getint('layers')`, `cfg['quant'].get('type')`) as source, or None.
 
     The same rule as `reducers.passes._read_key` (this file runs in the target env, without minrepro)."""
     import ast
 
+    if isinstance(node, ast.Call):
+        f = node.func
+        constant_args = node.args and len(node.args) <= 2 and not node.keywords \
+            and all(isinstance(a, ast.Constant) for a in node.args) and type(node.args[0].value) is str
+        on_a_read = isinstance(f, ast.Attribute) and (isinstance(f.value, ast.Name) or _read_key(f.value))
+        return ast.unparse(node) if constant_args and on_a_read and f.attr in _GETTERS else None
     inner = node
     while isinstance(inner, ast.Subscript) and isinstance(inner.slice, ast.Constant) \
             and type(inner.slice.value) is str:
@@ -268,13 +278,13 @@ def _read_key(node):
 
 
 class _Recorder(__import__("ast").NodeTransformer):
-    """Config reads (`args.steps`, `cfg['eval']['seed']`) become `__minrepro_seen__(key, read)`: the value each
+    """Config reads (`args.steps`, `cfg['eval']['seed']`, `m.getint('layers')`) become `__minrepro_seen__(key, read)`: the value each
     read had. The object a store writes into is left alone (`cfg['a']['b'] = 1` reads `cfg['a']`)."""
 
     def _visit(self, node):
         import ast
 
-        if not isinstance(node.ctx, ast.Load):
+        if not isinstance(getattr(node, "ctx", ast.Load()), ast.Load):
             if isinstance(node, ast.Subscript):
                 node.slice = self.visit(node.slice)
             return node
@@ -285,7 +295,7 @@ class _Recorder(__import__("ast").NodeTransformer):
         call = ast.Call(ast.Name("__minrepro_seen__", ast.Load()), [ast.Constant(key), node], [])
         return ast.copy_location(call, node)
 
-    visit_Attribute = visit_Subscript = _visit
+    visit_Attribute = visit_Subscript = visit_Call = _visit
 
 
 def run_profiled(script, out_path):
