@@ -41,6 +41,20 @@ def test_cpu_specs_never_name_a_gpu(spec: Scenario) -> None:
     assert not spec.uses_gpu and '"0"' not in text and ": 0" not in text
 
 
+def test_inputs_go_where_a_one_device_map_puts_the_model():
+    # `{"": 1}` makes no dispatch, so no hook moves the inputs: ids rendered on cuda:0 made the two-GPU newest
+    # exploration report an index_select device mismatch that was the harness's own
+    report = json.loads((Path(__file__).resolve().parents[1] / "results" / "explore" / "cuda2-tiny-newest"
+                         / "report.json").read_text())
+    [group] = [g for g in report["groups"] if "index is on" in g["headline"]]
+    spec = Scenario.from_json(json.dumps(group["witness"]["spec"]))
+    assert spec.placement.device_map == {"": 1}
+    assert "ids = torch.tensor([[2, 3, 4, 5]], device=1)" in render(spec)
+    split = Scenario.from_json(json.dumps({**group["witness"]["spec"], "placement": {
+        **group["witness"]["spec"]["placement"], "device_map": {"": 1, "lm_head": 0}}}))
+    assert "device=0)" in render(split)  # a split: accelerate's top-level hook moves them from cuda:0
+
+
 def _sig(type_: str, message: str, raised_by: str = "library", frames: tuple[Frame, ...] = ()) -> Signature:
     return Signature("exception", type_, message, frames, (), raised_by)
 

@@ -125,6 +125,11 @@ def _gemma4_lines(s: Scenario) -> list[str]:
 
 
 def _input_device(s: Scenario) -> str:
+    placement = s.placement.device_map
+    if isinstance(placement, dict) and len(set(map(str, placement.values()))) == 1 and s.uses_gpu:
+        # one device for everything: no dispatch, so no hook moves the inputs there (the 2-GPU newest exploration
+        # "found" `{"": 1}` with its ids on cuda:0: the harness's error, not the libraries')
+        return repr(next(iter(placement.values())))
     if s.uses_gpu:
         return "0"
     return "'cuda' if torch.cuda.is_available() else 'cpu'" if s.inferred_map else repr("cpu")
