@@ -15,6 +15,8 @@ import operator
 import re
 from typing import Callable, Iterator
 
+from minrepro.harness._bootstrap import read_key  # the profile's rule for a config read: one definition
+
 from .ddmin import ddmin
 from .search import Problem
 
@@ -741,34 +743,8 @@ def _by_base(keys: list[str]) -> list[list[str]]:
     return list(groups.values()) if len(groups) > 1 else []
 
 
-_GETTERS = ("get", "getint", "getfloat", "getboolean")  # dict.get and configparser's section getters
-
-
-def _read_key(node: ast.AST) -> str | None:
-    """`name.attr`, `name['key']...` (constant str keys, on a name or a `name.attr`), or a getter called with
-    constants on one of those (`m.getint('layers')`, `cfg['quant'].get('type')`), as source, or None.
-
-    The same rule as the bootstrap's `_read_key`, which records these reads' values."""
-    if isinstance(node, ast.Call):
-        f = node.func
-        constant_args = (0 < len(node.args) <= 2 and not node.keywords and type(node.args[0]) is ast.Constant
-                         and all(isinstance(a, ast.Constant) for a in node.args) and type(node.args[0].value) is str)
-        on_a_read = isinstance(f, ast.Attribute) and (isinstance(f.value, ast.Name) or _read_key(f.value) is not None)
-        return ast.unparse(node) if constant_args and on_a_read and f.attr in _GETTERS else None
-    if not isinstance(node, (ast.Attribute, ast.Subscript)) or not isinstance(node.ctx, ast.Load):
-        return None
-    inner = node
-    while isinstance(inner, ast.Subscript) and isinstance(inner.slice, ast.Constant) and type(inner.slice.value) is str:
-        inner = inner.value
-    if isinstance(inner, ast.Attribute):
-        inner = inner.value
-    elif inner is node:
-        return None
-    return ast.unparse(node) if isinstance(inner, ast.Name) and inner is not node else None
-
-
 def _read_keys(source: str) -> list[str]:
-    return list(dict.fromkeys(k for k in map(_read_key, ast.walk(ast.parse(source))) if k is not None))
+    return list(dict.fromkeys(k for k in map(read_key, ast.walk(ast.parse(source))) if k is not None))
 
 
 def _with_values(source: str, values: dict[str, str]) -> str:
@@ -778,7 +754,7 @@ def _with_values(source: str, values: dict[str, str]) -> str:
                 if isinstance(node, ast.Subscript):
                     node.slice = self.visit(node.slice)
                 return node
-            key = _read_key(node)
+            key = read_key(node)
             if key in values:
                 return ast.copy_location(ast.parse(values[key], mode="eval").body, node)
             return self.generic_visit(node)

@@ -253,19 +253,23 @@ def _literal_repr(value, depth=0):
 _GETTERS = ("get", "getint", "getfloat", "getboolean")  # dict.get and configparser's section getters
 
 
-def _read_key(node):
-    """`name.attr`, `name['key']...` (constant str keys, on a name or a `name.attr`), or a getter called with
-    constants on one of those (`m.getint('layers')`, `cfg['quant'].get('type')`) as source, or None.
+def read_key(node):
+    """A config read as source, or None: `name.attr`, `name['key']...` (constant str keys, on a name or a
+    `name.attr`), or a getter called with constants on one of those (`m.getint('layers')`, `cfg['q'].get('type')`).
 
-    The same rule as `reducers.passes._read_key` (this file runs in the target env, without minrepro)."""
+    The one rule for both sides: the profile here records these reads' values, and the reducer's
+    `resolve_recorded_values` (which imports this) writes them back. Standard library only: this file also runs in
+    the target env, without minrepro."""
     import ast
 
     if isinstance(node, ast.Call):
-        f = node.func
-        constant_args = node.args and len(node.args) <= 2 and not node.keywords \
-            and all(isinstance(a, ast.Constant) for a in node.args) and type(node.args[0].value) is str
-        on_a_read = isinstance(f, ast.Attribute) and (isinstance(f.value, ast.Name) or _read_key(f.value))
+        f, args = node.func, node.args
+        constant_args = 0 < len(args) <= 2 and not node.keywords \
+            and all(isinstance(a, ast.Constant) for a in args) and type(args[0].value) is str
+        on_a_read = isinstance(f, ast.Attribute) and (isinstance(f.value, ast.Name) or read_key(f.value) is not None)
         return ast.unparse(node) if constant_args and on_a_read and f.attr in _GETTERS else None
+    if not isinstance(node, (ast.Attribute, ast.Subscript)) or not isinstance(node.ctx, ast.Load):
+        return None
     inner = node
     while isinstance(inner, ast.Subscript) and isinstance(inner.slice, ast.Constant) \
             and type(inner.slice.value) is str:
@@ -288,7 +292,7 @@ class _Recorder(__import__("ast").NodeTransformer):
             if isinstance(node, ast.Subscript):
                 node.slice = self.visit(node.slice)
             return node
-        key = _read_key(node)
+        key = read_key(node)
         self.generic_visit(node)
         if key is None:
             return node

@@ -377,8 +377,8 @@ def _verify_cold(result: str, oracle: SignatureOracle, python: str, guard: Guard
     if not oracle.matches(bad):
         ended = bad.signature.headline if bad.signature else "passed"
         return False, None, f"does not reproduce in a fresh interpreter ({ended} after {bad.seconds:.0f} s)", ()
-    if oracle.litters(bad):
-        return False, None, f"{oracle.litters(bad)} (cold)", ()
+    if why := oracle.litters(bad):
+        return False, None, f"{why} (cold)", ()
     if not guard.pythons:
         return True, None, "", bad.loaded
     good = [(py, ColdExecutor(py, 1).run_many([path], timeout, home)[0]) for py in guard.pythons

@@ -1,4 +1,7 @@
-"""Control for gemma4_embed_other_gpu.py: the same split on a tiny Llama (model.embed_tokens on cuda:1)."""
+"""Control for gemma4_embed_other_gpu.py: the same split on a tiny Llama (model.embed_tokens on cuda:1).
+
+Not like for like: Llama's embeddings are untied by default, Gemma 4's tied. embed_tied_untied_controls.py
+compares both ways; the tied split fails on Llama too."""
 import tempfile
 
 import torch
