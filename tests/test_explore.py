@@ -41,18 +41,47 @@ def test_cpu_specs_never_name_a_gpu(spec: Scenario) -> None:
     assert not spec.uses_gpu and '"0"' not in text and ": 0" not in text
 
 
+WITNESSES = json.loads((Path(__file__).parent / "data" / "explore_witnesses.json").read_text())
+
+
+def _witness(name: str, **changes) -> Scenario:
+    return Scenario.from_json(json.dumps({**WITNESSES[name]["spec"], **changes}))
+
+
 def test_inputs_go_where_a_one_device_map_puts_the_model():
     # `{"": 1}` makes no dispatch, so no hook moves the inputs: ids rendered on cuda:0 made the two-GPU newest
     # exploration report an index_select device mismatch that was the harness's own
-    report = json.loads((Path(__file__).resolve().parents[1] / "results" / "explore" / "cuda2-tiny-newest"
-                         / "report.json").read_text())
-    [group] = [g for g in report["groups"] if "index is on" in g["headline"]]
-    spec = Scenario.from_json(json.dumps(group["witness"]["spec"]))
+    spec = _witness("one_device_map_forward")
     assert spec.placement.device_map == {"": 1}
     assert "ids = torch.tensor([[2, 3, 4, 5]], device=1)" in render(spec)
-    split = Scenario.from_json(json.dumps({**group["witness"]["spec"], "placement": {
-        **group["witness"]["spec"]["placement"], "device_map": {"": 1, "lm_head": 0}}}))
+    split = _witness("one_device_map_forward", placement={**WITNESSES["one_device_map_forward"]["spec"]["placement"],
+                                                             "device_map": {"": 1, "lm_head": 0}})
     assert "device=0)" in render(split)  # a split: accelerate's top-level hook moves them from cuda:0
+
+
+def test_placement_reference_and_load_each_get_their_inputs():
+    # the re-run after that fix made the ids of a placement check cuda:1 before the reference, which is on cuda:0
+    spec = _witness("one_device_map_placement")
+    assert spec.placement.device_map == {"": 1} and spec.action == "placement"
+    lines = render(spec).splitlines()
+    at = {line: i for i, line in enumerate(lines)}
+    first = at["ids = torch.tensor([[2, 3, 4, 5]], device=0)"]
+    assert first < min(i for line, i in at.items() if line.startswith("reference = ")) < at["ids = ids.to(1)"]
+    assert at["ids = ids.to(1)"] > min(i for line, i in at.items() if line.startswith("base = "))
+
+
+@pytest.mark.parametrize("action", ["forward", "placement"])
+def test_inputs_follow_an_auto_load_that_fits_one_device(action: str):
+    # "auto" with max_memory {0: 1MB, 1: 1GiB} puts the whole model on cuda:1 with no hooks: the two-GPU newest
+    # re-run reported ids on cuda:0 against it (4 runs), which a user who looked at the load would not write
+    peft = {"call": "from_pretrained", "kwargs": {}}
+    spec = _witness("one_device_map_forward", action=action, peft=peft, placement={
+        "device_map": "auto", "offload_folder": True, "max_memory": {"cpu": "1MB", "1": "1GiB", "0": "1MB"}})
+    source = render(spec)
+    compile(source, "<spec>", "exec")
+    lines = source.splitlines()
+    moved = [i for i, line in enumerate(lines) if "next(iter(placed)) if len(placed) == 1 else 'cuda'" in line]
+    assert moved and moved[0] > next(i for i, line in enumerate(lines) if line.startswith("base = "))
 
 
 def _sig(type_: str, message: str, raised_by: str = "library", frames: tuple[Frame, ...] = ()) -> Signature:

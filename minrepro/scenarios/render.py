@@ -108,16 +108,24 @@ def _gemma4_lines(s: Scenario) -> list[str]:
     if s.placement.offload_folder:
         load.append('offload_folder=tempfile.mkdtemp()')
     # inputs on the execution device, as users put them: an offloaded embedding's weight is on meta
-    ids = f"ids = torch.tensor([[2, 3, 4, 5]], device={_input_device(s)})"
+    device = _input_device(s)
+    late = "placed" in device  # known only once the base is loaded
+    placed = "placed = set(getattr(base, 'hf_device_map', {'': base.device}).values())"
+    ids = f"ids = torch.tensor([[2, 3, 4, 5]], device={device})"
+    # the placement reference runs first, on its own device; the ids follow the load under test below
+    reference_device = "0" if s.uses_gpu else "'cuda' if torch.cuda.is_available() else 'cpu'" if s.inferred_map else "'cpu'"
     if s.action == "placement":
-        lines += [ids, *_reference_lines(s, quantized)]
+        lines += [ids.replace(f"device={device})", f"device={reference_device})"), *_reference_lines(s, quantized)]
     if "files" in s.checks:
         lines += FILES_BEFORE
     lines += _machine_lines(s)
     lines.append(f"base = Gemma4ForConditionalGeneration.from_pretrained({', '.join(load)})")
     lines += _peft_lines(s)
+    lines += [placed] * late
     if s.action != "placement":
         lines.append(ids)
+    elif device != reference_device:
+        lines.append(f"ids = ids.to({device})")
     lines += [line.replace("TOLERANCE", repr(s.tolerance)) for line in ACTION_LINES[s.action]]
     if "files" in s.checks:
         lines += _files_after(s)
@@ -132,7 +140,12 @@ def _input_device(s: Scenario) -> str:
         return repr(next(iter(placement.values())))
     if s.uses_gpu:
         return "0"
-    return "'cuda' if torch.cuda.is_available() else 'cpu'" if s.inferred_map else repr("cpu")
+    if s.inferred_map:
+        # a split load has accelerate's hooks move the inputs from cuda; a load that fits one device has none,
+        # and users put the inputs there (the two-GPU newest re-run's "index is on cuda:0" rows were "auto" maps
+        # that put the whole model on cuda:1)
+        return "next(iter(placed)) if len(placed) == 1 else 'cuda' if torch.cuda.is_available() else 'cpu'"
+    return repr("cpu")
 
 
 def _reference_lines(s: Scenario, quantized: bool) -> list[str]:
