@@ -102,6 +102,33 @@ def test_apply_reports_hunks_is_idempotent_and_reverts(tmp_path, monkeypatch):
 
 
 @needs_gnu_patch
+def test_a_diff_edited_after_it_went_in_is_reverted_by_the_text_applied(tmp_path, monkeypatch):
+    # G's diff was rewritten after a local patched env had the old one: reverting with today's text failed
+    # halfway and the whole-set proof then refused to apply the new diff
+    env, site = _fake_env(tmp_path, monkeypatch)
+    path = tmp_path / "patches" / "demo" / "demo-case.diff"
+    patching.apply_patches([patching.load_patch(path)], env)
+    path.write_text(DIFF.replace("+line ten", "+line TEN"))
+    assert not patching.applied_as_today(env, [patching.load_patch(path)])
+    assert patching.revert_patches(env) == ["demo/demo-case.diff"]
+    assert (site / "demo" / "mod.py").read_text() == ORIGINAL
+    patching.apply_patches([patching.load_patch(path)], env)
+    assert "line TEN\n" in (site / "demo" / "mod.py").read_text()
+    assert patching.applied_as_today(env, [patching.load_patch(path)])
+
+
+@needs_gnu_patch
+def test_a_revert_that_cannot_land_leaves_the_file_and_says_so(tmp_path, monkeypatch):
+    env, site = _fake_env(tmp_path, monkeypatch)
+    patching.apply_patches([patching.load_patch(tmp_path / "patches" / "demo" / "demo-case.diff")], env)
+    shutil.rmtree(env / "minrepro-applied")  # an env patched before the copies were kept
+    (tmp_path / "patches" / "demo" / "demo-case.diff").write_text(DIFF.replace("+line ten", "+line TEN"))
+    with pytest.raises(MinreproError, match="cannot be reverted"):
+        patching.revert_patches(env)
+    assert "line ten\n" in (site / "demo" / "mod.py").read_text()
+
+
+@needs_gnu_patch
 def test_a_hunk_that_needs_fuzz_fails_whole_and_leaves_the_file(tmp_path, monkeypatch):
     env, site = _fake_env(tmp_path, monkeypatch)
     drifted = ORIGINAL.replace("line 12\n", "line twelve\n")

@@ -5,12 +5,14 @@ chain of outcomes as the patches are added one by one (fixing one bug may expose
 from __future__ import annotations
 
 import datetime as _dt
+import shutil
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
 from minrepro.envs import patching
+from minrepro.errors import MinreproError
 from minrepro.catalog.manifest import FAILING, Case, Catalog
 from minrepro.envs.venvs import create_env, env_python, read_marker
 from minrepro.harness.probe import Environment, probe
@@ -55,7 +57,11 @@ def prepare(catalog: Catalog, set_name: str, envs: Path, wheelhouse: Path | None
     clean = envs / set_name
     patched = envs / f"{set_name}-patched"
     if read_marker(patched) is not None:
-        patching.revert_patches(patched)
+        try:
+            patching.revert_patches(patched)
+        except MinreproError as exc:  # a diff edited since it went in: the env is the tool's own, rebuild it
+            log(f"  {exc}: rebuilding it")
+            shutil.rmtree(patched)
     for env, label in ((clean, "unpatched"), (patched, "patched")):
         log(f"environment {env} ({label})")
         create_env(env, requirements, wheelhouse, label=f"{set_name} {label}")

@@ -171,6 +171,9 @@ def apply_patches(patches: list[Patch], env: Path) -> list[HunkReport]:
             raise MinreproError(f"{patch.path.name} does not apply cleanly to {site}: "
                                 + "; ".join(f"{r.file} hunk {r.hunk} {r.status}" for r in dry if r.status == "FAILED")
                                 + f" (applied before it: {', '.join(marker['patches']) or 'none'})")
+        copy = applied_copy(env, patch.rel)
+        copy.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(patch.path, copy)
         _run_patch(patch, site, dry_run=False)
         _drop_bytecode(site, patch.files)
         marker["patches"].append(patch.rel)
@@ -183,13 +186,29 @@ def revert_patches(env: Path) -> list[str]:
     marker = require_tool_env(env)
     site, reverted = site_packages(env), []
     for rel in reversed(marker.get("patches", [])):
-        patch = load_patch(PATCHES_DIR / rel)
+        copy = applied_copy(env, rel)
+        patch = load_patch(copy if copy.exists() else PATCHES_DIR / rel)
+        dry = _run_patch(patch, site, dry_run=True, reverse=True)
+        if not dry or any(r.status == "FAILED" for r in dry):
+            raise MinreproError(f"{rel} cannot be reverted in {env} (the diff changed since it was applied); "
+                                "remove that environment to rebuild it")
         _run_patch(patch, site, dry_run=False, reverse=True)
         _drop_bytecode(site, patch.files)
         reverted.append(rel)
     marker["patches"] = []
     write_marker(env, marker)
     return reverted
+
+
+def applied_copy(env: Path, rel: str) -> Path:
+    """The diff as it was applied to `env`: a revert needs the text that went in, not the file as edited since."""
+    return env / "minrepro-applied" / rel
+
+
+def applied_as_today(env: Path, patches: list[Patch]) -> bool:
+    """Whether every patch went into `env` with the text its file has now (an edited diff makes the env stale)."""
+    return all(applied_copy(env, p.rel).is_file() and applied_copy(env, p.rel).read_bytes() == p.path.read_bytes()
+               for p in patches)
 
 
 def _drop_bytecode(site: Path, files: tuple[str, ...]) -> None:

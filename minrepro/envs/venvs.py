@@ -170,13 +170,14 @@ def set_env(catalog, name: str, patched: bool = False, note=lambda _: None) -> P
     order), made on first use in ~/.cache/minrepro/envs/ and reused while its marker still matches."""
     from ..catalog.manifest import stacking_order
     from ..dirs import cache
-    from .patching import apply_patches, select
+    from .patching import applied_as_today, apply_patches, select
 
     env = cache("envs", f"{name}-patched" if patched else name)
     requirements = [str(r) for r in catalog.version_set(name).requirements]
     marker = read_marker(env) or {}
     wanted = [] if not patched else select(stacking_order(catalog), catalog.sets[name].pins())
-    if marker.get("requirements") == requirements and marker.get("patches") == [p.rel for p in wanted]:
+    if (marker.get("requirements") == requirements and marker.get("patches") == [p.rel for p in wanted]
+            and applied_as_today(env, wanted)):
         return env_python(env)
     note(f"making the {name}{' patched' if patched else ''} environment in {env} (once)")
     if env.exists():
