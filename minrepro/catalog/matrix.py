@@ -39,8 +39,8 @@ def load_results(directory: Path) -> dict[tuple[str, str], dict[str, Any]]:
 def _cell(case: Case, entry: dict[str, Any] | None, document: dict[str, Any]) -> str:
     """The recorded observation, judged against what the manifest declares *now* (including when it would
     now skip the case in that environment)."""
-    if entry is None:  # a case added after that run: say so, unless that environment could not run it anyway
-        return "skipped" if skip_reason(case, Environment.recorded(document)) else "not run"
+    if entry is None:
+        return _absent(case, document)
     if entry["observed"] == "skipped":
         return "skipped"
     if skip_reason(case, Environment.recorded(document)):
@@ -79,10 +79,15 @@ def load_case_proofs(directory: Path) -> dict[tuple[str, str], dict[str, Any]]:
     return merged
 
 
+def _absent(case: Case, document: dict[str, Any] | None) -> str:
+    """A case a recorded run lacks (added after it): "not run", unless that environment could not run it anyway."""
+    skipped = document is not None and skip_reason(case, Environment.recorded(document))
+    return "skipped" if skipped else "not run"
+
+
 def _patched_cell(case: Case, row: dict[str, Any] | None, document: dict[str, Any] | None) -> str:
     if row is None:
-        skipped = document is not None and skip_reason(case, Environment.recorded(document))
-        return "skipped" if skipped else "not run"
+        return _absent(case, document)
     return f"{row['verdict']} {_VERDICT_MARK.get(row['verdict'], '✗')}".strip()
 
 

@@ -59,7 +59,7 @@ def prepare(catalog: Catalog, set_name: str, envs: Path, wheelhouse: Path | None
     if read_marker(patched) is not None:
         try:
             patching.revert_patches(patched)
-        except MinreproError as exc:  # a diff edited since it went in: the env is the tool's own, rebuild it
+        except MinreproError as exc:  # it cannot be reset in place; the env is the tool's own: rebuild it
             log(f"  {exc}: rebuilding it")
             shutil.rmtree(patched)
     for env, label in ((clean, "unpatched"), (patched, "patched")):

@@ -167,7 +167,7 @@ def apply_patches(patches: list[Patch], env: Path) -> list[HunkReport]:
         reports += dry
         if any(r.status == "already applied" for r in dry):
             continue
-        if not dry or any(r.status == "FAILED" for r in dry):
+        if not _lands(dry):
             raise MinreproError(f"{patch.path.name} does not apply cleanly to {site}: "
                                 + "; ".join(f"{r.file} hunk {r.hunk} {r.status}" for r in dry if r.status == "FAILED")
                                 + f" (applied before it: {', '.join(marker['patches']) or 'none'})")
@@ -188,16 +188,20 @@ def revert_patches(env: Path) -> list[str]:
     for rel in reversed(marker.get("patches", [])):
         copy = applied_copy(env, rel)
         patch = load_patch(copy if copy.exists() else PATCHES_DIR / rel)
-        dry = _run_patch(patch, site, dry_run=True, reverse=True)
-        if not dry or any(r.status == "FAILED" for r in dry):
-            raise MinreproError(f"{rel} cannot be reverted in {env} (the diff changed since it was applied); "
-                                "remove that environment to rebuild it")
+        if not _lands(_run_patch(patch, site, dry_run=True, reverse=True)):  # whole or not at all, as applying
+            raise MinreproError(f"{rel} does not revert cleanly in {env} (its files were changed since it was "
+                                "applied); remove that environment to rebuild it")
         _run_patch(patch, site, dry_run=False, reverse=True)
         _drop_bytecode(site, patch.files)
         reverted.append(rel)
     marker["patches"] = []
     write_marker(env, marker)
     return reverted
+
+
+def _lands(dry: list[HunkReport]) -> bool:
+    """Whether a dry run says the whole diff would go in (GNU patch reports no hunk when it finds no file)."""
+    return bool(dry) and not any(r.status == "FAILED" for r in dry)
 
 
 def applied_copy(env: Path, rel: str) -> Path:
@@ -207,8 +211,8 @@ def applied_copy(env: Path, rel: str) -> Path:
 
 def applied_as_today(env: Path, patches: list[Patch]) -> bool:
     """Whether every patch went into `env` with the text its file has now (an edited diff makes the env stale)."""
-    return all(applied_copy(env, p.rel).is_file() and applied_copy(env, p.rel).read_bytes() == p.path.read_bytes()
-               for p in patches)
+    copies = [(applied_copy(env, p.rel), p.path) for p in patches]
+    return all(copy.is_file() and copy.read_bytes() == path.read_bytes() for copy, path in copies)
 
 
 def _drop_bytecode(site: Path, files: tuple[str, ...]) -> None:

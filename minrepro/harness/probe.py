@@ -70,4 +70,4 @@ def probe(python: str | None) -> Environment:
         raise MinreproError(f"cannot probe {interpreter}: {last}")
     data = json.loads(proc.stdout.strip().splitlines()[-1])
     return Environment(interpreter, data["python"], data["versions"], data["cuda"], data["gpu"],
-                       tuple(data["cpu_flags"]), data.get("gpus", 0))
+                       tuple(data["cpu_flags"]), data["gpus"])

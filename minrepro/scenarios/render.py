@@ -108,22 +108,18 @@ def _gemma4_lines(s: Scenario) -> list[str]:
     if s.placement.offload_folder:
         load.append('offload_folder=tempfile.mkdtemp()')
     # inputs on the execution device, as users put them: an offloaded embedding's weight is on meta
-    device = _input_device(s)
-    late = "placed" in device  # known only once the base is loaded
-    placed = "placed = set(getattr(base, 'hf_device_map', {'': base.device}).values())"
-    ids = f"ids = torch.tensor([[2, 3, 4, 5]], device={device})"
-    # the placement reference runs first, on its own device; the ids follow the load under test below
-    reference_device = "0" if s.uses_gpu else "'cuda' if torch.cuda.is_available() else 'cpu'" if s.inferred_map else "'cpu'"
-    if s.action == "placement":
-        lines += [ids.replace(f"device={device})", f"device={reference_device})"), *_reference_lines(s, quantized)]
+    device, after_load = _input_device(s)
+    reference_map, reference_device = _reference_placement(s)
+    if s.action == "placement":  # the reference runs first on its own device; the ids follow the load under test
+        lines += [_ids_on(reference_device), *_reference_lines(s, quantized, reference_map)]
     if "files" in s.checks:
         lines += FILES_BEFORE
     lines += _machine_lines(s)
     lines.append(f"base = Gemma4ForConditionalGeneration.from_pretrained({', '.join(load)})")
     lines += _peft_lines(s)
-    lines += [placed] * late
+    lines += after_load
     if s.action != "placement":
-        lines.append(ids)
+        lines.append(_ids_on(device))
     elif device != reference_device:
         lines.append(f"ids = ids.to({device})")
     lines += [line.replace("TOLERANCE", repr(s.tolerance)) for line in ACTION_LINES[s.action]]
@@ -132,28 +128,42 @@ def _gemma4_lines(s: Scenario) -> list[str]:
     return lines
 
 
-def _input_device(s: Scenario) -> str:
+def _ids_on(device: str) -> str:
+    return f"ids = torch.tensor([[2, 3, 4, 5]], device={device})"
+
+
+def _input_device(s: Scenario) -> tuple[str, list[str]]:
+    """Where a user puts the inputs (a device expression), and the lines after the load that it needs."""
     placement = s.placement.device_map
     if isinstance(placement, dict) and len(set(map(str, placement.values()))) == 1 and s.uses_gpu:
         # one device for everything: no dispatch, so no hook moves the inputs there (the 2-GPU newest exploration
         # "found" `{"": 1}` with its ids on cuda:0: the harness's error, not the libraries')
-        return repr(next(iter(placement.values())))
+        return repr(next(iter(placement.values()))), []
     if s.uses_gpu:
-        return "0"
+        return "0", []
     if s.inferred_map:
         # a split load has accelerate's hooks move the inputs from cuda; a load that fits one device has none,
         # and users put the inputs there (the two-GPU newest re-run's "index is on cuda:0" rows were "auto" maps
         # that put the whole model on cuda:1)
-        return "next(iter(placed)) if len(placed) == 1 else 'cuda' if torch.cuda.is_available() else 'cpu'"
-    return repr("cpu")
+        return ("next(iter(placed)) if len(placed) == 1 else 'cuda' if torch.cuda.is_available() else 'cpu'",
+                ["placed = set(getattr(base, 'hf_device_map', {'': base.device}).values())"])
+    return repr("cpu"), []
 
 
-def _reference_lines(s: Scenario, quantized: bool) -> list[str]:
+def _reference_placement(s: Scenario) -> tuple[str, str]:
+    """The placement check's one-device reference: its device_map and where its inputs go. "auto" names no device:
+    the reference goes where the box has one (a GPU 0 on a CPU box is the user's error)."""
+    if s.uses_gpu:
+        return "{'': 0}", "0"
+    if s.inferred_map:
+        return "{'': 0} if torch.cuda.is_available() else 'cpu'", "'cuda' if torch.cuda.is_available() else 'cpu'"
+    return "'cpu'", "'cpu'"
+
+
+def _reference_lines(s: Scenario, quantized: bool, whole: str) -> list[str]:
     """Placement invariance: the same checkpoint and adapter on one device (no split, no offload), logits kept."""
     if s.peft.call != "from_pretrained":  # get_peft_model makes a new random adapter: nothing to compare with
         raise ValueError("the placement check compares loads of the saved adapter: it needs PeftModel.from_pretrained")
-    # "auto" names no device: the reference goes where the box has one (a GPU 0 on a CPU box is the user's error)
-    whole = "{'': 0}" if s.uses_gpu else ("{'': 0} if torch.cuda.is_available() else 'cpu'" if s.inferred_map else "'cpu'")
     quant = ", quantization_config=quant" if quantized else ""
     return [f"reference = Gemma4ForConditionalGeneration.from_pretrained(root + '/base', device_map={whole}, dtype=torch.bfloat16{quant})",
             "reference = PeftModel.from_pretrained(reference, root + '/adapter')",
