@@ -380,7 +380,8 @@ def summary(directory: Path, catalog: Catalog) -> str:
     """One table over every report.json under `directory`: per exploration (device, scale, GPUs, set), what each
     oracle found, the catalog family it is or "new", in how many runs, and whether it was reduced."""
     families = {case.id: case.family for case in catalog.cases}
-    lines = ["| exploration | runs (passed; reached offloaded 4-bit) | oracle | finding | family | runs | reduced |",
+    lines = ["A family marked * was new when its exploration ran and has been catalogued since (same signature rule).",
+             "", "| exploration | runs (passed; reached offloaded 4-bit) | oracle | finding | family | runs | reduced |",
              "|---|---|---|---|---|---|---|"]
     for path in sorted(directory.glob("*/report.json")):
         doc = json.loads(path.read_text(encoding="utf-8"))
@@ -389,7 +390,14 @@ def summary(directory: Path, catalog: Catalog) -> str:
         for i, g in enumerate(doc["groups"]):
             red = g.get("reduction") or {}
             cell = f"{red['lines']} lines" if red.get("script") else ("no" if not red else red.get("error", "")[:40])
-            family = f"{families.get(g['known'], '?')} ({g['known']})" if g["known"] else "**new**"
+            case = g["known"] or known_now(g, catalog)
+            family = "**new**" if not case else f"{families.get(case, '?')} ({case}){'' if g['known'] else ' *'}"
             lines.append(f"| {where if i == 0 else ''} | {total if i == 0 else ''} | {g['oracle']} | "
                          f"{g['headline'][:90].replace('|', '/')} | {family} | {g['count']} | {cell} |")
     return "\n".join(lines)
+
+
+def known_now(group: dict, catalog: Catalog) -> str | None:
+    """The case a finding that was new when its exploration ran is today (catalogued since), by the same rule."""
+    sig = group.get("witness", {}).get("signature")
+    return known_case(Signature.from_dict(sig), group["headline"], catalog) if sig and group["oracle"] else None
