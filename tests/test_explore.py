@@ -186,3 +186,22 @@ def test_readme_explore_table_is_generated_from_the_recorded_runs() -> None:
     text = readme.read_text(encoding="utf-8")
     fresh = replace_block(readme, text, ex.summary(readme.parent / "results" / "explore", load_catalog()), ex.BEGIN, ex.END)
     assert fresh == text, "run `minrepro explore --readme README.md`"
+
+
+def test_readme_table_names_a_family_catalogued_after_the_run(tmp_path: Path) -> None:
+    """A group recorded as new is shown with the case that matches it today (marked *), by the catalog's own
+    rule (regex and owner), and stays new when the owner differs."""
+    frames = [Frame("accelerate", "accelerate.hooks", "AlignDevicesHook.init_hook"),
+              Frame("accelerate", "accelerate.utils.modeling", "set_module_tensor_to_device")]
+    headline = "ValueError: weight is on the meta device, we need a `value` to put in on cpu."
+    sig = Signature("exception", "ValueError", "weight is on the meta device, we need a `value` to put in on cpu.",
+                    tuple(frames), raised_by="library")
+    other = replace(sig, frames=(Frame("peft", "peft.peft_model", "PeftModel.from_pretrained"),))
+    groups = [{"key": str(i), "known": None, "oracle": "library error", "count": 1, "headline": headline,
+               "witness": {"signature": s.to_dict()}, "reduction": None} for i, s in enumerate([sig, other])]
+    doc = {"device": "cpu", "scale": "tiny", "gpus": 1, "set": "pinned", "runs": 2, "passing": 0,
+           "reached_offloaded_quantized": 0, "groups": groups}
+    (tmp_path / "x").mkdir()
+    (tmp_path / "x" / "report.json").write_text(json.dumps(doc), encoding="utf-8")
+    rows = [line for line in ex.summary(tmp_path, load_catalog()).splitlines() if "meta device" in line]
+    assert "O (root-entry-disk-offload) *" in rows[0] and "**new**" in rows[1]

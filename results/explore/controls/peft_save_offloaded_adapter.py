@@ -1,7 +1,7 @@
 """PeftModel.save_pretrained after PEFT's own redispatch put an adapted layer on disk (CPU, tiny Llama, no
 quantization). The two-GPU explorations met it on reporter and newest (`Cannot copy out of meta tensor` in
 safetensors, from `PeftModel.save_pretrained`); the base map is spelled out module by module because a root ""
-entry beside a disk entry fails at load (root_entry_disk_override.py).
+entry beside a disk entry fails at load (family O, minrepro/catalog/cases/root_entry_disk_offload.py).
 
 Run: python peft_save_offloaded_adapter.py. Recorded in docs/findings.md: newest fails in save_pretrained (the
 offloaded layer's lora_A/lora_B are meta); pinned and reporter fail first in PEFT's `_update_offload` with
