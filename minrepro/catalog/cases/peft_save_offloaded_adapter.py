@@ -13,7 +13,7 @@ import tempfile
 
 import torch
 from peft import LoraConfig, PeftModel, get_peft_model
-from safetensors.torch import load_file
+from peft.utils import load_peft_weights
 from transformers import LlamaConfig, LlamaForCausalLM
 
 root = tempfile.mkdtemp()
@@ -30,6 +30,6 @@ model = PeftModel.from_pretrained(base, root + "/adapter", offload_dir=root + "/
 offloaded = model.base_model.model.model.layers[1].self_attn.q_proj.lora_A["default"].weight.device
 assert offloaded.type == "meta", f"not the branch in question: layer 1's adapter is on {offloaded}, not offloaded"
 model.save_pretrained(root + "/saved")
-saved, original = load_file(root + "/saved/adapter_model.safetensors"), load_file(root + "/adapter/adapter_model.safetensors")
+saved, original = load_peft_weights(root + "/saved"), load_peft_weights(root + "/adapter")
 assert saved.keys() == original.keys() and all(torch.equal(saved[k], original[k]) for k in saved)
 print(f"saved the offloaded adapter: {len(saved)} tensors, equal to the ones loaded")
