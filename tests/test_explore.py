@@ -205,3 +205,14 @@ def test_readme_table_names_a_family_catalogued_after_the_run(tmp_path: Path) ->
     (tmp_path / "x" / "report.json").write_text(json.dumps(doc), encoding="utf-8")
     rows = [line for line in ex.summary(tmp_path, load_catalog()).splitlines() if "meta device" in line]
     assert "O (root-entry-disk-offload) *" in rows[0] and "**new**" in rows[1]
+
+
+def test_a_patched_exploration_says_which_families_were_left_unpatched() -> None:
+    catalog = load_catalog()
+    every = {p for c in catalog.cases for p in c.patches}
+    a_patches = set(next(c for c in catalog.cases if c.id == "quant-state-meta-item").patches)
+    rels = [f"{p}.diff" for p in sorted(every - a_patches)]
+    note = ex.unpatched_note({"patches": rels}, catalog)
+    left = note.split("left unpatched: ")[1].rstrip(")").split(", ")
+    assert "A" in left and "D" not in left
+    assert ex.unpatched_note({"patches": []}, catalog) == ""

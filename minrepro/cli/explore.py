@@ -59,7 +59,7 @@ def cmd_explore(args: argparse.Namespace) -> int:
     def write(state: ex.Exploration | None = None) -> dict:
         """After every batch and every reduction: a run stopped from outside keeps its report."""
         state = current[0] = state or current[0]
-        doc = {**ex.report_doc(state, opts, env.versions, reductions), "set": set_name}
+        doc = {**ex.report_doc(state, opts, env.versions, reductions), "set": set_name, "patches": patches}
         (results / "report.json").write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
         (results / "report.md").write_text(ex.report_markdown(doc), encoding="utf-8")
         return doc

@@ -385,7 +385,7 @@ def summary(directory: Path, catalog: Catalog) -> str:
              "|---|---|---|---|---|---|---|"]
     for path in sorted(directory.glob("*/report.json")):
         doc = json.loads(path.read_text(encoding="utf-8"))
-        where = f"{doc['device']}/{doc['scale']}, {doc['gpus']} GPU(s), {doc.get('set', '?')}"
+        where = f"{doc['device']}/{doc['scale']}, {doc['gpus']} GPU(s), {doc.get('set', '?')}{unpatched_note(doc, catalog)}"
         total = f"{doc['runs']} ({doc['passing']}; {doc['reached_offloaded_quantized']})"
         for i, g in enumerate(doc["groups"]):
             red = g.get("reduction") or {}
@@ -401,3 +401,14 @@ def known_now(group: dict, catalog: Catalog) -> str | None:
     """The case a finding that was new when its exploration ran is today (catalogued since), by the same rule."""
     sig = group.get("witness", {}).get("signature")
     return known_case(Signature.from_dict(sig), group["headline"], catalog) if sig and group["oracle"] else None
+
+
+def unpatched_note(doc: dict, catalog: Catalog) -> str:
+    """An exploration of a patched env (known families fixed, so they stop masking what lies behind them) says
+    which families were left unpatched."""
+    applied = {rel.split("/")[0] + "/" + rel.split("/")[1].removesuffix(".diff").partition("@")[0]
+               for rel in doc.get("patches") or []}
+    if not applied:
+        return ""
+    left = sorted({c.family for c in catalog.cases if c.patches and not set(c.patches) <= applied})
+    return f", patched (left unpatched: {', '.join(left) or 'none'})"
