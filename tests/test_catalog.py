@@ -175,6 +175,22 @@ def test_matrix_cells_for_cases_a_recorded_run_did_not_have():
     assert "single cases: `cases/x.json` (H200)" in with_single
 
 
+def test_catalog_matrix_takes_a_case_run_alone_where_the_whole_set_run_lacks_it():
+    from minrepro.catalog.matrix import render
+
+    catalog = load_catalog()
+    [case] = catalog.select(["root-entry-disk-offload"])
+    whole = {"set": "newest", "machine": "cpu", "python": "3.11", "cpu_flags": [], "gpu": None, "versions": {},
+             "date": "d", "cases": []}
+    alone = {("newest", "cpu"): {**whole, "files": ["`cases/y.json` (CPU)"],
+                                 "cases": [{"case": case.id, "observed": "pass"}]}}
+    row = next(line for line in render(catalog, {("newest", "cpu"): whole}, alone).splitlines()
+               if f"`{case.id}`" in line)
+    assert "pass ✗ differs" in row  # judged against the manifest (it declares fail), not taken on trust
+    without = next(line for line in render(catalog, {("newest", "cpu"): whole}).splitlines() if f"`{case.id}`" in line)
+    assert "pass" not in without.split("|", 4)[4]
+
+
 def test_matrix_applies_todays_skip_rules_to_recorded_results():
     from minrepro.catalog.manifest import load_catalog
     from minrepro.catalog.matrix import _cell

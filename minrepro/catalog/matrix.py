@@ -50,13 +50,22 @@ def _cell(case: Case, entry: dict[str, Any] | None, document: dict[str, Any]) ->
     return f"{entry['observed']} {mark}"
 
 
-def render(catalog: Catalog, results: dict[tuple[str, str], dict[str, Any]]) -> str:
+def render(catalog: Catalog, results: dict[tuple[str, str], dict[str, Any]],
+           single: dict[tuple[str, str], dict[str, Any]] | None = None) -> str:
+    """Cases x (set, machine): each cell is the whole-set run's observation, else that of a run of the case alone
+    (``single``, from `results/cases/`, named under the table), judged against the manifest."""
+    single = single or {}
     header = ["case", "family", f"declared {' / '.join(catalog.sets)}"] + [f"{s} · {m}" for s, m in columns(catalog)]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     by_column = {col: {c["case"]: c for c in doc["cases"]} for col, doc in results.items()}
+    alone = {col: {c["case"]: c for c in doc["cases"]} for col, doc in single.items()}
     for case in catalog.cases:
-        cells = [_cell(case, by_column[col].get(case.id), results[col]) if col in results else "not run"
-                 for col in columns(catalog)]
+        cells = []
+        for col in columns(catalog):
+            entry, doc = by_column.get(col, {}).get(case.id), results.get(col)
+            if entry is None and case.id in alone.get(col, {}):
+                entry, doc = alone[col][case.id], single[col]
+            cells.append(_cell(case, entry, doc) if doc else "not run")
         declared = " / ".join(case.declared(s) or "-" for s in catalog.sets)
         lines.append("| " + " | ".join([f"`{case.id}`", case.family, declared, *cells]) + " |")
     lines.append("")
@@ -64,12 +73,15 @@ def render(catalog: Catalog, results: dict[tuple[str, str], dict[str, Any]]) -> 
         libs = ", ".join(f"{k} {v}" for k, v in doc["versions"].items() if v)
         where = doc["gpu"] or "CPU"
         lines.append(f"- {set_name} · {machine}: {where}, Python {doc['python']}, {libs} ({doc['date']})")
+    for (set_name, machine), doc in sorted(single.items()):
+        lines.append(f"- {set_name} · {machine}, single cases: {', '.join(doc['files'])}")
     return "\n".join(lines)
 
 
-def load_case_proofs(directory: Path) -> dict[tuple[str, str], dict[str, Any]]:
-    """Proofs of single cases (`patch prove CASE --results results/patched/cases/...`): {(set, machine): document}
-    with every such file's rows merged, for the cells a whole-set proof lacks."""
+def load_single_cases(directory: Path) -> dict[tuple[str, str], dict[str, Any]]:
+    """Runs or proofs of single cases (`run CASE --results results/cases/...`, `patch prove CASE --results
+    results/patched/cases/...`): {(set, machine): document} with every such file's rows merged, for the cells a
+    whole-set record lacks (a case added after it, or one that machine had to skip)."""
     merged: dict[tuple[str, str], dict[str, Any]] = {}
     for path in sorted(directory.glob("*.json")) if directory.is_dir() else []:
         doc = json.loads(path.read_text(encoding="utf-8"))
@@ -120,9 +132,9 @@ def render_patched(catalog: Catalog, results: dict[tuple[str, str], dict[str, An
 def tables(catalog: Catalog, results_dir: Path) -> tuple[str, str]:
     """The catalog matrix (from `results/`) and the patched matrix (from `results/patched/`)."""
     patched_dir = results_dir / "patched"
-    return (render(catalog, load_results(results_dir)),
+    return (render(catalog, load_results(results_dir), load_single_cases(results_dir / "cases")),
             render_patched(catalog, load_results(patched_dir) if patched_dir.is_dir() else {},
-                           load_case_proofs(patched_dir / "cases")))
+                           load_single_cases(patched_dir / "cases")))
 
 
 def readme_with_matrices(catalog: Catalog, results_dir: Path, readme: Path) -> str:
