@@ -660,6 +660,36 @@ def slice_to_failure(problem: Problem) -> None:
         problem.accept([c for c in candidates if c != problem.current][found])
 
 
+def drop_unexecuted(problem: Problem) -> None:
+    """Module-level statements that never ran in the failing run go in one candidate: a `try` body's tail after the
+    failing call (a wrapper that re-raises keeps the failing statement the whole `try` to the slice), a branch not
+    taken. Only the module's own lines are traced, so function and class bodies are left to the other passes."""
+    executed = problem.facts.get("executed")
+    if not executed:
+        return
+    tree = ast.parse(problem.current)
+    if not _drop_unrun(tree.body, set(executed)):
+        return
+    candidate = _module(tree.body)
+    if candidate != problem.current and problem.first_interesting([candidate]) is not None:
+        problem.accept(candidate)
+
+
+def _drop_unrun(block: list[ast.stmt], ran: set[int]) -> bool:
+    """Remove, in place, the statements of `block` (and of its module-level sub-blocks) none of whose lines ran."""
+    keep = [s for s in block if any(line in ran for line in range(s.lineno, (s.end_lineno or s.lineno) + 1))]
+    changed = len(keep) < len(block)
+    block[:] = keep or [ast.Pass()]
+    for stmt in keep:
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Match)):
+            continue  # bodies run in frames the profile does not trace (or, for match, by case)
+        subs = [getattr(stmt, f) for f in ("body", "orelse", "finalbody") if getattr(stmt, f, None)]
+        subs += [h.body for h in getattr(stmt, "handlers", [])]
+        for sub in subs:
+            changed |= _drop_unrun(sub, ran)
+    return changed
+
+
 def backward_slice(body: list[ast.stmt], failing: int) -> list[int]:
     """Indices of the statements the failing one depends on: those binding a name it (transitively) reads, and
     those that read a kept object other than a module (a method call may mutate it: `model.eval()`)."""
@@ -876,6 +906,7 @@ PASSES: list[Pass] = [
     greedy(fold_constants),  # `if False: return 0` (a resolved `--dry-run`) blocks inlining `main()`
     greedy(inline_functions),
     greedy(unwrap_with),  # a job inside `with tempfile.TemporaryDirectory() as root:` is one statement to the slice
+    drop_unexecuted,
     slice_to_failure,
     drop_all_dead_definitions,
     greedy(unwrap_raise),

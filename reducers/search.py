@@ -99,7 +99,8 @@ class Problem:
         self.tried = 0  # candidates sent to the oracle (progress)
         # What a run of the current program showed, as plain data (the driver measures it; see `Facts`):
         # "failing_statement" (the top-level statement the failure went through, as unparsed), "values"
-        # ({"args.steps": "3"}: reads that always had that literal value), "heavy" (slow top-level statements).
+        # ({"args.steps": "3"}: reads that always had that literal value), "heavy" (slow top-level statements),
+        # "executed" (the module-level lines that ran).
         self.measure: Facts | None = None
 
     @property

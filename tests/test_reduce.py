@@ -254,3 +254,32 @@ def test_recorded_reads_become_literals_but_not_computed_floats_or_store_targets
     assert "stats['loss'] > 0.001" in problem.current  # the computed loss stays a read
     assert "range(3)" in problem.current and "RuntimeError({'b': 2})" in problem.current
     assert "cfg['a']['b'] = 2" in problem.current  # a store's target is no read
+
+
+def test_statements_that_never_ran_go_in_one_candidate_as_the_profiler_saw_them(tmp_path):
+    """A wrapper that re-raises makes the whole `try` the failing statement; its tail after the failing call, the
+    branch not taken and the `else:` never ran. The lines come from a real profiled run, not from the test."""
+    import ast
+
+    from minrepro.reducers import Problem
+    from minrepro.reducers.passes import drop_unexecuted
+    from minrepro.reduction.driver import statement_facts
+
+    source = ("import json\n\ndef helper(x):\n    return json.dumps(x)\n\nverbose = False\nif verbose:\n"
+              "    print('verbose')\ntry:\n    data = {'a': 1}\n    json.loads(helper(data))['b']\n"
+              "    print('after the failure')\n    data = None\nexcept Exception as exc:\n"
+              "    raise RuntimeError(f'job failed: {type(exc).__name__}') from exc\nelse:\n    print('no failure')\n")
+    script, profile = tmp_path / "job.py", tmp_path / "profile.json"
+    script.write_text(source, encoding="utf-8")
+    run = run_script(script, python=sys.executable, cwd=tmp_path, profile=profile)
+    facts = statement_facts(source, run, json.loads(profile.read_text(encoding="utf-8")))
+    sent = []
+    problem = Problem(source, lambda batch: sent.extend(batch) or [True] * len(batch))
+    problem.measure = lambda _: facts
+    drop_unexecuted(problem)
+    assert len(sent) == 1  # one candidate
+    result = problem.current
+    assert "after the failure" not in result and "data = None" not in result and "print('verbose')" not in result
+    assert "no failure" not in result
+    assert "json.loads(helper(data))['b']" in result and "def helper" in result and "return json.dumps(x)" in result
+    ast.parse(result)

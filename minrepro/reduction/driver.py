@@ -302,7 +302,8 @@ def statement_facts(source: str, run: RunResult, profile: dict) -> dict:
     outer = run.script_lines[0] if run.script_lines else None
     failing = next((ast.unparse(s) for s in body if outer and s.lineno <= outer <= (s.end_lineno or s.lineno)), None)
     heavy = [ast.unparse(s) for s in body if cost(s) >= max(HEAVY_SECONDS, 0.1 * total)]
-    return {"failing_statement": failing, "values": profile.get("values", {}), "heavy": heavy}
+    return {"failing_statement": failing, "values": profile.get("values", {}), "heavy": heavy,
+            "executed": sorted(seconds)}  # the module-level lines that ran
 
 
 def _counted(test_many, progress: Progress):
