@@ -97,8 +97,10 @@ def test_apply_reports_hunks_is_idempotent_and_reverts(tmp_path, monkeypatch):
     assert json.loads((env / envs.MARKER).read_text())["patches"] == ["demo/demo-case.diff"]
     [again] = patching.apply_patches([patch], env)
     assert again.status == "already applied"
+    assert patching.applied_copy(env, "demo/demo-case.diff").is_file()
     assert patching.revert_patches(env) == ["demo/demo-case.diff"]
     assert (site / "demo" / "mod.py").read_text() == ORIGINAL
+    assert not patching.applied_copy(env, "demo/demo-case.diff").exists()  # no record of what is not applied
 
 
 @needs_gnu_patch

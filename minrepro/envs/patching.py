@@ -193,6 +193,7 @@ def revert_patches(env: Path) -> list[str]:
                                 "applied); remove that environment to rebuild it")
         _run_patch(patch, site, dry_run=False, reverse=True)
         _drop_bytecode(site, patch.files)
+        copy.unlink(missing_ok=True)  # what is left under minrepro-applied/ is what is applied
         reverted.append(rel)
     marker["patches"] = []
     write_marker(env, marker)
