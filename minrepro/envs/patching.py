@@ -46,7 +46,7 @@ class Patch:
     @property
     def id(self) -> str:
         """The logical patch: every port of one fix shares it."""
-        return f"{self.library}/{self.name.partition('@')[0]}"
+        return patch_id(self.rel)
 
     @property
     def rel(self) -> str:
@@ -61,6 +61,12 @@ class Patch:
     def applies(self, versions: dict[str, str | None]) -> bool:
         return any(versions.get(req.name.lower()) in req.specifier
                    for req in map(Requirement, self.applies_to))
+
+
+def patch_id(rel: str) -> str:
+    """`peft/name@0.19.1.diff` (as env markers record it) -> `peft/name`, the id every port of the fix shares."""
+    library, _, file = rel.partition("/")
+    return f"{library}/{file.removesuffix('.diff').partition('@')[0]}"
 
 
 @dataclass(frozen=True)

@@ -406,8 +406,9 @@ def known_now(group: dict, catalog: Catalog) -> str | None:
 def unpatched_note(doc: dict, catalog: Catalog) -> str:
     """An exploration of a patched env (known families fixed, so they stop masking what lies behind them) says
     which families were left unpatched."""
-    applied = {rel.split("/")[0] + "/" + rel.split("/")[1].removesuffix(".diff").partition("@")[0]
-               for rel in doc.get("patches") or []}
+    from ..envs.patching import patch_id
+
+    applied = {patch_id(rel) for rel in doc.get("patches") or []}
     if not applied:
         return ""
     left = sorted({c.family for c in catalog.cases if c.patches and not set(c.patches) <= applied})
