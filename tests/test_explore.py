@@ -216,3 +216,13 @@ def test_a_patched_exploration_says_which_families_were_left_unpatched() -> None
     left = note.split("left unpatched: ")[1].rstrip(")").split(", ")
     assert "A" in left and "D" not in left
     assert ex.unpatched_note({"patches": []}, catalog) == ""
+
+
+def test_a_family_fixed_in_the_explored_set_is_not_left_unpatched() -> None:
+    catalog = load_catalog()
+    fixed_on_newest = next(c for c in catalog.cases if c.declared("newest") == "pass" and c.patches)
+    others = {p for c in catalog.cases for p in c.patches} - set(fixed_on_newest.patches)
+    rels = [f"{p}.diff" for p in sorted(others)]
+    on = {s: ex.unpatched_note({"patches": rels, "set": s}, catalog) for s in ("pinned", "newest")}
+    left = {s: note.split("left unpatched: ")[1].rstrip(")").split(", ") for s, note in on.items()}
+    assert fixed_on_newest.family in left["pinned"] and fixed_on_newest.family not in left["newest"]

@@ -330,6 +330,11 @@ def _brief(spec: dict) -> str:
             f"{spec['peft']['call']}{json.dumps(spec['peft']['kwargs'])} {spec['action']}")
 
 
+def _gpus(doc: dict) -> str:
+    # a CPU exploration records gpus=1 (the option's default); it used none
+    return f", {doc['gpus']} GPU(s)" if doc["device"] == "cuda" else ""
+
+
 def _count(items) -> dict[str, int]:
     out: dict[str, int] = {}
     for item in items:
@@ -338,7 +343,7 @@ def _count(items) -> dict[str, int]:
 
 
 def report_markdown(doc: dict) -> str:
-    lines = [f"## explore: {doc['device']}, {doc['scale']}, {doc['gpus']} GPU(s), seed {doc['seed']}",
+    lines = [f"## explore: {doc['device']}, {doc['scale']}{_gpus(doc)}, seed {doc['seed']}",
              "", f"{doc['runs']} runs in {doc['seconds']} s; {doc['passing']} passed; "
              f"{doc['reached_offloaded_quantized']} put quantized weights under PEFT's offload hooks. "
              f"Versions: {', '.join(f'{k} {v}' for k, v in doc['versions'].items())}. Logits tolerance "
@@ -385,7 +390,7 @@ def summary(directory: Path, catalog: Catalog) -> str:
              "|---|---|---|---|---|---|---|"]
     for path in sorted(directory.glob("*/report.json")):
         doc = json.loads(path.read_text(encoding="utf-8"))
-        where = f"{doc['device']}/{doc['scale']}, {doc['gpus']} GPU(s), {doc.get('set', '?')}{unpatched_note(doc, catalog)}"
+        where = f"{doc['device']}/{doc['scale']}{_gpus(doc)}, {doc.get('set', '?')}{unpatched_note(doc, catalog)}"
         total = f"{doc['runs']} ({doc['passing']}; {doc['reached_offloaded_quantized']})"
         for i, g in enumerate(doc["groups"]):
             red = g.get("reduction") or {}
@@ -411,5 +416,7 @@ def unpatched_note(doc: dict, catalog: Catalog) -> str:
     applied = {patch_id(rel) for rel in doc.get("patches") or []}
     if not applied:
         return ""
-    left = sorted({c.family for c in catalog.cases if c.patches and not set(c.patches) <= applied})
+    # a family fixed in the explored set's releases (declared "pass" there) masks nothing: not "left unpatched"
+    left = sorted({c.family for c in catalog.cases if c.patches and not set(c.patches) <= applied
+                   and c.declared(doc.get("set", "")) != "pass"})
     return f", patched (left unpatched: {', '.join(left) or 'none'})"
