@@ -226,3 +226,27 @@ def test_a_family_fixed_in_the_explored_set_is_not_left_unpatched() -> None:
     on = {s: ex.unpatched_note({"patches": rels, "set": s}, catalog) for s in ("pinned", "newest")}
     left = {s: note.split("left unpatched: ")[1].rstrip(")").split(", ") for s, note in on.items()}
     assert fixed_on_newest.family in left["pinned"] and fixed_on_newest.family not in left["newest"]
+
+
+def test_the_space_holds_a_users_own_dispatch_of_a_quantized_model_on_cpu() -> None:
+    """A CPU box quantizes only a whole-cpu load, and PEFT redispatches only maps: the disk-spill branch (A, B) is
+    reached there through the user's own dispatch_model of the wrapped model, which the strategies draw."""
+    from hypothesis import find
+
+    spec = find(scenarios("cpu", "tiny"), lambda s: s.peft.call == "dispatch_model" and "max_memory" in s.peft.kwargs
+                and s.quant is not None and s.quant.load_in_4bit and s.placement.device_map == "cpu")
+    source = render(spec)
+    assert "dispatch_model(model, device_map=infer_auto_device_map(model, max_memory=" in source
+    assert "from accelerate import dispatch_model, infer_auto_device_map" in source
+    mapped = find(scenarios("cpu", "tiny"), lambda s: s.peft.call == "dispatch_model" and "device_map" in s.peft.kwargs)
+    assert all(k == "" or k.startswith("base_model.model.") for k in mapped.peft.kwargs["device_map"])
+
+
+def test_the_reached_count_takes_the_scripts_own_dispatch_when_peft_made_none() -> None:
+    from minrepro.scenarios.table import adapter_dispatch
+
+    base = {"event": "dispatch_model", "caller": "transformers.modeling_utils:from_pretrained", "status": "returned"}
+    own = {"event": "dispatch_model", "caller": "__main__:<module>", "status": "started", "offloaded_quantized_weights": 3}
+    peft = {**own, "caller": "peft.peft_model:load_adapter"}
+    assert adapter_dispatch([base, own]) is own and adapter_dispatch([base, peft]) is peft
+    assert adapter_dispatch([base]) is None

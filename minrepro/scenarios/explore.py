@@ -2,8 +2,8 @@
 catalog, reduce the new ones.
 
 Hypothesis generates the specs (`strategies.scenarios`), `jobs` per example so that they run side by side, and is
-steered by `target()` toward the branches the presets missed: quantized weights under PEFT's offload hooks, maps
-over many devices. Every run is one rendered script, traced; what it ended with is judged by the oracles:
+steered by `target()` toward the branches the presets missed: quantized weights under offload hooks (PEFT's
+redispatch, or the script's own `dispatch_model`), maps over many devices. Every run is one rendered script, traced; what it ended with is judged by the oracles:
 
   library error   an exception whose raising frame is in a library (type, message and owner: its signature)
   crash           a signal, CUDA error, OOM or timeout
@@ -35,7 +35,7 @@ from ..harness.runner import RunResult
 from ..harness.signature import Signature
 from .render import render
 from .spec import PlacementSpec, Scenario, scaled
-from .table import digest, peft_dispatch, placement, prebuild, run_rendered, use_checkpoint_cache
+from .table import adapter_dispatch, digest, placement, prebuild, run_rendered, use_checkpoint_cache
 
 # Oracle violations are assertions the rendering adds; their messages say which oracle spoke.
 ORACLES = {"placement": r"placement changes the logits|^AssertionError: logits on",
@@ -92,7 +92,7 @@ def summarize(spec: Scenario, result: RunResult, catalog: Catalog) -> Run:
     sig = result.signature
     headline = result.raw_headline.split("\n", 1)[0]
     calls = placement(result.trace)
-    peft = peft_dispatch(calls) or {}
+    peft = adapter_dispatch(calls) or {}
     oracle = oracle_of(sig, headline)
     return Run(json.loads(spec.to_json()), digest(render(spec)), oracle, headline if sig else "pass",
                sig.to_dict() if sig else None, known_case(sig, headline, catalog) if oracle else None,
@@ -134,7 +134,7 @@ class Exploration:
         known = sorted({r.known for r in findings if r.known})
         spilled = sum(r.offloaded_quantized > 0 for r in self.runs)
         return (f"{len(self.runs)} runs, {len(findings)} failing: {len(new)} new signature(s), known "
-                f"{', '.join(known) or 'none'}; {spilled} put quantized weights under PEFT's offload hooks; "
+                f"{', '.join(known) or 'none'}; {spilled} put quantized weights under offload hooks; "
                 f"{time.monotonic() - self.started:.0f} s")
 
 
@@ -263,7 +263,7 @@ def explore(opts: ExploreOptions, catalog: Catalog, log: Callable[[str], None],
         state.runs.extend(r for r in runs if r.digest not in seen)
         seen.update(r.digest for r in runs)
         # steer toward the branches presets missed: quantized weights under offload hooks, many devices
-        target(float(max(r.offloaded_quantized for r in runs)), label="quantized weights under PEFT offload hooks")
+        target(float(max(r.offloaded_quantized for r in runs)), label="quantized weights under offload hooks")
         target(float(max(len(r.peft_map) + len(r.base_map) for r in runs)), label="devices in the maps")
         target(float(max(r.peft_map.get("disk", 0) for r in runs)), label="modules PEFT's redispatch put on disk")
         log(state.line())
@@ -345,7 +345,8 @@ def _count(items) -> dict[str, int]:
 def report_markdown(doc: dict) -> str:
     lines = [f"## explore: {doc['device']}, {doc['scale']}{_gpus(doc)}, seed {doc['seed']}",
              "", f"{doc['runs']} runs in {doc['seconds']} s; {doc['passing']} passed; "
-             f"{doc['reached_offloaded_quantized']} put quantized weights under PEFT's offload hooks. "
+             f"{doc['reached_offloaded_quantized']} put quantized weights under offload hooks (PEFT's redispatch or the "
+             "script's own dispatch_model). "
              f"Versions: {', '.join(f'{k} {v}' for k, v in doc['versions'].items())}. Logits tolerance "
              f"{doc['calibration'].get('tolerance', 0):.3f} (unquantized controls: "
              + ", ".join(f"{k} {v['error']}" for k, v in doc['calibration'].get('controls', {}).items()) + ").",

@@ -63,7 +63,8 @@ def _gemma4_build_lines(s: Scenario) -> list[str]:
     peft_names = ["LoraConfig", "get_peft_model"] + (["PeftModel"] if s.peft.call == "from_pretrained" or s.action == "placement" else [])
     lines += ["import fcntl", "import os", "import tempfile", "", "import torch"]
     if s.peft.call == "dispatch_model":
-        lines += ["from accelerate import dispatch_model"]
+        inferred = "max_memory" in s.peft.kwargs and "device_map" not in s.peft.kwargs
+        lines += [f"from accelerate import dispatch_model{', infer_auto_device_map' if inferred else ''}"]
     lines += [f"from peft import {', '.join(sorted(peft_names))}", f"from transformers import {', '.join(sorted(classes))}", ""]
     towers = []
     if "vision" in m.towers:
@@ -198,7 +199,13 @@ def _peft_lines(s: Scenario) -> list[str]:
         return [f'model = PeftModel.from_pretrained(base, root + "/adapter"{", " + kwargs if kwargs else ""})']
     if s.peft.call == "get_peft_model":
         return ["model = get_peft_model(base, lora)"]
-    # what PeftModel.from_pretrained does on a model whose hf_device_map names cpu/disk, without PEFT's wrapper
+    # what PeftModel.from_pretrained does on a model whose hf_device_map names cpu/disk, without PEFT's wrapper; also
+    # what a user does who offloads a quantized model themselves: a map, or one inferred from a budget (as PEFT does)
+    if "max_memory" in s.peft.kwargs and "device_map" not in s.peft.kwargs:
+        budget = _kwarg(s.peft.kwargs["max_memory"], device, scale)
+        return ["model = get_peft_model(base, lora)",
+                f"dispatch_model(model, device_map=infer_auto_device_map(model, max_memory={budget}), "
+                "offload_dir=tempfile.mkdtemp())"]
     return ["model = get_peft_model(base, lora)",
             f"dispatch_model(model, device_map={s.peft.kwargs.get('device_map', s.placement.device_map)!r}, "
             "offload_dir=tempfile.mkdtemp())"]

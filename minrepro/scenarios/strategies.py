@@ -3,7 +3,8 @@
 The space is the one users wander through: towers, BitsAndBytesConfig fields (4-bit nf4/fp4, double quant,
 INT8, compute dtype, fp32 CPU offload), placement (whole-device, `device_map="auto"` under a `max_memory` budget,
 and dict maps that split at model, layer and sub-module level across the GPUs, cpu and disk), adapter rank and
-targets, the PEFT call and its redispatch kwargs (`max_memory`, `device_map`, `offload_dir`), and the action.
+targets, the PEFT call and its redispatch kwargs (`max_memory`, `device_map`, `offload_dir`) or the user's own
+`dispatch_model` of the wrapped model (a map, or one inferred from a budget), and the action.
 Budgets are drawn from per-scale ladders (a tiny model is a few MB; E2B is GBs) so that they split the model
 rather than send it whole to one device: the blind spot that hid the seeds' primary failure.
 """
@@ -80,21 +81,31 @@ def placements(draw: st.DrawFn, device: str, scale: str, towers: tuple[str, ...]
     return PlacementSpec(device_map, offload_folder="disk" in moves.values() or draw(st.booleans()))
 
 
+def peft_module_maps(device: str, towers: tuple[str, ...], layers: int, gpus: int) -> st.SearchStrategy[dict[str, Any]]:
+    """A device_map over a PeftModel's module names (`base_model.model.` + the base's), whole home plus moves."""
+    home = 0 if device == "cuda" else "cpu"
+    moves = st.dictionaries(st.sampled_from(module_paths(towers, layers)), st.sampled_from(devices(device, gpus)),
+                            min_size=1, max_size=3)
+    return moves.map(lambda m: {"": home, **{f"base_model.model.{k}": v for k, v in m.items()}})
+
+
 @st.composite
 def peft_calls(draw: st.DrawFn, device: str, scale: str, towers: tuple[str, ...], layers: int,
                gpus: int) -> PeftCallSpec:
-    if draw(st.integers(0, 4)) == 0:
+    kind = draw(st.integers(0, 5))
+    if kind == 0:
         return PeftCallSpec("get_peft_model")
+    if kind == 1:  # the user offloads the LoRA-wrapped model themselves: accelerate's dispatch_model, map or budget
+        if draw(st.booleans()):
+            return PeftCallSpec("dispatch_model", {"max_memory": draw(budgets(device, scale, gpus))})
+        return PeftCallSpec("dispatch_model", {"device_map": draw(peft_module_maps(device, towers, layers, gpus))})
     kwargs: dict[str, Any] = {}
     if draw(st.booleans()):
         kwargs["offload_dir"] = "OFFLOAD"
     if draw(st.sampled_from([True, True, False])):  # PEFT's redispatch budget: what it infers the map from
         kwargs["max_memory"] = draw(budgets(device, scale, gpus))
     elif draw(st.integers(0, 3)) == 0:  # PEFT's own device_map, over the PeftModel's module names
-        moves = draw(st.dictionaries(st.sampled_from(module_paths(towers, layers)), st.sampled_from(devices(device, gpus)),
-                                     min_size=1, max_size=3))
-        home = 0 if device == "cuda" else "cpu"
-        kwargs["device_map"] = {"": home, **{f"base_model.model.{k}": v for k, v in moves.items()}}
+        kwargs["device_map"] = draw(peft_module_maps(device, towers, layers, gpus))
         kwargs["offload_dir"] = "OFFLOAD"
     return PeftCallSpec("from_pretrained", kwargs)
 
@@ -116,8 +127,13 @@ def scenarios(draw: st.DrawFn, device: str, scale: str, gpus: int = 1) -> Scenar
     peft = draw(peft_calls(device, scale, towers, layers, gpus))
     if action == "placement" and peft.call != "from_pretrained":
         action = "forward"  # the one-device reference loads the saved adapter: a fresh random LoRA is another model
-    spec = Scenario("explore", model=ModelSpec(towers=towers), quant=quant,
-                    placement=draw(placements(device, scale, towers, layers, gpus)),
+    placement = draw(placements(device, scale, towers, layers, gpus))
+    if peft.call == "dispatch_model" and draw(st.sampled_from([True, True, True, False])):
+        # who dispatches the wrapped model themselves mostly loaded it whole; on a CPU box that is also the only
+        # load that quantizes (transformers leaves cpu- and disk-mapped modules of a map unquantized)
+        home = draw(st.sampled_from([*range(gpus), "cpu"] if device == "cuda" else ["cpu"]))
+        placement = PlacementSpec({"": home} if home != "cpu" else "cpu")
+    spec = Scenario("explore", model=ModelSpec(towers=towers), quant=quant, placement=placement,
                     adapter=AdapterSpec() if release else AdapterSpec(r=draw(st.sampled_from([1, 8, 16])), alpha=16,
                                                                       targets=draw(st.sampled_from(TARGET_CHOICES))),
                     peft=peft, action=action, checks=checks)

@@ -82,6 +82,13 @@ def peft_dispatch(calls: list[dict[str, Any]]) -> dict[str, Any] | None:
     return next((c for c in reversed(calls) if c.get("caller", "").startswith("peft.")), None)
 
 
+def adapter_dispatch(calls: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The dispatch of the LoRA-wrapped model: PEFT's redispatch, or else the script's own `dispatch_model` call (the
+    base load's dispatch is transformers')."""
+    own = (c for c in reversed(calls) if not c.get("caller", "").startswith(("transformers.", "accelerate.")))
+    return peft_dispatch(calls) or next(own, None)
+
+
 def reached_offloaded_quantized(calls: list[dict[str, Any]]) -> bool:
     """Whether PEFT's redispatch put quantized weights under offload hooks: where families A and B live."""
     call = peft_dispatch(calls)
