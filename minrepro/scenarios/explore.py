@@ -260,8 +260,10 @@ def explore(opts: ExploreOptions, catalog: Catalog, log: Callable[[str], None],
             raise OutOfTime  # the only way to end a hypothesis run early; caught below, never a finding
         with ThreadPoolExecutor(opts.jobs) as pool:
             runs = list(pool.map(judge, batch, range(opts.jobs)))
-        state.runs.extend(r for r in runs if r.digest not in seen)
-        seen.update(r.digest for r in runs)
+        for run in runs:  # a batch may draw one spec twice: one run (the cache keeps one too)
+            if run.digest not in seen:
+                state.runs.append(run)
+                seen.add(run.digest)
         # steer toward the branches presets missed: quantized weights under offload hooks, many devices
         target(float(max(r.offloaded_quantized for r in runs)), label="quantized weights under offload hooks")
         target(float(max(len(r.peft_map) + len(r.base_map) for r in runs)), label="devices in the maps")
