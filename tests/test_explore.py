@@ -166,12 +166,14 @@ def test_explore_classifies_keeps_budget_and_resumes(tmp_path: Path, monkeypatch
     assert "params4bit-hf-initialized" in groups  # the budget failure, by the catalog's regex and owner
     assert all(r.offloaded_quantized == 4 for r in groups["params4bit-hf-initialized"])
     first = len(calls)
+    searched = json.loads((tmp_path / "elapsed.json").read_text())["seconds"]
     again = ex.explore(replace(opts, seconds=3.0), load_catalog(), lambda _: None)
     # the second run replays hypothesis' draws from the run cache: earlier runs are reported, not run again
     assert {r.digest for r in state.runs} <= {r.digest for r in again.runs}
     assert len(set(calls[first:]) & set(calls[:first])) == 0
     doc = ex.report_doc(again, opts, {"torch": "x"}, {})
     assert doc["runs"] == len(again.runs) and "| library error |" in ex.report_markdown(doc)
+    assert again.earlier == searched > 0 and again.elapsed() >= searched  # a resume counts the first run's time
 
 
 def test_gpu_env_rotates_visible_devices() -> None:

@@ -120,6 +120,10 @@ class Exploration:
     runs: list[Run] = field(default_factory=list)
     calibration: dict[str, Any] = field(default_factory=dict)
     started: float = field(default_factory=time.monotonic)
+    earlier: float = 0.0  # seconds spent by earlier runs of this workdir (a resumed report counts them)
+
+    def elapsed(self) -> float:
+        return self.earlier + time.monotonic() - self.started
 
     def groups(self) -> dict[str, list[Run]]:
         out: dict[str, list[Run]] = {}
@@ -135,7 +139,7 @@ class Exploration:
         spilled = sum(r.offloaded_quantized > 0 for r in self.runs)
         return (f"{len(self.runs)} runs, {len(findings)} failing: {len(new)} new signature(s), known "
                 f"{', '.join(known) or 'none'}; {spilled} put quantized weights under offload hooks; "
-                f"{time.monotonic() - self.started:.0f} s")
+                f"{self.elapsed():.0f} s")
 
 
 class RunCache:
@@ -210,7 +214,9 @@ def explore(opts: ExploreOptions, catalog: Catalog, log: Callable[[str], None],
     opts.workdir.mkdir(parents=True, exist_ok=True)
     (opts.workdir / "runs").mkdir(exist_ok=True)
     cache = RunCache(opts.workdir / "runs.jsonl")
-    state = Exploration()
+    state, elapsed_file = Exploration(), opts.workdir / "elapsed.json"
+    if elapsed_file.is_file():
+        state.earlier = json.loads(elapsed_file.read_text(encoding="utf-8"))["seconds"]
     # tiny checkpoints are built by each run in its own scratch (the files oracle needs a checkpoint of its own);
     # at release scale they are shared (an E2B build takes a minute)
     if opts.scale == "tiny":
@@ -268,6 +274,7 @@ def explore(opts: ExploreOptions, catalog: Catalog, log: Callable[[str], None],
         target(float(max(r.offloaded_quantized for r in runs)), label="quantized weights under offload hooks")
         target(float(max(len(r.peft_map) + len(r.base_map) for r in runs)), label="devices in the maps")
         target(float(max(r.peft_map.get("disk", 0) for r in runs)), label="modules PEFT's redispatch put on disk")
+        elapsed_file.write_text(json.dumps({"seconds": round(state.elapsed(), 1)}) + "\n", encoding="utf-8")
         log(state.line())
         on_batch(state)
 
@@ -313,7 +320,7 @@ def report_doc(state: Exploration, opts: ExploreOptions, versions: dict, reducti
                        "reduction": reductions.get(key)})
     groups.sort(key=lambda g: (g["known"] is not None, -g["count"]))
     return {"device": opts.device, "scale": opts.scale, "gpus": opts.gpus, "seed": opts.seed, "jobs": opts.jobs,
-            "seconds": round(time.monotonic() - state.started), "versions": versions, "calibration": state.calibration,
+            "seconds": round(state.elapsed()), "versions": versions, "calibration": state.calibration,
             "runs": len(state.runs), "passing": sum(r.headline == "pass" for r in state.runs),
             "reached_offloaded_quantized": sum(r.offloaded_quantized > 0 for r in state.runs),
             # a run no oracle claims either passed or ended otherwise (the script's own error): never counted as passed
