@@ -3,7 +3,8 @@ catalog, reduce the new ones.
 
 Hypothesis generates the specs (`strategies.scenarios`), `jobs` per example so that they run side by side, and is
 steered by `target()` toward the branches the presets missed: quantized weights under offload hooks (PEFT's
-redispatch, or the script's own `dispatch_model`), maps over many devices. Every run is one rendered script, traced; what it ended with is judged by the oracles:
+redispatch, or the script's own `dispatch_model`), maps over many devices. Every run is one rendered script,
+traced; what it ended with is judged by the oracles:
 
   library error   an exception whose raising frame is in a library (type, message and owner: its signature)
   crash           a signal, CUDA error, OOM or timeout
@@ -92,11 +93,11 @@ def summarize(spec: Scenario, result: RunResult, catalog: Catalog) -> Run:
     sig = result.signature
     headline = result.raw_headline.split("\n", 1)[0]
     calls = placement(result.trace)
-    peft = adapter_dispatch(calls) or {}
+    adapter = adapter_dispatch(calls) or {}  # the Run's `peft_map` keeps its name: recorded reports use it
     oracle = oracle_of(sig, headline)
     return Run(json.loads(spec.to_json()), digest(render(spec)), oracle, headline if sig else "pass",
                sig.to_dict() if sig else None, known_case(sig, headline, catalog) if oracle else None,
-               round(result.seconds, 1), dict(peft.get("devices", {})), int(peft.get("offloaded_quantized_weights", 0) or 0),
+               round(result.seconds, 1), dict(adapter.get("devices", {})), int(adapter.get("offloaded_quantized_weights", 0) or 0),
                dict(calls[0].get("devices", {})) if calls else {})
 
 

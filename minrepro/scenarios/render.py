@@ -63,8 +63,7 @@ def _gemma4_build_lines(s: Scenario) -> list[str]:
     peft_names = ["LoraConfig", "get_peft_model"] + (["PeftModel"] if s.peft.call == "from_pretrained" or s.action == "placement" else [])
     lines += ["import fcntl", "import os", "import tempfile", "", "import torch"]
     if s.peft.call == "dispatch_model":
-        inferred = "max_memory" in s.peft.kwargs and "device_map" not in s.peft.kwargs
-        lines += [f"from accelerate import dispatch_model{', infer_auto_device_map' if inferred else ''}"]
+        lines += [f"from accelerate import dispatch_model{', infer_auto_device_map' if _dispatch_budget(s) else ''}"]
     lines += [f"from peft import {', '.join(sorted(peft_names))}", f"from transformers import {', '.join(sorted(classes))}", ""]
     towers = []
     if "vision" in m.towers:
@@ -201,14 +200,15 @@ def _peft_lines(s: Scenario) -> list[str]:
         return ["model = get_peft_model(base, lora)"]
     # what PeftModel.from_pretrained does on a model whose hf_device_map names cpu/disk, without PEFT's wrapper; also
     # what a user does who offloads a quantized model themselves: a map, or one inferred from a budget (as PEFT does)
-    if "max_memory" in s.peft.kwargs and "device_map" not in s.peft.kwargs:
-        budget = _kwarg(s.peft.kwargs["max_memory"], device, scale)
-        return ["model = get_peft_model(base, lora)",
-                f"dispatch_model(model, device_map=infer_auto_device_map(model, max_memory={budget}), "
-                "offload_dir=tempfile.mkdtemp())"]
-    return ["model = get_peft_model(base, lora)",
-            f"dispatch_model(model, device_map={s.peft.kwargs.get('device_map', s.placement.device_map)!r}, "
-            "offload_dir=tempfile.mkdtemp())"]
+    budget = _dispatch_budget(s)
+    device_map = (f"infer_auto_device_map(model, max_memory={_kwarg(budget, device, scale)})" if budget
+                  else repr(s.peft.kwargs.get("device_map", s.placement.device_map)))
+    return ["model = get_peft_model(base, lora)", f"dispatch_model(model, device_map={device_map}, offload_dir=tempfile.mkdtemp())"]
+
+
+def _dispatch_budget(s: Scenario) -> Any:
+    """The budget a raw dispatch_model infers its map from (None: it is given a map)."""
+    return s.peft.kwargs.get("max_memory") if "device_map" not in s.peft.kwargs else None
 
 
 def _kwarg(value: Any, device: str, scale: str | None) -> str:

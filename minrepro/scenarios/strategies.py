@@ -62,13 +62,24 @@ def budgets(device: str, scale: str, gpus: int) -> st.SearchStrategy[dict[Any, s
     return st.fixed_dictionaries({k: ladder for k in keys})
 
 
+def homes(device: str, gpus: int) -> st.SearchStrategy[Any]:
+    """The device a whole model, or a map's root entry, goes to."""
+    return st.sampled_from([*range(gpus), "cpu"] if device == "cuda" else ["cpu"])
+
+
+def whole(home: Any) -> PlacementSpec:
+    """The whole model on one device, as users write it: `{"": gpu}`, or the string "cpu" (on a CPU box the one
+    load that quantizes: transformers leaves cpu- and disk-mapped modules of a dict map unquantized)."""
+    return PlacementSpec({"": home} if home != "cpu" else "cpu")
+
+
 @st.composite
 def placements(draw: st.DrawFn, device: str, scale: str, towers: tuple[str, ...], layers: int,
                gpus: int) -> PlacementSpec:
-    home = draw(st.sampled_from([*range(gpus), "cpu"] if device == "cuda" else ["cpu"]))
+    home = draw(homes(device, gpus))
     shape = draw(st.sampled_from(["whole", "auto", "split", "split", "split"]))
     if shape == "whole":
-        return PlacementSpec({"": home} if home != "cpu" else "cpu")
+        return whole(home)
     if shape == "auto":
         return PlacementSpec(draw(st.sampled_from(AUTO_MAPS)), max_memory=draw(budgets(device, scale, gpus)),
                              offload_folder=True)
@@ -129,10 +140,7 @@ def scenarios(draw: st.DrawFn, device: str, scale: str, gpus: int = 1) -> Scenar
         action = "forward"  # the one-device reference loads the saved adapter: a fresh random LoRA is another model
     placement = draw(placements(device, scale, towers, layers, gpus))
     if peft.call == "dispatch_model" and draw(st.sampled_from([True, True, True, False])):
-        # who dispatches the wrapped model themselves mostly loaded it whole; on a CPU box that is also the only
-        # load that quantizes (transformers leaves cpu- and disk-mapped modules of a map unquantized)
-        home = draw(st.sampled_from([*range(gpus), "cpu"] if device == "cuda" else ["cpu"]))
-        placement = PlacementSpec({"": home} if home != "cpu" else "cpu")
+        placement = whole(draw(homes(device, gpus)))  # who dispatches the wrapped model themselves mostly loaded it whole
     spec = Scenario("explore", model=ModelSpec(towers=towers), quant=quant, placement=placement,
                     adapter=AdapterSpec() if release else AdapterSpec(r=draw(st.sampled_from([1, 8, 16])), alpha=16,
                                                                       targets=draw(st.sampled_from(TARGET_CHOICES))),
