@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 
 import pytest
@@ -252,3 +253,36 @@ def test_a_prefix_that_initializes_cuda_is_never_forked_from_and_its_candidates_
                                                       f"torch.cuda.use()\nraise ValueError({i})\n" for i in range(3)])
     assert [r.raw_headline for r in results] == ["ValueError: 0", "ValueError: 1", "ValueError: 2"]
     assert executor.snapshots_refused == "cuda" and executor.snapshot_runs == 0
+
+
+@pytest.mark.parametrize("make", [ForkServerExecutor, WarmPoolExecutor], ids=["forkserver", "warm-pool"])
+def test_what_a_run_imported_lazily_is_preloaded(tmp_path, make):
+    # transformers imports bitsandbytes at the first quantized load: preloaded only with the script's own imports,
+    # every forked child paid for it again (2 of a tiny script's 2.2 s)
+    script = tmp_path / "lazy.py"
+    script.write_text("import sys\nalready = 'packaging.specifiers' in sys.modules\n"
+                      "def later():\n    import packaging.specifiers\nlater()\nraise RuntimeError(f'{already}')\n")
+    cold = ColdExecutor().run_many([script], 30)[0]
+    assert "packaging.specifiers" in cold.modules and cold.raw_headline == "RuntimeError: False"
+    executor = make(None, ["sys"], 1, cold.modules)
+    try:
+        warm = executor.run_many([script], 30)[0]
+    finally:
+        executor.close()
+    assert warm.raw_headline == "RuntimeError: True"
+
+
+def test_warm_profile_equals_cold_profile(tmp_path):
+    script = tmp_path / "prof.py"
+    script.write_text("import time\nx = 1\nif x:\n    time.sleep(0.2)\nraise KeyError(x)\n")
+    profiles = []
+    for make in (lambda: ColdExecutor(), lambda: ForkServerExecutor(None, [], 1)):
+        executor, out = make(), tmp_path / f"p{len(profiles)}.json"
+        try:
+            run = executor.profile(script, out, 30, tmp_path)
+        finally:
+            executor.close()
+        assert run.raw_headline == "KeyError: 1"
+        profiles.append(json.loads(out.read_text()))
+    assert [sorted(p["line_seconds"]) for p in profiles] == [["1", "2", "3", "4", "5"]] * 2
+    assert all(p["line_seconds"]["4"] >= 0.2 for p in profiles)

@@ -6,7 +6,7 @@ Executed by path under the target interpreter (standard library only, like `_boo
           server reports {"id", "pid"} when it forks and {"pid", "code"} when the child ends.
   single  a pre-warmed worker: reads one job, runs it in this process, exits with its code.
 
-A job is {"id", "script", "args", "cwd", "path0", "report", "stdout", "stderr"}. CUDA must not be initialized
+A job is {"id", "script", "args", "cwd", "path0", "report", "stdout", "stderr"}, and "profile" for a profiled run. CUDA must not be initialized
 before a fork (a forked child cannot re-initialize it): torch.cuda.is_available() is answered through
 NVML, and the ready line says whether CUDA got initialized anyway so the client can fall back.
 """
@@ -74,6 +74,8 @@ def _run_job(job):
     code = 70
     try:
         _redirect(job)
+        if job.get("profile"):  # the reducer's facts run: module-level timing and values (see _bootstrap)
+            os.environ["MINREPRO_PROFILE"] = job["profile"]
         code = _bootstrap.execute(job["script"], job["args"], job["report"], job.get("path0"))
         sys.stdout.flush()
         sys.stderr.flush()
@@ -296,7 +298,11 @@ def single():
 
 
 def main():
-    mode, modules = sys.argv[1], [m for m in sys.argv[2].split(",") if m]
+    mode, modules = sys.argv[1], sys.argv[2]
+    if modules.startswith("@"):  # a run's recorded modules: too many for one argument
+        with open(modules[1:], encoding="utf-8") as fh:
+            modules = fh.read()
+    modules = [m for m in modules.replace("\n", ",").split(",") if m]
     _emit(_preload(modules))
     serve(on_eof=_close_snapshots) if mode == "fork" else single()
 

@@ -40,6 +40,9 @@ class Executor(Protocol):
         """Run each script in its own process and in an empty scratch directory (what one candidate
         writes cannot feed the next), importing first from ``home`` (the original script's directory)."""
 
+    def profile(self, script: Path, out: Path, timeout: float, home: Path | None = None) -> RunResult:
+        """One run that also writes the module-level profile (`_bootstrap.run_profiled`) to ``out``."""
+
     def close(self) -> None: ...
 
 
@@ -58,6 +61,11 @@ class ColdExecutor:
         with ThreadPoolExecutor(self.jobs) as pool:
             return list(pool.map(one, scripts))
 
+    def profile(self, script: Path, out: Path, timeout: float, home: Path | None = None) -> RunResult:
+        with tempfile.TemporaryDirectory(prefix="minrepro-cwd-") as scratch:
+            return run_script(script, python=self.python, timeout=timeout, cwd=scratch,
+                              path0=home or Path(script).parent, profile=out)
+
     def close(self) -> None:
         pass
 
@@ -73,6 +81,7 @@ class _Job:
     usr1_at: float | None = None  # when the stack dump was requested (timeout)
 
     prefix: tuple[int, str] | None = None  # (cut, key): run from a snapshot of the first `cut` statements
+    profile: Path | None = None  # where a profiled run writes its profile
 
     def spec(self) -> dict:
         scratch = self.workdir / "cwd"
@@ -83,6 +92,8 @@ class _Job:
                 "stdout": str(self.workdir / "stdout"), "stderr": str(self.workdir / "stderr")}
         if self.prefix is not None:
             spec["cut"], spec["prefix_key"] = self.prefix
+        if self.profile is not None:
+            spec["profile"] = str(self.profile)
         return spec
 
     def result(self, code: int, timeout: float) -> RunResult:
@@ -96,7 +107,8 @@ class _Job:
         shared = self.workdir / "prefix_cwd_writes"  # what the snapshot's prefix wrote into its working directory
         written = set(cwd_entries(self.workdir / "cwd")) | set(shared.read_text().split("\n") if shared.is_file() else ())
         result = RunResult(code, out, err, time.monotonic() - self.started + extra, sig, headline, (),
-                           script_lines(report), tuple(report.get("loaded", ())), tuple(sorted(written - {""})))
+                           script_lines(report), tuple(report.get("loaded", ())), tuple(sorted(written - {""})),
+                           tuple(report.get("modules", ())))
         # each candidate may save a checkpoint: kept until close(), 450 of them filled 12 GB and ended a
         # reduction with "No space left on device" (a failure no candidate of the script had)
         shutil.rmtree(self.workdir, ignore_errors=True)
@@ -170,7 +182,12 @@ def _await_ready(lines: _Lines, what: str) -> dict:
 
 
 def _start_worker(python: str, mode: str, preload: Sequence[str], log) -> subprocess.Popen:
-    return subprocess.Popen([python, str(FORKSERVER), mode, ",".join(preload)], stdin=subprocess.PIPE,
+    names = "\n".join(preload)
+    if len(names) > 8192:  # a run's recorded modules (thousands) exceed what one argument may hold
+        listing = Path(log.name).with_name(f"preload-{len(names)}-{time.monotonic_ns()}.txt")
+        listing.write_text(names, encoding="utf-8")
+        names = f"@{listing}"
+    return subprocess.Popen([python, str(FORKSERVER), mode, names], stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, stderr=log, start_new_session=True)
 
 
@@ -183,7 +200,8 @@ class ForkServerExecutor:
 
     name = "forkserver"
 
-    def __init__(self, python: str | None = None, preload: Sequence[str] = (), jobs: int = 1):
+    def __init__(self, python: str | None = None, preload: Sequence[str] = (), jobs: int = 1,
+                 recorded: Sequence[str] = ()):
         self.jobs = max(1, jobs)
         self.heavy: set[str] = set()
         self.asked: dict[str, int] = {}
@@ -192,15 +210,18 @@ class ForkServerExecutor:
         self._tmp = _scratch("fork")
         self._log = open(Path(self._tmp.name) / "server.log", "wb")
         self.skipped: list[str] = []  # preloads left to each child because importing them initializes CUDA
-        preload = list(preload)
+        preload, recorded = list(preload), [m for m in recorded if m not in preload]
         while True:
-            self.proc = _start_worker(resolve_python(python), "fork", preload, self._log)
+            self.proc = _start_worker(resolve_python(python), "fork", preload + recorded, self._log)
             self._lines = _Lines(self.proc.stdout.fileno())
             ready = _await_ready(self._lines, "the fork server")
             if not ready["cuda_initialized"]:
                 break
             self._stop_server()
             culprit = ready.get("initialized_by")
+            if culprit in recorded:  # what a run imported from there on is left to the children (one restart)
+                recorded = recorded[: recorded.index(culprit)]
+                continue
             if culprit not in preload:  # initialized by something other than a preload: no fork server here
                 self._cleanup()
                 raise MinreproError("CUDA was initialized while preloading; a fork server cannot be used")
@@ -226,6 +247,13 @@ class ForkServerExecutor:
         return (cuts[-1], key) if self.asked[key] >= 2 else None
 
     def run_many(self, scripts: Sequence[Path], timeout: float, home: Path | None = None) -> list[RunResult]:
+        return self._run(scripts, timeout, home)
+
+    def profile(self, script: Path, out: Path, timeout: float, home: Path | None = None) -> RunResult:
+        return self._run([script], timeout, home, out)[0]
+
+    def _run(self, scripts: Sequence[Path], timeout: float, home: Path | None,
+             profile: Path | None = None) -> list[RunResult]:
         results: list[RunResult | None] = [None] * len(scripts)
         queue = list(enumerate(scripts))
         by_id: dict[int, _Job] = {}
@@ -233,8 +261,8 @@ class ForkServerExecutor:
         while queue or by_id or by_pid:
             while queue and len(by_id) + len(by_pid) < self.jobs:
                 index, script = queue.pop(0)
-                job = _Job(index, Path(script), Path(tempfile.mkdtemp(dir=self._tmp.name)), home)
-                job.prefix = self._prefix(Path(script), home)
+                job = _Job(index, Path(script), Path(tempfile.mkdtemp(dir=self._tmp.name)), home, profile=profile)
+                job.prefix = None if profile else self._prefix(Path(script), home)
                 self.snapshot_runs += job.prefix is not None
                 by_id[index] = job
                 self.proc.stdin.write((json.dumps(job.spec()) + "\n").encode())
@@ -281,8 +309,10 @@ class WarmPoolExecutor:
 
     name = "warm-pool"
 
-    def __init__(self, python: str | None = None, preload: Sequence[str] = (), jobs: int = 1):
-        self.python, self.preload, self.jobs = resolve_python(python), list(preload), max(1, jobs)
+    def __init__(self, python: str | None = None, preload: Sequence[str] = (), jobs: int = 1,
+                 recorded: Sequence[str] = ()):
+        self.python, self.jobs = resolve_python(python), max(1, jobs)
+        self.preload = list(dict.fromkeys([*preload, *recorded]))  # each worker may initialize CUDA: it never forks
         self._tmp = _scratch("pool")
         self._log = open(Path(self._tmp.name) / "workers.log", "wb")
         self._idle = [self._spawn() for _ in range(self.jobs)]
@@ -298,12 +328,19 @@ class WarmPoolExecutor:
         return proc
 
     def run_many(self, scripts: Sequence[Path], timeout: float, home: Path | None = None) -> list[RunResult]:
+        return self._run(scripts, timeout, home)
+
+    def profile(self, script: Path, out: Path, timeout: float, home: Path | None = None) -> RunResult:
+        return self._run([script], timeout, home, out)[0]
+
+    def _run(self, scripts: Sequence[Path], timeout: float, home: Path | None,
+             profile: Path | None = None) -> list[RunResult]:
         results: list[RunResult | None] = [None] * len(scripts)
         queue, running = list(enumerate(scripts)), []
         while queue or running:
             while queue and len(running) < self.jobs:
                 index, script = queue.pop(0)
-                job = _Job(index, Path(script), Path(tempfile.mkdtemp(dir=self._tmp.name)), home)
+                job = _Job(index, Path(script), Path(tempfile.mkdtemp(dir=self._tmp.name)), home, profile=profile)
                 proc = self._take()
                 job.started, job.pid = time.monotonic(), proc.pid
                 proc.stdin.write((json.dumps(job.spec()) + "\n").encode())
@@ -330,9 +367,12 @@ class WarmPoolExecutor:
 EXECUTORS = {"cold": ColdExecutor, "forkserver": ForkServerExecutor, "warm-pool": WarmPoolExecutor}
 
 
-def make_executor(kind: str, python: str | None, preload: Sequence[str], jobs: int) -> Executor:
+def make_executor(kind: str, python: str | None, preload: Sequence[str], jobs: int,
+                  recorded: Sequence[str] = ()) -> Executor:
+    """``preload``: the script's own imports; ``recorded``: every module a run of it imported (what the libraries
+    import lazily), preloaded after them by the warm executors."""
     if kind == "cold":
         return ColdExecutor(python, jobs)
     if kind not in EXECUTORS:
         raise MinreproError(f"unknown executor {kind!r} (known: {', '.join(EXECUTORS)})")
-    return EXECUTORS[kind](python, preload, jobs)
+    return EXECUTORS[kind](python, preload, jobs, recorded)

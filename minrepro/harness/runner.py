@@ -50,6 +50,7 @@ class RunResult:
     script_lines: tuple[int, ...] = ()  # lines of the script's own frames on the failing stack, outermost first
     loaded: tuple[str, ...] = ()  # top-level names of installed packages imported by the end of the run
     cwd_writes: tuple[str, ...] = ()  # what the run left in its working directory (temp files go elsewhere)
+    modules: tuple[str, ...] = ()  # every module of an installed package it imported, in order (fork server preload)
 
     @property
     def failed(self) -> bool:
@@ -139,7 +140,7 @@ def run_script(
         written = cwd_entries(cwd) if cwd is not None else ()
     signature, headline = classify_run(proc.returncode, stderr, report, timed_out, timeout)
     return RunResult(proc.returncode, stdout, stderr, seconds, signature, headline, records, script_lines(report),
-                     tuple(report.get("loaded", ())), written)
+                     tuple(report.get("loaded", ())), written, tuple(report.get("modules", ())))
 
 
 def cwd_entries(cwd: str | os.PathLike[str]) -> tuple[str, ...]:

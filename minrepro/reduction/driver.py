@@ -16,7 +16,6 @@ import json
 import re
 import shlex
 import sys
-import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -27,7 +26,7 @@ from ..errors import MinreproError
 from ..harness.executors import ColdExecutor, Executor, make_executor
 from ..harness.oracle import Cache, CommandOracle, SignatureOracle, same_failure
 from ..harness.probe import probe
-from ..harness.runner import DEFAULT_TIMEOUT, RunResult, resolve_python, run_script
+from ..harness.runner import DEFAULT_TIMEOUT, RunResult, resolve_python
 from ..harness.signature import Signature
 from ..reducers import FINAL_PASSES, PASSES, reduce_source
 from ..reducers.search import seeding_calls
@@ -172,7 +171,7 @@ def reduce_script(opts: ReduceOptions, log: Callable[[str], None] = lambda _: No
         key = json.dumps(["signature", opts.signature, python, opts.timeout, guard.key(), good_runs])
         workdir = _workdir(opts, script, source, key)
         executor, baseline = _warm_executor(opts, python, source, original, script, first_run, notes, log)
-        guard_executors = [_guard_executor(opts, py, source, notes) for py in guard.pythons]
+        guard_executors = [_guard_executor(opts, py, source, first_run.modules, notes) for py in guard.pythons]
         budget = max(SLOWDOWN * baseline, baseline + GRACE_SECONDS)
         # a candidate past the budget is uninteresting anyway: stop it there, not at --timeout
         oracle = SignatureOracle(Cache(workdir / "cache.jsonl", key), workdir, min(opts.timeout, budget + 1),
@@ -277,8 +276,8 @@ def _facts(python: str, timeout: float, workdir: Path, home: Path, executor: Exe
             path, profile = workdir / "facts.py", workdir / "facts.profile.json"
             path.write_text(current, encoding="utf-8")
             profile.unlink(missing_ok=True)
-            with tempfile.TemporaryDirectory(prefix="minrepro-facts-") as scratch:
-                run = run_script(path, python=python, timeout=timeout, cwd=scratch, path0=home, profile=profile)
+            # in the warm executor when there is one: a cold run pays the imports again (8 of nightly's 10 s)
+            run = (executor or ColdExecutor(python)).profile(path, profile, timeout, home)
             data = json.loads(profile.read_text(encoding="utf-8")) if profile.is_file() else {}
             known[digest] = statement_facts(current, run, data)
             with store.open("a", encoding="utf-8") as fh:
@@ -339,7 +338,7 @@ def _warm_executor(opts: ReduceOptions, python: str, source: str, original: Sign
     if opts.executor == "cold":
         return ColdExecutor(python, opts.jobs), cold.seconds
     try:
-        executor = make_executor(opts.executor, python, module_imports(source), opts.jobs)
+        executor = make_executor(opts.executor, python, module_imports(source), opts.jobs, cold.modules)
     except MinreproError as exc:
         notes.append(f"{opts.executor} unavailable ({exc}); cold runs used")
         return ColdExecutor(python, opts.jobs), cold.seconds
@@ -357,11 +356,12 @@ def _warm_executor(opts: ReduceOptions, python: str, source: str, original: Sign
     return executor, max(run.seconds for run in warm)
 
 
-def _guard_executor(opts: ReduceOptions, python: str, source: str, notes: list[str]) -> Executor:
+def _guard_executor(opts: ReduceOptions, python: str, source: str, recorded: tuple[str, ...],
+                    notes: list[str]) -> Executor:
     if opts.executor == "cold":
         return ColdExecutor(python, opts.jobs)
-    try:
-        return make_executor(opts.executor, python, module_imports(source), opts.jobs)
+    try:  # the bad env's recorded modules: a module the good env lacks is skipped by the server
+        return make_executor(opts.executor, python, module_imports(source), opts.jobs, recorded)
     except MinreproError as exc:
         notes.append(f"guard env {python}: {opts.executor} unavailable ({exc}); cold runs used there")
         return ColdExecutor(python, opts.jobs)
