@@ -18,7 +18,7 @@ from typing import Callable, Iterator
 from minrepro.harness._bootstrap import read_key  # the profile's rule for a config read: one definition
 
 from .ddmin import ddmin
-from .search import Problem
+from .search import Problem, seeding_calls
 
 Generator = Callable[[ast.Module], Iterator[ast.Module]]
 Pass = Callable[[Problem], None]
@@ -691,8 +691,10 @@ def _drop_unrun(block: list[ast.stmt], ran: set[int]) -> bool:
 
 
 def backward_slice(body: list[ast.stmt], failing: int) -> list[int]:
-    """Indices of the statements the failing one depends on: those binding a name it (transitively) reads, and
-    those that read a kept object other than a module (a method call may mutate it: `model.eval()`)."""
+    """Indices of the statements the failing one depends on: those binding a name it (transitively) reads, those
+    that read a kept object other than a module (a method call may mutate it: `model.eval()`), and those that seed
+    a generator (`torch.manual_seed(0)` writes global state no name carries; the search keeps every seed anyway,
+    so a slice without one was refused: nightly_quant_report's was)."""
     modules = {(a.asname or a.name).split(".")[0] for s in body if isinstance(s, (ast.Import, ast.ImportFrom))
                for a in s.names}
     relevant = _reads(body[failing])
@@ -700,7 +702,7 @@ def backward_slice(body: list[ast.stmt], failing: int) -> list[int]:
     for index in reversed(range(failing)):
         stmt = body[index]
         binds, reads = _binds(stmt), _reads(stmt)
-        if binds & relevant or (reads & relevant) - modules:
+        if binds & relevant or (reads & relevant) - modules or seeding_calls(_module([stmt])):
             keep.add(index)
             relevant |= reads
     return sorted(keep)

@@ -283,3 +283,18 @@ def test_statements_that_never_ran_go_in_one_candidate_as_the_profiler_saw_them(
     assert "no failure" not in result
     assert "json.loads(helper(data))['b']" in result and "def helper" in result and "return json.dumps(x)" in result
     ast.parse(result)
+
+
+def test_the_slice_keeps_seeding_calls_that_no_name_carries():
+    """`torch.manual_seed(0)` reads only a module: the slice dropped it, and since the search keeps every seed of a
+    script whose own check raised, the one-candidate slice was refused without a run (nightly_quant_report's)."""
+    from minrepro.reducers import Problem
+    from minrepro.reducers.passes import slice_to_failure
+
+    source = ("import random\nimport json\nunused = json.dumps({})\nrandom.seed(0)\nx = random.random()\n"
+              "assert x > 2, x\n")
+    sent = []
+    problem = Problem(source, lambda batch: sent.extend(batch) or [True] * len(batch), keep_seeds=True)
+    problem.measure = lambda _: {"failing_statement": "assert x > 2, x"}
+    slice_to_failure(problem)
+    assert len(sent) == 1 and "unused" not in problem.current and "random.seed(0)" in problem.current
