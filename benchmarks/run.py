@@ -260,6 +260,10 @@ def main() -> int:
     results = []
     for script in scripts:
         original = run_script(script, python=args.python).signature
+        if original is None:  # eval_then_export's merge error depends on the CPU (it passes without AVX-512)
+            print(f"  {script.stem}: skipped, it passes under {args.python} on this machine", flush=True)
+            results.append({"script": script.stem, "skipped": "passes under --python on this machine"})
+            continue
         work = Path(tempfile.mkdtemp(prefix=f"bench-{script.stem}-"))
         expect = work / "signature.json"
         expect.write_text(json.dumps(original.to_dict()))
@@ -299,6 +303,9 @@ def _print(rows, results, cap) -> None:
     print("\n| script | tool | code lines | oracle calls | wall s | same signature | faithful (passes where fixed) |")
     print("|---|---|---|---|---|---|---|")
     for r in results:
+        if "skipped" in r:
+            print(f"| {r['script']} | | skipped: {r['skipped']} | | | | |")
+            continue
         if "error" in r:
             print(f"| {r['script']} | {r['tool']} | error: {r['error'][:60]} | | {r['seconds']:.0f} | | |")
             continue

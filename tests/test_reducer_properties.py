@@ -56,6 +56,18 @@ def test_same_seed_gives_the_same_output(blocks, seed):
     assert first == second
 
 
+@settings(max_examples=25, deadline=None)
+@given(nested, st.integers(0, 3), st.integers(2, 5))
+def test_the_worker_count_does_not_change_the_output(blocks, seed, jobs):
+    # candidates go `jobs` at a time, and the first interesting one in the seeded order wins, not the first to finish
+    source = "\n".join(blocks) + "\n"
+    oracle = lambda batch: ["print" in s or "z" in s for s in batch]  # noqa: E731
+    if not oracle([source])[0]:
+        return
+    alone = reduce_source(source, oracle, PASSES, FINAL_PASSES, seed=seed, jobs=1)
+    assert reduce_source(source, oracle, PASSES, FINAL_PASSES, seed=seed, jobs=jobs) == alone
+
+
 LIB = Frame("bitsandbytes", "bitsandbytes.functional", "QuantState.as_dict")
 frames = st.lists(st.sampled_from([LIB, Frame("accelerate", "accelerate.hooks", "attach_execution_device_hook"),
                                    Frame("torch", "torch.nn.modules.module", "Module.state_dict")]),
