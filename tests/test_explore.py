@@ -252,3 +252,32 @@ def test_the_reached_count_takes_the_scripts_own_dispatch_when_peft_made_none() 
     peft = {**own, "caller": "peft.peft_model:load_adapter"}
     assert adapter_dispatch([base, own]) is own and adapter_dispatch([base, peft]) is peft
     assert adapter_dispatch([base]) is None
+
+
+def test_reduce_only_reduces_a_recorded_reports_new_findings_in_order(tmp_path: Path, monkeypatch) -> None:
+    """No search: the new, unreduced groups of a recorded report, most important first, in an env like its own; the
+    report is rewritten with each reduction; an env of another set or other patches is refused in one line."""
+    import argparse
+    import shutil
+
+    import pytest
+
+    from minrepro.cli import explore as cli
+    from minrepro.errors import MinreproError
+
+    recorded = Path(__file__).resolve().parents[1] / "results" / "explore" / "cpu-tiny-pinned-unmasked-dispatch"
+    shutil.copytree(recorded, tmp_path / "r")
+    doc = json.loads((tmp_path / "r" / "report.json").read_text())
+    reduced: list[str] = []
+    monkeypatch.setattr(cli, "_reduce_finding", lambda key, witness, *a: reduced.append(key) or
+                        {"script": f"{len(reduced)}.min.py", "lines": 9})
+    args = argparse.Namespace(results=str(tmp_path / "r"), workdir=str(tmp_path / "w"), jobs=1, timeout=60, reduce=2)
+    with pytest.raises(MinreproError, match="give --python an env like the report's"):
+        cli._reduce_recorded(args, "python", doc["set"], doc["patches"][1:], load_catalog(), {})
+    assert cli._reduce_recorded(args, "python", doc["set"], doc["patches"], load_catalog(), {}) == 0
+    new = [g for g in doc["groups"] if not g["known"] and not (g.get("reduction") or {}).get("script")]
+    order = sorted(new, key=lambda g: ex.reduction_order(g["key"], [ex.Run(**g["witness"])] * g["count"]))
+    assert reduced == [g["key"] for g in order[:2]]
+    after = json.loads((tmp_path / "r" / "report.json").read_text())
+    assert [g["reduction"]["lines"] for g in after["groups"] if g["key"] in reduced] == [9, 9]
+    assert "1.min.py" in (tmp_path / "r" / "report.md").read_text()

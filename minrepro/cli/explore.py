@@ -45,6 +45,8 @@ def cmd_explore(args: argparse.Namespace) -> int:
     if args.device == "cuda" and not env.gpu:
         raise MinreproError(f"--device cuda, but {python} sees no GPU")
     patches = (read_marker(env_of(python)) or {}).get("patches", [])
+    if args.reduce_only:
+        return _reduce_recorded(args, python, set_name, patches, catalog, env.versions)
     workdir = Path(args.workdir) if args.workdir else cache("explore", f"{args.device}-{args.scale}-{set_name}-seed{args.seed}")
     opts = ex.ExploreOptions(python=python, device=args.device, scale=args.scale, gpus=args.gpus, seconds=args.seconds,
                              jobs=args.jobs, timeout=args.timeout, seed=args.seed, max_examples=args.max_examples,
@@ -73,6 +75,34 @@ def cmd_explore(args: argparse.Namespace) -> int:
         write()
     print(ex.report_markdown(write()))
     print(f"report: {results / 'report.md'}")
+    return 0
+
+
+def _reduce_recorded(args: argparse.Namespace, python: str, set_name: str, patches: list[str], catalog,
+                     versions: dict) -> int:
+    """No search: reduce the new findings a recorded report left unreduced (its search ran out of the call's time,
+    or ran with `--reduce 0`), most important first, in an env like the one it explored; the report is rewritten
+    after each, so a stopped run keeps what it reduced."""
+    from ..scenarios import explore as ex
+
+    if not args.results or not (Path(args.results) / "report.json").is_file():
+        raise MinreproError("--reduce-only needs --results, the folder of a recorded report.json")
+    results = Path(args.results)
+    doc = json.loads((results / "report.json").read_text(encoding="utf-8"))
+    if (doc.get("set"), sorted(doc.get("patches", []))) != (set_name, sorted(patches)):
+        raise MinreproError(f"{results} was explored on {doc.get('set')} with {len(doc.get('patches', []))} patch(es); "
+                            f"{python} is {set_name} with {len(patches)}: give --python an env like the report's")
+    workdir = Path(args.workdir) if args.workdir else cache("explore", f"reduce-{results.name}")
+    opts = ex.ExploreOptions(python=python, device=doc["device"], scale=doc["scale"], gpus=doc["gpus"],
+                             jobs=args.jobs, timeout=args.timeout, workdir=workdir,
+                             namespace=checkpoint_namespace(versions, patches))
+    todo = [g for g in doc["groups"] if not g["known"] and not (g.get("reduction") or {}).get("script")]
+    todo.sort(key=lambda g: ex.reduction_order(g["key"], [ex.Run(**g["witness"])] * g["count"]))
+    for group in todo[: args.reduce]:
+        group["reduction"] = _reduce_finding(group["key"], ex.Run(**group["witness"]), opts, catalog, results, args)
+        (results / "report.json").write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
+        (results / "report.md").write_text(ex.report_markdown(doc), encoding="utf-8")
+    print(ex.report_markdown(doc))
     return 0
 
 
@@ -140,6 +170,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     explore.add_argument("--seed", type=int, default=0, help="hypothesis seed (same seed and workdir: resume)")
     explore.add_argument("--max-examples", type=int, default=10_000, help="hypothesis examples at most")
     explore.add_argument("--reduce", type=int, default=3, help="reduce at most this many new findings (0: none)")
+    explore.add_argument("--reduce-only", action="store_true", help="no search: reduce the new findings the "
+                         "recorded report in --results left unreduced (--python: an env of its set and patches)")
     explore.add_argument("--workdir", help="state: runs, hypothesis database, calibration (default: in the cache)")
     explore.add_argument("--results", help="where report.md/json and candidate cases go "
                          "(default: .minrepro/results/explore/DEVICE-SCALE-SET)")
