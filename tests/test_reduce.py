@@ -98,6 +98,22 @@ def test_resumes_from_an_interrupted_state(tmp_path, capsys):
     assert summary["resumed"] and summary["output_lines"] == 2
 
 
+def test_ctrl_c_during_the_cold_check_keeps_the_best_so_far(tmp_path, capsys, monkeypatch):
+    """A benchmark's cap fell in the final cold check (qlora_merge_job): the search's result was lost, no output."""
+    from minrepro.reduction import driver
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(driver, "_verify_cold", interrupted)
+    script = tmp_path / "job.py"
+    script.write_text(DECOY)
+    assert main(["reduce", str(script), "--workdir", str(tmp_path / "work")]) == 130  # as a shell reports Ctrl-C
+    assert "best script so far" in capsys.readouterr().err
+    out = (tmp_path / "job.min.py").read_text()
+    assert "INTERRUPTED, NOT VERIFIED" in out and "Version(" in out and "unused" not in out
+
+
 def test_command_oracle(tmp_path, capsys):
     script = tmp_path / "job.py"
     script.write_text("import os\nx = 1\nneedle = 2\ny = x + needle\n")

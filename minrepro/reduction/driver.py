@@ -205,16 +205,10 @@ def reduce_script(opts: ReduceOptions, log: Callable[[str], None] = lambda _: No
         progress.accepted(code_lines(candidate))
 
     try:
-        try:
-            measure = None if opts.oracle else _facts(python, opts.timeout, workdir, script.parent, executor)
-            result = reduce_source(begin, _counted(oracle.test_many, progress), PASSES, FINAL_PASSES, opts.jobs,
-                                   opts.seed, save, on_pass=progress.phase, freeze_check_data=not guard.guarded,
-                                   facts=measure, keep_seeds=keep_seeds)
-        except KeyboardInterrupt:
-            progress.close()
-            _write(out, best[0], source, script, headline, owner, guard, versions, verified=False, loaded=loaded)
-            raise Interrupted(f"interrupted: the best script so far ({code_lines(best[0])} code lines, not verified) "
-                              f"is in {out}; resume with: {_resume_command()}") from None
+        measure = None if opts.oracle else _facts(python, opts.timeout, workdir, script.parent, executor)
+        result = reduce_source(begin, _counted(oracle.test_many, progress), PASSES, FINAL_PASSES, opts.jobs,
+                               opts.seed, save, on_pass=progress.phase, freeze_check_data=not guard.guarded,
+                               facts=measure, keep_seeds=keep_seeds)
         if getattr(executor, "snapshots_refused", ""):
             notes.append("prefix snapshots stopped: a prefix initialized CUDA, which forked children cannot use; "
                          "candidates ran whole")
@@ -232,6 +226,11 @@ def reduce_script(opts: ReduceOptions, log: Callable[[str], None] = lambda _: No
                                                             script.parent)
             if not verified:
                 raise MinreproError(f"the reduced script {why}; kept in {state_path}")
+    except KeyboardInterrupt:  # in the search, the trigger report or the cold check: the best so far is kept
+        progress.close()
+        _write(out, best[0], source, script, headline, owner, guard, versions, verified=False, loaded=loaded)
+        raise Interrupted(f"interrupted: the best script so far ({code_lines(best[0])} code lines, not verified) "
+                          f"is in {out}; resume with: {_resume_command()}") from None
     finally:
         for used in [executor, *guard_executors]:
             if used is not None:
