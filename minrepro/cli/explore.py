@@ -80,8 +80,8 @@ def cmd_explore(args: argparse.Namespace) -> int:
 
 def _reduce_recorded(args: argparse.Namespace, python: str, set_name: str, patches: list[str], catalog,
                      versions: dict) -> int:
-    """No search: reduce the new findings a recorded report left unreduced (its search ran out of the call's time,
-    or ran with `--reduce 0`), most important first, in an env like the one it explored; the report is rewritten
+    """No search: reduce the findings a recorded report left unreduced that are still new (its search ran out of
+    the call's time, or ran with `--reduce 0`), most important first, in an env like the one it explored; the report is rewritten
     after each, so a stopped run keeps what it reduced."""
     from ..scenarios import explore as ex
 
@@ -96,7 +96,9 @@ def _reduce_recorded(args: argparse.Namespace, python: str, set_name: str, patch
     opts = ex.ExploreOptions(python=python, device=doc["device"], scale=doc["scale"], gpus=doc["gpus"],
                              jobs=args.jobs, timeout=args.timeout, workdir=workdir,
                              namespace=checkpoint_namespace(versions, patches))
-    todo = [g for g in doc["groups"] if not g["known"] and not (g.get("reduction") or {}).get("script")]
+    # still new today: a finding catalogued since it was recorded is a known family now (the README's rule)
+    todo = [g for g in doc["groups"] if not g["known"] and not ex.known_now(g, catalog)
+            and not (g.get("reduction") or {}).get("script")]
     todo.sort(key=lambda g: ex.reduction_order(g["key"], [ex.Run(**g["witness"])] * g["count"]))
     for group in todo[: args.reduce]:
         group["reduction"] = _reduce_finding(group["key"], ex.Run(**group["witness"]), opts, catalog, results, args)
