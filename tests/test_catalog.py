@@ -243,3 +243,14 @@ def test_proof_runs_cases_at_once_and_keeps_their_order(monkeypatch):
     peak[0] = 0
     proof._outcomes(["0", "1", "2"], None, 1.0, jobs=1)
     assert peak[0] == 1
+
+
+def test_a_headline_regex_frees_paths_as_the_signature_does():
+    # explore's candidate case for accelerate's missing index.json kept its temp dir literal: fail-other everywhere
+    import re
+
+    from minrepro.catalog.targets import headline_regex
+
+    regex = headline_regex("FileNotFoundError: [Errno 2] No such file or directory: '/tmp/run-m4g/tmp1k/index.json'")
+    assert re.search(regex, "FileNotFoundError: [Errno 2] No such file or directory: '/tmp/other/x9/index.json'")
+    assert not re.search(regex, "PermissionError: [Errno 13] Permission denied: '/tmp/other/x9/index.json'")

@@ -12,7 +12,7 @@ from pathlib import Path
 from ..dirs import cache
 from ..errors import MinreproError
 from ..harness.runner import RunResult, run_script
-from ..harness.signature import is_key_lookup
+from ..harness.signature import PATH_RE, is_key_lookup
 from .manifest import LIBRARIES, MAX_CODE_LINES, USER_SCRIPT, Case, Catalog, script_metadata, script_pins
 from ..reducers.source import code_lines, imported_modules
 
@@ -46,13 +46,15 @@ def pinned_set(catalog: Catalog, path: Path) -> str | None:
 
 
 def headline_regex(raw_headline: str) -> str:
-    """The failure's final line as a regex: literal, with numbers free (a size may move between runs), and any
-    key free for a missing key (its message is only the key)."""
+    """The failure's final line as a regex: literal, with numbers free (a size may move between runs), paths free
+    (a temp directory's name is new each run; the signature's own rule), and any key free for a missing
+    key (its message is only the key)."""
     line = raw_headline.split("\n", 1)[0]
     exc_type = line.split(":", 1)[0]
     if is_key_lookup(exc_type):
         return re.escape(exc_type) + ": .+"
-    return re.sub(r"\d+", r"\\d+", re.escape(line))
+    literal = (re.sub(r"\d+", r"\\d+", re.escape(part)) for part in PATH_RE.split(line))
+    return PATH_RE.pattern.join(literal)
 
 
 def script_case(path: Path, reference: RunResult, reference_set: str | None) -> Case:

@@ -103,6 +103,7 @@ _TENSOR_START = re.compile(r"(?:Parameter containing:\s*)?\b(?:tensor|Params4bit
 _SIZE = re.compile(r"torch\.Size\(\[[^\]]*\]\)")
 # Not after ">": a placeholder such as <num> stands where a word was, so "0/x" stays "<num>/x" (idempotent).
 _PATH = re.compile(r"(?<![\w.>])(?:[A-Za-z]:[\\/]|[\\/]|\.\.\.[\\/]?)[^\s'\"()\[\]{},:;<>]+")
+PATH_RE = _PATH  # what normalization calls a path: the catalog's headline rule frees the same spans
 _HEX = re.compile(r"\b0x[0-9a-fA-F]+\b")
 _SHAPE_LIST = re.compile(r"\[\s*\d+(?:\s*,\s*\d+)+\s*\]")
 _SHAPE_TUPLE = re.compile(r"\(\s*\d+(?:\s*,\s*\d+)+\s*,?\s*\)")
