@@ -283,3 +283,11 @@ def test_reduce_only_reduces_a_recorded_reports_new_findings_in_order(tmp_path: 
     after = json.loads((tmp_path / "r" / "report.json").read_text())
     assert [g["reduction"]["lines"] for g in after["groups"] if g["key"] in reduced] == [9, 9]
     assert "1.min.py" in (tmp_path / "r" / "report.md").read_text()
+
+
+def test_the_readme_says_why_a_finding_has_no_reduction_in_a_few_words() -> None:
+    assert ex.reduction_cell({}) == "no"
+    assert ex.reduction_cell({"script": "x.min.py", "lines": 5}) == "5 lines"
+    stopped = "not reduced: interrupted: the best script so far (35 code lines, not verified) is in /w/x.min.py; ..."
+    assert ex.reduction_cell({"error": stopped}) == "stopped at 35 lines, unverified"
+    assert ex.reduction_cell({"error": "not reduced: /w/final-spec.py fails flakily: 'RuntimeError'"}) == "no: flaky"

@@ -404,13 +404,24 @@ def summary(directory: Path, catalog: Catalog) -> str:
         where = f"{doc['device']}/{doc['scale']}{_gpus(doc)}, {doc.get('set', '?')}{unpatched_note(doc, catalog)}"
         total = f"{doc['runs']} ({doc['passing']}; {doc['reached_offloaded_quantized']})"
         for i, g in enumerate(doc["groups"]):
-            red = g.get("reduction") or {}
-            cell = f"{red['lines']} lines" if red.get("script") else ("no" if not red else red.get("error", "")[:40])
+            cell = reduction_cell(g.get("reduction") or {})
             case = g["known"] or known_now(g, catalog)
             family = "**new**" if not case else f"{families.get(case, '?')} ({case}){'' if g['known'] else ' *'}"
             lines.append(f"| {where if i == 0 else ''} | {total if i == 0 else ''} | {g['oracle']} | "
                          f"{g['headline'][:90].replace('|', '/')} | {family} | {g['count']} | {cell} |")
     return "\n".join(lines)
+
+
+def reduction_cell(red: dict) -> str:
+    """What the README says of a finding's reduction: its size, or why there is none, in a few words."""
+    if red.get("script"):
+        return f"{red['lines']} lines"
+    error = red.get("error", "")
+    if not red:
+        return "no"
+    if so_far := re.search(r"best script so far \((\d+) code lines", error):
+        return f"stopped at {so_far[1]} lines, unverified"
+    return "no: flaky" if "fails flakily" in error else error.removeprefix("not reduced: ")[:40]
 
 
 def known_now(group: dict, catalog: Catalog) -> str | None:
