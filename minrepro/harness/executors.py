@@ -184,8 +184,9 @@ def _await_ready(lines: _Lines, what: str) -> dict:
 def _start_worker(python: str, mode: str, preload: Sequence[str], log) -> subprocess.Popen:
     names = "\n".join(preload)
     if len(names) > 8192:  # a run's recorded modules (thousands) exceed what one argument may hold
-        listing = Path(log.name).with_name(f"preload-{len(names)}-{time.monotonic_ns()}.txt")
-        listing.write_text(names, encoding="utf-8")
+        listing = Path(log.name).with_name(f"preload-{hashlib.sha1(names.encode()).hexdigest()[:12]}.txt")
+        if not listing.is_file():  # a warm pool starts a worker per candidate: one listing serves them all
+            listing.write_text(names, encoding="utf-8")
         names = f"@{listing}"
     return subprocess.Popen([python, str(FORKSERVER), mode, names], stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, stderr=log, start_new_session=True)
