@@ -47,7 +47,7 @@ def pinned_set(catalog: Catalog, path: Path) -> str | None:
 
 def headline_regex(raw_headline: str) -> str:
     """The failure's final line as a regex: literal, with numbers free (a size may move between runs), paths free
-    (a temp directory's name is new each run; the signature's own rule), and any key free for a missing
+    (a temp directory's name is new each run; the signature's own `PATH_RE`), and any key free for a missing
     key (its message is only the key)."""
     line = raw_headline.split("\n", 1)[0]
     exc_type = line.split(":", 1)[0]

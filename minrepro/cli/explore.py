@@ -61,10 +61,8 @@ def cmd_explore(args: argparse.Namespace) -> int:
     def write(state: ex.Exploration | None = None) -> dict:
         """After every batch and every reduction: a run stopped from outside keeps its report."""
         state = current[0] = state or current[0]
-        doc = {**ex.report_doc(state, opts, env.versions, reductions), "set": set_name, "patches": patches}
-        (results / "report.json").write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
-        (results / "report.md").write_text(ex.report_markdown(doc), encoding="utf-8")
-        return doc
+        return _write_report(results, {**ex.report_doc(state, opts, env.versions, reductions), "set": set_name,
+                                       "patches": patches})
 
     state = ex.explore(opts, catalog, _progress, on_batch=write)
     write(state)
@@ -102,10 +100,17 @@ def _reduce_recorded(args: argparse.Namespace, python: str, set_name: str, patch
     todo.sort(key=lambda g: ex.reduction_order(g["key"], [ex.Run(**g["witness"])] * g["count"]))
     for group in todo[: args.reduce]:
         group["reduction"] = _reduce_finding(group["key"], ex.Run(**group["witness"]), opts, catalog, results, args)
-        (results / "report.json").write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
-        (results / "report.md").write_text(ex.report_markdown(doc), encoding="utf-8")
+        _write_report(results, doc)
     print(ex.report_markdown(doc))
     return 0
+
+
+def _write_report(results: Path, doc: dict) -> dict:
+    from ..scenarios import explore as ex
+
+    (results / "report.json").write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
+    (results / "report.md").write_text(ex.report_markdown(doc), encoding="utf-8")
+    return doc
 
 
 def _reduce_finding(key: str, witness, opts, catalog, results: Path, args: argparse.Namespace) -> dict:

@@ -6,9 +6,9 @@ Executed by path under the target interpreter (standard library only, like `_boo
           server reports {"id", "pid"} when it forks and {"pid", "code"} when the child ends.
   single  a pre-warmed worker: reads one job, runs it in this process, exits with its code.
 
-A job is {"id", "script", "args", "cwd", "path0", "report", "stdout", "stderr"}, and "profile" for a profiled run. CUDA must not be initialized
-before a fork (a forked child cannot re-initialize it): torch.cuda.is_available() is answered through
-NVML, and the ready line says whether CUDA got initialized anyway so the client can fall back.
+A job is {"id", "script", "args", "cwd", "path0", "report", "stdout", "stderr"}, and "profile" for a profiled run.
+CUDA must not be initialized before a fork (a forked child cannot re-initialize it): torch.cuda.is_available() is
+answered through NVML, and the ready line says whether CUDA got initialized anyway so the client can fall back.
 """
 
 import importlib

@@ -53,18 +53,16 @@ class ColdExecutor:
         self.python, self.jobs = resolve_python(python), max(1, jobs)
 
     def run_many(self, scripts: Sequence[Path], timeout: float, home: Path | None = None) -> list[RunResult]:
-        def one(script: Path) -> RunResult:
-            with tempfile.TemporaryDirectory(prefix="minrepro-cwd-") as scratch:
-                return run_script(script, python=self.python, timeout=timeout, cwd=scratch,
-                                  path0=home or Path(script).parent)
-
         with ThreadPoolExecutor(self.jobs) as pool:
-            return list(pool.map(one, scripts))
+            return list(pool.map(lambda script: self._one(script, timeout, home), scripts))
 
     def profile(self, script: Path, out: Path, timeout: float, home: Path | None = None) -> RunResult:
+        return self._one(script, timeout, home, out)
+
+    def _one(self, script: Path, timeout: float, home: Path | None, profile: Path | None = None) -> RunResult:
         with tempfile.TemporaryDirectory(prefix="minrepro-cwd-") as scratch:
             return run_script(script, python=self.python, timeout=timeout, cwd=scratch,
-                              path0=home or Path(script).parent, profile=out)
+                              path0=home or Path(script).parent, profile=profile)
 
     def close(self) -> None:
         pass
@@ -192,7 +190,21 @@ def _start_worker(python: str, mode: str, preload: Sequence[str], log) -> subpro
                             stdout=subprocess.PIPE, stderr=log, start_new_session=True)
 
 
-class ForkServerExecutor:
+class _WarmExecutor:
+    """What the warm executors share: both run candidates as `_Job`s, a profiled run being one job more."""
+
+    def run_many(self, scripts: Sequence[Path], timeout: float, home: Path | None = None) -> list[RunResult]:
+        return self._run(scripts, timeout, home)
+
+    def profile(self, script: Path, out: Path, timeout: float, home: Path | None = None) -> RunResult:
+        return self._run([script], timeout, home, out)[0]
+
+    def _run(self, scripts: Sequence[Path], timeout: float, home: Path | None,
+             profile: Path | None = None) -> list[RunResult]:
+        raise NotImplementedError
+
+
+class ForkServerExecutor(_WarmExecutor):
     """Forks a child per candidate from a server that imported the libraries once. With `set_heavy`, candidates
     that share their statements up to the last slow one run from a snapshot of that prefix: it runs once, in a
     child of the server, and each such candidate forks from it and runs only the rest. A prefix is snapshotted
@@ -247,12 +259,6 @@ class ForkServerExecutor:
         self.asked[key] = self.asked.get(key, 0) + 1
         return (cuts[-1], key) if self.asked[key] >= 2 else None
 
-    def run_many(self, scripts: Sequence[Path], timeout: float, home: Path | None = None) -> list[RunResult]:
-        return self._run(scripts, timeout, home)
-
-    def profile(self, script: Path, out: Path, timeout: float, home: Path | None = None) -> RunResult:
-        return self._run([script], timeout, home, out)[0]
-
     def _run(self, scripts: Sequence[Path], timeout: float, home: Path | None,
              profile: Path | None = None) -> list[RunResult]:
         results: list[RunResult | None] = [None] * len(scripts)
@@ -305,7 +311,7 @@ class ForkServerExecutor:
         self._cleanup()
 
 
-class WarmPoolExecutor:
+class WarmPoolExecutor(_WarmExecutor):
     """Workers spawned ahead of need; each imports the libraries, runs one candidate and exits."""
 
     name = "warm-pool"
@@ -327,12 +333,6 @@ class WarmPoolExecutor:
         self._idle.append(self._spawn())  # warm the replacement while this one works
         _await_ready(lines, "a warm worker")
         return proc
-
-    def run_many(self, scripts: Sequence[Path], timeout: float, home: Path | None = None) -> list[RunResult]:
-        return self._run(scripts, timeout, home)
-
-    def profile(self, script: Path, out: Path, timeout: float, home: Path | None = None) -> RunResult:
-        return self._run([script], timeout, home, out)[0]
 
     def _run(self, scripts: Sequence[Path], timeout: float, home: Path | None,
              profile: Path | None = None) -> list[RunResult]:

@@ -102,8 +102,8 @@ class Signature:
 _TENSOR_START = re.compile(r"(?:Parameter containing:\s*)?\b(?:tensor|Params4bit|Int8Params)\(")
 _SIZE = re.compile(r"torch\.Size\(\[[^\]]*\]\)")
 # Not after ">": a placeholder such as <num> stands where a word was, so "0/x" stays "<num>/x" (idempotent).
-_PATH = re.compile(r"(?<![\w.>])(?:[A-Za-z]:[\\/]|[\\/]|\.\.\.[\\/]?)[^\s'\"()\[\]{},:;<>]+")
-PATH_RE = _PATH  # what normalization calls a path: the catalog's headline rule frees the same spans
+# Public: the catalog's headline regex frees the same spans.
+PATH_RE = re.compile(r"(?<![\w.>])(?:[A-Za-z]:[\\/]|[\\/]|\.\.\.[\\/]?)[^\s'\"()\[\]{},:;<>]+")
 _HEX = re.compile(r"\b0x[0-9a-fA-F]+\b")
 _SHAPE_LIST = re.compile(r"\[\s*\d+(?:\s*,\s*\d+)+\s*\]")
 _SHAPE_TUPLE = re.compile(r"\(\s*\d+(?:\s*,\s*\d+)+\s*,?\s*\)")
@@ -131,7 +131,7 @@ def normalize_message(text: str) -> str:
     """Abstract the parts of a message that change between runs of one bug; idempotent."""
     text = _replace_balanced(text, _TENSOR_START, "<tensor>")
     text = _SIZE.sub("<shape>", text)
-    text = _PATH.sub("<path>", text)
+    text = PATH_RE.sub("<path>", text)
     text = _HEX.sub("<hex>", text)
     for shape in (_SHAPE_LIST, _SHAPE_TUPLE, _SHAPE_X):
         text = shape.sub("<shape>", text)
