@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 import time
 
 import pytest
@@ -286,3 +287,61 @@ def test_warm_profile_equals_cold_profile(tmp_path):
         profiles.append(json.loads(out.read_text()))
     assert [sorted(p["line_seconds"]) for p in profiles] == [["1", "2", "3", "4", "5"]] * 2
     assert all(p["line_seconds"]["4"] >= 0.2 for p in profiles)
+
+
+def _stand_in_cuda_site(root: Path) -> Path:
+    """A torch whose `cuda._lazy_init` is what a real CUDA initialization is to the fork server, a library that
+    initializes it at import (as bitsandbytes does on a GPU box), one that does so around `_lazy_init`, and
+    packages that import them or nothing heavy."""
+    site = root / "site"
+    files = {
+        "torch/__init__.py": "from . import cuda\ndef set_num_threads(n):\n    pass\ndef seed():\n    pass\n",
+        "torch/cuda.py": "import os\n_pid = None\ndef _lazy_init():\n    global _pid\n    _pid = os.getpid()\n"
+                         "def is_initialized():\n    return _pid is not None\ndef is_available():\n    return True\n",
+        "gpulib/__init__.py": "import torch\ntorch.cuda._lazy_init()\n",
+        "gpulib/nn.py": "X = 1\n",
+        "usesgpu.py": "import gpulib\n",
+        "sneaky.py": "import os, torch\ntorch.cuda._pid = os.getpid()\n",
+        "plain.py": "VALUE = 1\n",
+    }
+    for name, text in files.items():
+        (site / name).parent.mkdir(parents=True, exist_ok=True)
+        (site / name).write_text(text)
+    return site
+
+
+def _gone(pid: int) -> bool:
+    status = Path(f"/proc/{pid}/status")
+    return not status.exists() or "\nState:\tZ" in status.read_text()
+
+
+def test_preloads_that_initialize_cuda_are_left_to_each_run_in_one_start(tmp_path, monkeypatch):
+    # on an H100 the newest set's catalog restarted the server once per such preload (bitsandbytes, then peft,
+    # then peft.utils): 4 starts, 58 s of a 68 s phase. A trial import per name finds them all in one start.
+    monkeypatch.setenv("PYTHONPATH", str(_stand_in_cuda_site(tmp_path)))
+    script = tmp_path / "s.py"
+    script.write_text("import sys\nloaded = [m for m in ('plain', 'gpulib', 'usesgpu') if m in sys.modules]\n"
+                      "import usesgpu\nraise RuntimeError(loaded)\n")
+    executor = ForkServerExecutor(None, ["gpulib", "usesgpu", "gpulib.nn", "plain", "torch"], 1)
+    try:
+        [run] = executor.run_many([script], 30)
+    finally:
+        executor.close()
+    assert run.raw_headline == "RuntimeError: ['plain']"
+    assert len(executor.starts) == 1 and executor.starts[0].cuda_by is None
+    assert executor.skipped == ["gpulib", "usesgpu", "gpulib.nn"]
+    assert set(executor.starts[0].refused.values()) == {"gpulib"}
+    assert _gone(executor.server_pid)
+
+
+def test_cuda_initialized_around_the_trial_still_restarts_the_server_without_that_preload(tmp_path, monkeypatch):
+    monkeypatch.setenv("PYTHONPATH", str(_stand_in_cuda_site(tmp_path)))
+    script = tmp_path / "s.py"
+    script.write_text("import sys\nraise RuntimeError(sorted(m for m in ('plain', 'sneaky') if m in sys.modules))\n")
+    executor = ForkServerExecutor(None, ["torch", "sneaky", "plain"], 1)
+    try:
+        [run] = executor.run_many([script], 30)
+    finally:
+        executor.close()
+    assert run.raw_headline == "RuntimeError: ['plain']"
+    assert [start.cuda_by for start in executor.starts] == ["sneaky", None] and executor.skipped == ["sneaky"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import re
+import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable
@@ -81,13 +82,17 @@ def run_cases(
     progress: Callable[[str], None] = lambda _: None,
     jobs: int = 1,
     warm: bool = False,
+    timings: dict[str, Any] | None = None,
 ) -> list[CaseResult]:
     """Run the cases, `jobs` at a time; `warm` runs them in a fork server that imports the libraries once, and
-    any case whose verdict differs from the manifest there is run again cold before it is believed."""
+    any case whose verdict differs from the manifest there is run again cold before it is believed. `timings`
+    receives where the wall time went (the server's starts, the runs, the cold confirmations)."""
     cases = list(cases)
+    timings = {} if timings is None else timings
     skipped = {case.id: skip_reason(case, env) for case in cases}
     runnable = [case for case in cases if not skipped[case.id]]
-    runs = dict(zip((c.id for c in runnable), _execute(runnable, env, timeout, jobs, warm, progress)))
+    runs = dict(zip((c.id for c in runnable), _execute(runnable, env, timeout, jobs, warm, progress, timings)))
+    confirm_started = time.monotonic()
     results = []
     for case in cases:
         expected = expected_outcome(case, set_name, env.versions)
@@ -108,26 +113,34 @@ def run_cases(
             sig.to_dict() if sig else None, round(run.seconds, 1), verdict(expected, observed), why,
         ))
         progress(f"{case.id}: {observed} in {run.seconds:.1f} s")
+    timings["confirm_seconds"] = round(time.monotonic() - confirm_started, 1)
     return results
 
 
 def _execute(cases: list[Case], env: Environment, timeout: float, jobs: int, warm: bool,
-             progress: Callable[[str], None]) -> list[RunResult]:
+             progress: Callable[[str], None], timings: dict[str, Any]) -> list[RunResult]:
     if not cases:
         return []
     scripts = [case.script for case in cases]
+    executor: ColdExecutor | ForkServerExecutor = ColdExecutor(env.python, jobs)
     if warm:
         preload = list(dict.fromkeys(m for case in cases for m in module_imports(case.script.read_text())))
+        began = time.monotonic()
         try:
             executor = ForkServerExecutor(env.python, preload, jobs)
         except MinreproError as exc:
             progress(f"fork server unavailable ({exc}); cold runs")
         else:
-            try:
-                return executor.run_many(scripts, timeout)
-            finally:
-                executor.close()
-    return ColdExecutor(env.python, jobs).run_many(scripts, timeout)
+            for start in executor.starts:
+                progress(f"fork server start: {start.describe()}")
+            timings["server_starts"] = [round(start.seconds, 1) for start in executor.starts]
+        timings["warmup_seconds"] = round(time.monotonic() - began, 1)
+    began = time.monotonic()
+    try:
+        return executor.run_many(scripts, timeout)
+    finally:
+        executor.close()
+        timings["runs_seconds"] = round(time.monotonic() - began, 1)
 
 
 def check_set(catalog: Catalog, set_name: str, env: Environment) -> None:

@@ -32,11 +32,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.jobs < 1:
         raise MinreproError("--jobs must be at least 1")
     start = time.monotonic()
-    results = run_cases(catalog, cases, env, set_name, args.timeout, _progress, args.jobs, args.warm)
+    timings: dict = {}
+    results = run_cases(catalog, cases, env, set_name, args.timeout, _progress, args.jobs, args.warm, timings)
     wall = time.monotonic() - start
     document = results_document(env, set_name, results)
     # the catalog phase's time is a target (<= 60 s per set on a GPU box): recorded with what it ran under
-    document.update(wall_seconds=round(wall, 1), jobs=args.jobs, warm=args.warm)
+    document.update(wall_seconds=round(wall, 1), jobs=args.jobs, warm=args.warm, timings=timings)
     if args.results:
         write_results(Path(args.results), document)
     differs = [r.case for r in results if r.verdict == "differs"]
@@ -47,8 +48,14 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"\n{len(results)} cases: {len(differs)} differ from the manifest"
               + (f" ({', '.join(differs)})" if differs else "")
               + f"; {wall:.0f} s wall for the {set_name or 'installed'} set ({args.jobs} at a time"
-              + (", warm)" if args.warm else ", cold)"))
+              + (", warm)" if args.warm else ", cold)") + f": {_breakdown(timings)}")
     return 1 if differs else 0
+
+
+def _breakdown(timings: dict) -> str:
+    parts = [("server start", timings.get("warmup_seconds")), ("runs", timings.get("runs_seconds")),
+             ("cold confirmations", timings.get("confirm_seconds"))]
+    return ", ".join(f"{name} {seconds:.0f} s" for name, seconds in parts if seconds is not None)
 
 
 def cmd_check(args: argparse.Namespace) -> int:

@@ -16,6 +16,7 @@ import json
 import os
 import tempfile
 import time
+import traceback
 import select
 import signal
 import sys
@@ -36,21 +37,97 @@ def _cuda_initialized():
     return bool(torch is not None and torch.cuda.is_initialized())
 
 
-def _preload(names):
-    """Import the names in order; stop at the first that initializes CUDA (bitsandbytes does on a GPU box) and
-    name it, so the client can start again without it: a forked child could not use CUDA otherwise."""
+def _preload(names, trials=False):
+    """Import the names in order. With `trials` (the fork server), where CUDA is visible, each name not yet
+    imported is imported in a forked trial first: a name whose import would initialize CUDA (bitsandbytes does,
+    and every package that imports it) ends its trial at the attempt and is left to each child, since a forked
+    child could not use CUDA otherwise; the trial that succeeds carries on as the server and its parent exits. A
+    restart per such name cost 12-18 s each on an H100 box (4 starts, 58 s, for the newest set's catalog).
+    Should CUDA get initialized anyway (a path around `torch.cuda._lazy_init`), stop and name the culprit so the
+    client can start again without it."""
     os.environ.setdefault("PYTORCH_NVML_BASED_CUDA_CHECK", "1")
-    loaded = []
+    names = sorted(names, key=lambda name: name != "torch")  # first: the trials need torch.cuda to watch
+    loaded, seconds, refused = [], {}, {}  # seconds per name: the client reports the slow ones
     for name in names:
+        began = time.monotonic()
+        if trials and name not in sys.modules and _cuda_visible():
+            # under a refused name or its culprit package: it would import that again (bitsandbytes.nn, peft.utils)
+            blocked = [p for p in {*refused, *refused.values()} if name == p or name.startswith(p + ".")]
+            culprit = refused.get(blocked[0], blocked[0]) if blocked else _import_in_trial(name)
+            if culprit is not None:
+                refused[name] = culprit
+                seconds[name] = round(time.monotonic() - began, 2)
+                continue
+        else:
+            try:
+                importlib.import_module(name)
+            except Exception:  # the script will report its own import error when it runs
+                pass
+        if name in sys.modules:
+            loaded.append(name)
+        seconds[name] = round(time.monotonic() - began, 2)
+        if _cuda_initialized():
+            return {"ready": True, "loaded": loaded, "cuda_initialized": True, "initialized_by": name,
+                    "pid": os.getpid(), "seconds": seconds, "refused": refused}
+    _bootstrap._library_tops()  # once here, inherited by every child (each run's report names what it loaded)
+    return {"ready": True, "loaded": loaded, "cuda_initialized": False, "pid": os.getpid(), "seconds": seconds,
+            "refused": refused}
+
+
+def _cuda_visible():
+    torch = sys.modules.get("torch")
+    return bool(torch is not None and torch.cuda.is_available())  # NVML: initializes nothing
+
+
+def _import_in_trial(name):
+    """None in the process that imported `name` without initializing CUDA (it carries on; its parent is gone), or
+    in the parent, the package whose import tried to initialize CUDA during the failed trial."""
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(read_end)
+        torch = sys.modules["torch"]
+        cuda, inside_torch = torch.cuda, os.path.dirname(torch.__file__) + os.sep
+        lazy_init = cuda._lazy_init
+
+        def refuse(*_args, **_kwargs):  # every CUDA initialization goes through here, the C++ one included
+            caller = next((f for f in reversed(traceback.extract_stack()[:-1])
+                           if not f.filename.startswith(inside_torch)), None)
+            os.write(write_end, _package_of(caller.filename if caller else "", name).encode())
+            os._exit(0)
+
+        cuda._lazy_init = refuse
         try:
             importlib.import_module(name)
-            loaded.append(name)
         except Exception:  # the script will report its own import error when it runs
             pass
-        if _cuda_initialized():
-            return {"ready": True, "loaded": loaded, "cuda_initialized": True, "initialized_by": name, "pid": os.getpid()}
-    _bootstrap._library_tops()  # once here, inherited by every child (each run's report names what it loaded)
-    return {"ready": True, "loaded": loaded, "cuda_initialized": False, "pid": os.getpid()}
+        cuda._lazy_init = lazy_init
+        os.write(write_end, b"\n")
+        os.close(write_end)
+        return None
+    os.close(write_end)
+    answer = b""
+    while True:
+        chunk = os.read(read_end, 4096)
+        if not chunk:
+            break
+        answer += chunk
+    os.close(read_end)
+    if answer == b"\n":  # the trial imported it: it is the server from now on
+        os._exit(0)
+    os.waitpid(pid, 0)
+    return answer.decode() or name  # no answer: the trial died importing it; leave it to the children too
+
+
+def _package_of(filename, fallback):
+    """The top-level package a file belongs to, by the longest sys.path entry that holds it."""
+    path = os.path.abspath(filename) if filename else ""
+    roots = sorted((os.path.abspath(p) for p in sys.path if p), key=len, reverse=True)
+    for root in roots:
+        if path.startswith(root + os.sep):
+            rest = os.path.relpath(path, root).split(os.sep)[0]
+            return rest[:-3] if rest.endswith(".py") else rest
+    return fallback
 
 
 def _redirect(job):
@@ -303,7 +380,7 @@ def main():
         with open(modules[1:], encoding="utf-8") as fh:
             modules = fh.read()
     modules = [m for m in modules.replace("\n", ",").split(",") if m]
-    _emit(_preload(modules))
+    _emit(_preload(modules, trials=mode == "fork"))
     serve(on_eof=_close_snapshots) if mode == "fork" else single()
 
 

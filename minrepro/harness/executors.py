@@ -204,6 +204,22 @@ class _WarmExecutor:
         raise NotImplementedError
 
 
+@dataclass(frozen=True)
+class ServerStart:
+    seconds: float
+    cuda_by: str | None  # the preload whose import initialized CUDA (this start was given up), or None
+    imports: dict[str, float]  # seconds per preloaded name
+    refused: dict[str, str]  # preloads left to each child: name -> the package that tried to initialize CUDA
+
+    def describe(self) -> str:
+        slow = sorted(self.imports.items(), key=lambda kv: -kv[1])[:3]
+        left = sorted(set(self.refused.values()))
+        return (f"{self.seconds:.1f} s" + (f", CUDA initialized by {self.cuda_by}" if self.cuda_by else "")
+                + (f", {len(self.refused)} import(s) left to each run (they initialize CUDA: {', '.join(left)})"
+                   if left else "")
+                + (f" (slowest: {', '.join(f'{n} {s:.1f} s' for n, s in slow)})" if slow else ""))
+
+
 class ForkServerExecutor(_WarmExecutor):
     """Forks a child per candidate from a server that imported the libraries once. With `set_heavy`, candidates
     that share their statements up to the last slow one run from a snapshot of that prefix: it runs once, in a
@@ -223,12 +239,18 @@ class ForkServerExecutor(_WarmExecutor):
         self._tmp = _scratch("fork")
         self._log = open(Path(self._tmp.name) / "server.log", "wb")
         self.skipped: list[str] = []  # preloads left to each child because importing them initializes CUDA
+        self.starts: list[ServerStart] = []  # each start of the server, restarts included: what a warm start cost
         preload, recorded = list(preload), [m for m in recorded if m not in preload]
         while True:
+            began = time.monotonic()
             self.proc = _start_worker(resolve_python(python), "fork", preload + recorded, self._log)
             self._lines = _Lines(self.proc.stdout.fileno())
             ready = _await_ready(self._lines, "the fork server")
+            self.starts.append(ServerStart(time.monotonic() - began, ready.get("initialized_by"),
+                                           ready.get("seconds", {}), ready.get("refused", {})))
+            self.server_pid: int = ready["pid"]  # a trial's child carries on as the server: not the process started
             if not ready["cuda_initialized"]:
+                self.skipped += [name for name in ready.get("refused", {}) if name not in self.skipped]
                 break
             self._stop_server()
             culprit = ready.get("initialized_by")
@@ -295,12 +317,19 @@ class ForkServerExecutor(_WarmExecutor):
         return [r for r in results if r is not None]
 
     def _stop_server(self) -> None:
-        if self.proc.poll() is None:
+        """Close its job stream and wait for its output to end: the server may be a grandchild (see `_preload`),
+        so the end of its stdout, not the started process's exit, says it is gone; then kill what is left."""
+        if not self.proc.stdin.closed:
             self.proc.stdin.close()
-            try:
-                self.proc.wait(5)
-            except subprocess.TimeoutExpired:
-                _signal(self.proc.pid, signal.SIGKILL, group=True)
+        deadline = time.monotonic() + 5
+        try:
+            while time.monotonic() < deadline:
+                self._lines.read(deadline - time.monotonic())
+        except MinreproError:  # the end of its output: the server has exited
+            pass
+        else:
+            _signal(self.proc.pid, signal.SIGKILL, group=True)
+        self.proc.wait()
 
     def _cleanup(self) -> None:
         self._log.close()
