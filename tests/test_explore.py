@@ -291,3 +291,28 @@ def test_the_readme_says_why_a_finding_has_no_reduction_in_a_few_words() -> None
     stopped = "not reduced: interrupted: the best script so far (35 code lines, not verified) is in /w/x.min.py; ..."
     assert ex.reduction_cell({"error": stopped}) == "stopped at 35 lines, unverified"
     assert ex.reduction_cell({"error": "not reduced: /w/final-spec.py fails flakily: 'RuntimeError'"}) == "no: flaky"
+
+
+BNB_CHECK = Frame("transformers", "transformers.quantizers.quantizer_bnb_4bit", "Bnb4BitHfQuantizer.validate_environment")
+CPU_OFFLOAD_REFUSED = ("ValueError: Some modules are dispatched on the CPU or the disk. Make sure you have enough GPU "
+                       "RAM to fit the quantized model.")
+
+
+@pytest.mark.parametrize("fp32_cpu_offload, expected", [(False, "refusal:bnb-offload-without-fp32-cpu-offload"),
+                                                        (True, None)])
+def test_a_documented_refusal_is_not_a_finding_only_when_the_spec_asked_for_it(fp32_cpu_offload, expected) -> None:
+    # transformers refuses cpu/disk entries in a quantized load without llm_int8_enable_fp32_cpu_offload, as its docs
+    # say; with the flag set, the same refusal would be a bug, so it stays new
+    spec = {"quant": {"load_in_4bit": True, "fp32_cpu_offload": fp32_cpu_offload}}
+    sig = _sig("ValueError", "Some modules are dispatched on the CPU or the disk", frames=(BNB_CHECK,))
+    assert ex.identify(sig, CPU_OFFLOAD_REFUSED, spec, load_catalog()) == expected
+    elsewhere = _sig("ValueError", "Some modules are dispatched on the CPU or the disk",
+                     frames=(Frame("peft", "peft.peft_model", "PeftModel.load_adapter"),))
+    assert ex.identify(elsewhere, CPU_OFFLOAD_REFUSED, spec, load_catalog()) is None
+
+
+def test_recorded_refusals_read_as_refusals_in_the_readme_table() -> None:
+    recorded = Path(__file__).resolve().parents[1] / "results" / "explore"
+    table = ex.summary(recorded, load_catalog())
+    refused = [line for line in table.splitlines() if "Some modules are dispatched" in line]
+    assert refused and all("refusal by design (bnb-offload-without-fp32-cpu-offload)" in line for line in refused)

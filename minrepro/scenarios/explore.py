@@ -15,7 +15,8 @@ traced; what it ended with is judged by the oracles:
   round-trip      save_pretrained wrote another adapter than the one loaded
 
 A failure is *known* when a catalog case's signature regex matches its final line and the case's owner is one of
-its library frames; otherwise it is new, grouped by signature, and (with `reduce`) reduced by the scenario passes
+its library frames, or a refusal by design when a library rejects, as documented, what the spec asked for
+(`refusals.py`); otherwise it is new, grouped by signature, and (with `reduce`) reduced by the scenario passes
 and the differential script reducer into a candidate catalog case. Runs are cached by rendering, and hypothesis'
 database keeps its targeted examples: a second run with the same seed and workdir resumes.
 """
@@ -34,6 +35,7 @@ from typing import Any, Callable
 from ..catalog.manifest import Case, Catalog
 from ..harness.runner import RunResult
 from ..harness.signature import Signature
+from .refusals import REFUSAL, refusal_of
 from .render import render
 from .spec import PlacementSpec, Scenario, scaled
 from .table import adapter_dispatch, digest, placement, prebuild, run_rendered, use_checkpoint_cache
@@ -66,6 +68,11 @@ def known_case(sig: Signature, headline: str, catalog: Catalog) -> str | None:
     return None
 
 
+def identify(sig: Signature, headline: str, spec: dict, catalog: Catalog) -> str | None:
+    """What a failure is: a catalog case's id, a documented refusal's (`refusal:<id>`), or None (new)."""
+    return known_case(sig, headline, catalog) or refusal_of(sig, headline, spec)
+
+
 def group_key(sig: Signature) -> str:
     """Findings group by signature origin: type, message, owner, raiser (call paths above it may differ)."""
     return f"{sig.type}: {sig.message} @ {sig.owner} ({sig.raised_by})"
@@ -96,7 +103,7 @@ def summarize(spec: Scenario, result: RunResult, catalog: Catalog) -> Run:
     adapter = adapter_dispatch(calls) or {}  # the Run's `peft_map` keeps its name: recorded reports use it
     oracle = oracle_of(sig, headline)
     return Run(json.loads(spec.to_json()), digest(render(spec)), oracle, headline if sig else "pass",
-               sig.to_dict() if sig else None, known_case(sig, headline, catalog) if oracle else None,
+               sig.to_dict() if sig else None, identify(sig, headline, json.loads(spec.to_json()), catalog) if oracle else None,
                round(result.seconds, 1), dict(adapter.get("devices", {})), int(adapter.get("offloaded_quantized_weights", 0) or 0),
                dict(calls[0].get("devices", {})) if calls else {})
 
@@ -396,7 +403,9 @@ def summary(directory: Path, catalog: Catalog) -> str:
     """One table over every report.json under `directory`: per exploration (device, scale, GPUs, set), what each
     oracle found, the catalog family it is or "new", in how many runs, and whether it was reduced."""
     families = {case.id: case.family for case in catalog.cases}
-    lines = ["A family marked * was new when its exploration ran and has been catalogued since (same signature rule).",
+    lines = ["A family marked * was new when its exploration ran and has been catalogued since (same signature rule). "
+             "A refusal by design is a library rejecting what the spec asked for, as documented "
+             "(`minrepro/scenarios/refusals.py` says which and why); it is not a finding.",
              "", "| exploration | runs (passed; reached offloaded 4-bit) | oracle | finding | family | runs | reduced |",
              "|---|---|---|---|---|---|---|"]
     for path in sorted(directory.glob("*/report.json")):
@@ -406,7 +415,8 @@ def summary(directory: Path, catalog: Catalog) -> str:
         for i, g in enumerate(doc["groups"]):
             cell = reduction_cell(g.get("reduction") or {})
             case = g["known"] or known_now(g, catalog)
-            family = "**new**" if not case else f"{families.get(case, '?')} ({case}){'' if g['known'] else ' *'}"
+            family = ("**new**" if not case else f"refusal by design ({case.removeprefix(REFUSAL)})"
+                      if case.startswith(REFUSAL) else f"{families.get(case, '?')} ({case}){'' if g['known'] else ' *'}")
             lines.append(f"| {where if i == 0 else ''} | {total if i == 0 else ''} | {g['oracle']} | "
                          f"{g['headline'][:90].replace('|', '/')} | {family} | {g['count']} | {cell} |")
     return "\n".join(lines)
@@ -426,8 +436,10 @@ def reduction_cell(red: dict) -> str:
 
 def known_now(group: dict, catalog: Catalog) -> str | None:
     """The case a finding that was new when its exploration ran is today (catalogued since), by the same rule."""
-    sig = group.get("witness", {}).get("signature")
-    return known_case(Signature.from_dict(sig), group["headline"], catalog) if sig and group["oracle"] else None
+    witness = group.get("witness", {})
+    sig = witness.get("signature")
+    return (identify(Signature.from_dict(sig), group["headline"], witness.get("spec") or {}, catalog)
+            if sig and group["oracle"] else None)
 
 
 def unpatched_note(doc: dict, catalog: Catalog) -> str:
