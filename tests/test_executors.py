@@ -8,6 +8,7 @@ import time
 
 import pytest
 
+from minrepro.errors import MinreproError
 from minrepro.harness.executors import ColdExecutor, ForkServerExecutor, WarmPoolExecutor
 
 SCRIPTS = {
@@ -345,3 +346,11 @@ def test_cuda_initialized_around_the_trial_still_restarts_the_server_without_tha
         executor.close()
     assert run.raw_headline == "RuntimeError: ['plain']"
     assert [start.cuda_by for start in executor.starts] == ["sneaky", None] and executor.skipped == ["sneaky"]
+
+
+def test_a_server_that_dies_while_preloading_says_why(tmp_path, monkeypatch):
+    # on an H100 every spec reduction's server "exited unexpectedly", and its log went with its scratch directory
+    (tmp_path / "dies.py").write_text("import os, sys\nsys.stderr.write('dying here\\n')\nsys.stderr.flush()\nos._exit(3)\n")
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    with pytest.raises(MinreproError, match="exited unexpectedly; its log ends: dying here"):
+        ForkServerExecutor(None, ["dies"], 1)

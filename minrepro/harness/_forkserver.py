@@ -46,11 +46,14 @@ def _preload(names, trials=False):
     Should CUDA get initialized anyway (a path around `torch.cuda._lazy_init`), stop and name the culprit so the
     client can start again without it."""
     os.environ.setdefault("PYTORCH_NVML_BASED_CUDA_CHECK", "1")
-    names = sorted(names, key=lambda name: name != "torch")  # first: the trials need torch.cuda to watch
+    # after "--": a run's recorded modules (thousands), imported here without trials, as before them; with trials
+    # on an H100 every reduction's server exited during such a preload (cause not found), the catalog's never did
+    own, recorded = (names[: names.index("--")], names[names.index("--") + 1:]) if "--" in names else (names, [])
+    own = sorted(own, key=lambda name: name != "torch")  # first: the trials need torch.cuda to watch
     loaded, seconds, refused = [], {}, {}  # seconds per name: the client reports the slow ones
-    for name in names:
+    for index, name in enumerate(own + recorded):
         began = time.monotonic()
-        if trials and name not in sys.modules and _cuda_visible():
+        if trials and index < len(own) and name not in sys.modules and _cuda_visible():
             # under a refused name or its culprit package: it would import that again (bitsandbytes.nn, peft.utils)
             blocked = [p for p in {*refused, *refused.values()} if name == p or name.startswith(p + ".")]
             culprit = refused.get(blocked[0], blocked[0]) if blocked else _import_in_trial(name)

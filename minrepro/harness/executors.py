@@ -243,9 +243,13 @@ class ForkServerExecutor(_WarmExecutor):
         preload, recorded = list(preload), [m for m in recorded if m not in preload]
         while True:
             began = time.monotonic()
-            self.proc = _start_worker(resolve_python(python), "fork", preload + recorded, self._log)
+            # "--": the recorded modules follow, imported in the server itself (see `_forkserver._preload`)
+            self.proc = _start_worker(resolve_python(python), "fork", [*preload, "--", *recorded], self._log)
             self._lines = _Lines(self.proc.stdout.fileno())
-            ready = _await_ready(self._lines, "the fork server")
+            try:
+                ready = _await_ready(self._lines, "the fork server")
+            except MinreproError as exc:
+                raise self._with_log(exc) from None
             self.starts.append(ServerStart(time.monotonic() - began, ready.get("initialized_by"),
                                            ready.get("seconds", {}), ready.get("refused", {})))
             self.server_pid: int = ready["pid"]  # a trial's child carries on as the server: not the process started
@@ -296,7 +300,11 @@ class ForkServerExecutor(_WarmExecutor):
                 by_id[index] = job
                 self.proc.stdin.write((json.dumps(job.spec()) + "\n").encode())
                 self.proc.stdin.flush()
-            for record in self._lines.read(0.05):
+            try:
+                records = self._lines.read(0.05)
+            except MinreproError as exc:
+                raise self._with_log(exc) from None
+            for record in records:
                 if "id" in record and record["id"] in by_id:
                     job = by_id.pop(record["id"])
                     job.pid = record["pid"]
@@ -315,6 +323,12 @@ class ForkServerExecutor(_WarmExecutor):
             for job in by_pid.values():
                 job.expire(now, timeout)
         return [r for r in results if r is not None]
+
+    def _with_log(self, exc: MinreproError) -> MinreproError:
+        """The error with the server's last words (its stderr), which go with its scratch directory otherwise."""
+        self._log.flush()
+        lines = (Path(self._tmp.name) / "server.log").read_text(errors="replace").strip().splitlines()
+        return MinreproError(f"{exc}; its log ends: {' / '.join(lines[-3:])}" if lines else str(exc))
 
     def _stop_server(self) -> None:
         """Close its job stream and wait for its output to end: the server may be a grandchild (see `_preload`),

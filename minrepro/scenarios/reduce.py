@@ -19,8 +19,10 @@ from ..errors import MinreproError
 from ..envs.venvs import env_of, read_marker
 from ..harness.probe import probe
 from ..catalog.manifest import load_catalog
+from ..harness.executors import Executor, make_executor
 from ..harness.runner import resolve_python, run_script
 from ..harness.signature import Signature
+from ..reducers.source import module_imports
 from ..reduction.driver import ReduceOptions, ReduceSummary, reduce_script
 from .passes import SCENARIO_PASSES
 from .presets import SEED_REPORTS, presets
@@ -75,20 +77,32 @@ def reduce_spec(spec: Scenario, label: str, scale: str, device: str, opts: Reduc
     judged: dict[str, dict] = json.loads(cache_path.read_text()) if cache_path.is_file() and not opts.fresh else {}
     trip = ScenarioTrip()
 
-    def run(candidate: Scenario, source: str) -> Signature | None:
-        key = digest(source)
-        if key not in judged:
+    executor: Executor | None = None  # started after the first (cold) run, preloading what that run imported
+
+    def judge(batch: list[tuple[Scenario, str]], keep_modules: bool = False) -> list[Signature | None]:
+        """Each candidate's signature, the unjudged ones run `jobs` at a time (warm once the executor is up);
+        `keep_modules`: also record what the run imported (the original's: what the executor preloads)."""
+        todo = list({digest(source): (candidate, source) for candidate, source in batch
+                     if digest(source) not in judged}.items())
+        paths = []
+        for key, (candidate, source) in todo:
             prebuild(candidate, workdir / "candidates", python)
-            result = run_rendered(source, workdir / "candidates", python, opts.timeout)
-            trip.runs += 1
+            paths.append(workdir / "candidates" / f"{key}.py")
+            paths[-1].write_text(source, encoding="utf-8")
+        results = executor.run_many(paths, opts.timeout) if executor and paths else [
+            run_rendered(source, workdir / "candidates", python, opts.timeout) for _, (_, source) in todo]
+        for (key, _), result in zip(todo, results):
             judged[key] = {"signature": result.signature.to_dict() if result.signature else None,
-                              "headline": result.raw_headline.split("\n", 1)[0]}
+                           "headline": result.raw_headline.split("\n", 1)[0],
+                           **({"modules": list(result.modules)} if keep_modules else {})}
+        trip.runs += len(todo)
+        if todo:
             cache_path.write_text(json.dumps(judged))
-        raw = judged[key]["signature"]
-        return Signature.from_dict(raw) if raw else None
+        return [Signature.from_dict(judged[digest(s)]["signature"]) if judged[digest(s)]["signature"] else None
+                for _, s in batch]
 
     current = render(spec)
-    target = run(spec, current)
+    [target] = judge([(spec, current)], keep_modules=True)
     if target is None:
         raise MinreproError(f"scenario {label} ({scale}, {device}) passes here: nothing to reduce")
     if target.kind == "timeout":  # not cached: a later run with a longer --timeout must run it again
@@ -98,20 +112,31 @@ def reduce_spec(spec: Scenario, label: str, scale: str, device: str, opts: Reduc
                             "not counted); raise --timeout, or reduce a timeout with a script and --signature")
     log(f"{label}: {target.headline}")
     trip.steps.append(("preset", spec, target.headline))
-    changed = True
-    while changed:
-        changed = False
-        for scenario_pass in SCENARIO_PASSES:
-            for candidate in scenario_pass(spec):
-                source = render(candidate)
-                if source == current:  # a field the current rendering ignores (a toy's quant)
-                    continue
-                sig = run(candidate, source)
-                if sig is not None and sig.is_tail_of(target):
-                    spec, current, changed = candidate, source, True
-                    trip.steps.append((scenario_pass.__name__, spec, sig.headline))
-                    log(f"  {scenario_pass.__name__}: accepted ({len(current.splitlines())} lines)")
-                    break
+    # the spec passes ran each candidate cold, one at a time: a tiny Gemma 4 per candidate paid every import
+    # (four explore findings stopped at 20-35 lines after 380 s of mostly that)
+    if opts.executor != "cold":
+        executor = make_executor(opts.executor, python, module_imports(current), opts.jobs,
+                                 judged[digest(current)].get("modules", ()))
+    try:
+        changed = True
+        while changed:
+            changed = False
+            for scenario_pass in SCENARIO_PASSES:
+                candidates = [(c, render(c)) for c in scenario_pass(spec)]
+                candidates = [(c, source) for c, source in candidates if source != current]  # a field it ignores
+                # in order, `jobs` at a time: the first interesting one wins, whatever the worker count
+                for start in range(0, len(candidates), max(1, opts.jobs)):
+                    batch = candidates[start:start + max(1, opts.jobs)]
+                    hit = next(((c, source, sig) for (c, source), sig in zip(batch, judge(batch))
+                                if sig is not None and sig.is_tail_of(target)), None)
+                    if hit:
+                        spec, current, changed = hit[0], hit[1], True
+                        trip.steps.append((scenario_pass.__name__, spec, hit[2].headline))
+                        log(f"  {scenario_pass.__name__}: accepted ({len(current.splitlines())} lines)")
+                        break
+    finally:
+        if executor:
+            executor.close()
     out = opts.out or Path(f"{label}.min.py")
     final = workdir / "final-spec.py"
     final.write_text(current, encoding="utf-8")

@@ -20,7 +20,7 @@ get_peft_model(model, lora).save_pretrained(root + '/adapter')
 
 import hashlib, pathlib
 
-digest = lambda: {p: hashlib.sha1(p.read_bytes()).hexdigest() for p in sorted(pathlib.Path(root).rglob('*')) if p.is_file() and None != '.build-lock'}
+digest = lambda: {p: hashlib.sha1(p.read_bytes()).hexdigest() for p in sorted(pathlib.Path(root).rglob('*')) if p.is_file() and p.name != '.build-lock'}
 files_before = digest()
 model = get_peft_model(Gemma4ForConditionalGeneration.from_pretrained(root + '/base', device_map={'': 0}, dtype=None), lora)
 
@@ -31,5 +31,5 @@ model.save_pretrained(saved)
 before, after = (load_file(d + '/adapter_model.safetensors') for d in (root + '/adapter', saved))
 differ = sorted((k for k in before if k not in after or not torch.equal(before[k], after[k].to(before[k].device))))
 assert not differ, f'save_pretrained wrote another adapter: {len(differ)} tensors differ'
-changed = sorted((1 for p, h in digest().items() if 1(p) != h))
+changed = sorted((p.name for p, h in digest().items() if 1(p) != h))
 assert not changed, f'from_pretrained rewrote the base checkpoint: {changed}'
