@@ -354,3 +354,15 @@ def test_a_server_that_dies_while_preloading_says_why(tmp_path, monkeypatch):
     monkeypatch.setenv("PYTHONPATH", str(tmp_path))
     with pytest.raises(MinreproError, match="exited unexpectedly; its log ends: dying here"):
         ForkServerExecutor(None, ["dies"], 1)
+
+
+def test_a_candidate_never_sees_what_another_wrote_into_their_shared_prefix_files(tmp_path):
+    # a suffix that saved an adapter into the prefix's temp dir handed it to every later candidate: one that no
+    # longer saves it still loaded it there (never cold), and the reduction's final cold check refused the result
+    prefix = "import os, tempfile, time\nd = tempfile.mkdtemp()\ntime.sleep(1)\n"
+    writes = prefix + "open(os.path.join(d, 'adapter'), 'w').write('a')\nraise ValueError('saved')\n"
+    reads = prefix + "raise ValueError(os.path.exists(os.path.join(d, 'adapter')))\n"
+    executor, results = _through_snapshots(tmp_path, [writes, writes, reads, reads])
+    assert [r.raw_headline for r in results] == ["ValueError: saved", "ValueError: saved",
+                                                 "ValueError: False", "ValueError: False"]
+    assert executor.refused_prefixes  # the branch in question: a child changed the snapshot's files

@@ -283,6 +283,10 @@ def _snapshot(job, jobs):
     # and were refused). Every job sent here is handed back, to run whole, and the client stops snapshotting.
     refused = _cuda_initialized()
     shared = sorted(os.listdir(prefix_cwd))  # what the prefix wrote into its cwd: every child shares it
+    # and what it wrote anywhere in its directories: a child that changes it (a suffix saving an adapter into the
+    # prefix's temp dir) would hand it to every later child, which a cold run never sees. A benchmark reduction kept
+    # a script that loads an adapter it no longer saves, and the final cold check refused it.
+    files = _tree_state(scratch)
     if refused:  # this process only hands jobs back from now on: let go of what the prefix built (a model on the GPU)
         namespace.clear()
         import gc
@@ -332,12 +336,30 @@ def _snapshot(job, jobs):
                     code = _bootstrap.guarded(lambda: exec(suffix, namespace), suffix_job["report"])
                 sys.stdout.flush()
                 sys.stderr.flush()
+                if _tree_state(scratch) != files:  # this child or one beside it changed the shared files: run it whole
+                    with open(os.path.join(job_dir, "snapshot_refused"), "w") as fh:
+                        fh.write("files")
+                    code = REFUSED
             finally:
                 os._exit(code)
         _emit({"id": suffix_job["id"], "pid": pid})
 
     serve(jobs, handle)
     return 0
+
+
+def _tree_state(root):
+    """Every file and directory under `root` with its size and modification time: what a child may have changed."""
+    state = set()
+    for top, dirs, names in os.walk(root):
+        for name in dirs + names:
+            path = os.path.join(top, name)
+            try:
+                info = os.lstat(path)
+            except OSError:
+                continue
+            state.add((path, info.st_size, info.st_mtime_ns))
+    return state
 
 
 def _reseed():

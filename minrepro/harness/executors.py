@@ -236,6 +236,7 @@ class ForkServerExecutor(_WarmExecutor):
         self.asked: dict[str, int] = {}
         self.snapshot_runs = 0
         self.snapshots_refused = ""  # why prefix snapshots stopped ("cuda": a prefix initialized it), or ""
+        self.refused_prefixes: set[str] = set()  # prefixes whose children changed the files they wrote
         self._tmp = _scratch("fork")
         self._log = open(Path(self._tmp.name) / "server.log", "wb")
         self.skipped: list[str] = []  # preloads left to each child because importing them initializes CUDA
@@ -282,6 +283,8 @@ class ForkServerExecutor(_WarmExecutor):
         if not cuts:
             return None
         key = hashlib.sha1("\n".join([str(home), *texts[: cuts[-1]]]).encode()).hexdigest()
+        if key in self.refused_prefixes:
+            return None
         self.asked[key] = self.asked.get(key, 0) + 1
         return (cuts[-1], key) if self.asked[key] >= 2 else None
 
@@ -312,8 +315,12 @@ class ForkServerExecutor(_WarmExecutor):
                 elif "code" in record and record["pid"] in by_pid:
                     job = by_pid.pop(record["pid"])
                     refused = job.workdir / "snapshot_refused"
-                    if refused.is_file():  # handed back by a snapshot that cannot fork (CUDA): run it whole
-                        self.snapshots_refused = refused.read_text()
+                    if refused.is_file():  # handed back by a snapshot: run it whole
+                        reason = refused.read_text()
+                        if reason == "files":  # its children change what the prefix wrote: not that prefix again
+                            self.refused_prefixes.add(job.prefix[1] if job.prefix else "")
+                        else:  # it cannot fork (CUDA): no snapshots from now on
+                            self.snapshots_refused = reason
                         self.snapshot_runs -= 1
                         shutil.rmtree(job.workdir, ignore_errors=True)
                         queue.insert(0, (job.index, job.script))
