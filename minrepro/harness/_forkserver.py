@@ -16,7 +16,6 @@ import json
 import os
 import tempfile
 import time
-import traceback
 import select
 import signal
 import sys
@@ -89,14 +88,16 @@ def _import_in_trial(name):
     pid = os.fork()
     if pid == 0:
         os.close(read_end)
-        torch = sys.modules["torch"]
-        cuda, inside_torch = torch.cuda, os.path.dirname(torch.__file__) + os.sep
+        cuda = sys.modules["torch"].cuda
         lazy_init = cuda._lazy_init
 
         def refuse(*_args, **_kwargs):  # every CUDA initialization goes through here, the C++ one included
-            caller = next((f for f in reversed(traceback.extract_stack()[:-1])
-                           if not f.filename.startswith(inside_torch)), None)
-            os.write(write_end, _package_of(caller.filename if caller else "", name).encode())
+            # the package that asked: the first caller outside torch, by module name as `_bootstrap._frames` reads it
+            frame = sys._getframe(1)
+            while frame is not None and (frame.f_globals.get("__name__") or "").split(".")[0] == "torch":
+                frame = frame.f_back
+            caller = (frame.f_globals.get("__name__") or "") if frame is not None else ""
+            os.write(write_end, (caller.split(".")[0] or name).encode())
             os._exit(0)
 
         cuda._lazy_init = refuse
@@ -120,17 +121,6 @@ def _import_in_trial(name):
         os._exit(0)
     os.waitpid(pid, 0)
     return answer.decode() or name  # no answer: the trial died importing it; leave it to the children too
-
-
-def _package_of(filename, fallback):
-    """The top-level package a file belongs to, by the longest sys.path entry that holds it."""
-    path = os.path.abspath(filename) if filename else ""
-    roots = sorted((os.path.abspath(p) for p in sys.path if p), key=len, reverse=True)
-    for root in roots:
-        if path.startswith(root + os.sep):
-            rest = os.path.relpath(path, root).split(os.sep)[0]
-            return rest[:-3] if rest.endswith(".py") else rest
-    return fallback
 
 
 def _redirect(job):

@@ -318,7 +318,7 @@ class ForkServerExecutor(_WarmExecutor):
                     if refused.is_file():  # handed back by a snapshot: run it whole
                         reason = refused.read_text()
                         if reason == "files":  # its children change what the prefix wrote: not that prefix again
-                            self.refused_prefixes.add(job.prefix[1] if job.prefix else "")
+                            self.refused_prefixes.add(job.prefix[1])  # only a snapshot's job hands back
                         else:  # it cannot fork (CUDA): no snapshots from now on
                             self.snapshots_refused = reason
                         self.snapshot_runs -= 1

@@ -102,8 +102,9 @@ def summarize(spec: Scenario, result: RunResult, catalog: Catalog) -> Run:
     calls = placement(result.trace)
     adapter = adapter_dispatch(calls) or {}  # the Run's `peft_map` keeps its name: recorded reports use it
     oracle = oracle_of(sig, headline)
-    return Run(json.loads(spec.to_json()), digest(render(spec)), oracle, headline if sig else "pass",
-               sig.to_dict() if sig else None, identify(sig, headline, json.loads(spec.to_json()), catalog) if oracle else None,
+    as_dict = json.loads(spec.to_json())
+    return Run(as_dict, digest(render(spec)), oracle, headline if sig else "pass",
+               sig.to_dict() if sig else None, identify(sig, headline, as_dict, catalog) if oracle else None,
                round(result.seconds, 1), dict(adapter.get("devices", {})), int(adapter.get("offloaded_quantized_weights", 0) or 0),
                dict(calls[0].get("devices", {})) if calls else {})
 

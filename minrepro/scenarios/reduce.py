@@ -29,7 +29,7 @@ from .presets import SEED_REPORTS, presets
 from .render import render
 from .spec import Scenario
 from .table import (CHECKPOINT_ENV, checkpoint_namespace, digest, prebuild, run_rendered, spec_namespace,
-                    use_checkpoint_cache)
+                    use_checkpoint_cache, write_rendered)
 
 
 @dataclass
@@ -84,13 +84,11 @@ def reduce_spec(spec: Scenario, label: str, scale: str, device: str, opts: Reduc
         `keep_modules`: also record what the run imported (the original's: what the executor preloads)."""
         todo = list({digest(source): (candidate, source) for candidate, source in batch
                      if digest(source) not in judged}.items())
-        paths = []
-        for key, (candidate, source) in todo:
+        for _, (candidate, _) in todo:
             prebuild(candidate, workdir / "candidates", python)
-            paths.append(workdir / "candidates" / f"{key}.py")
-            paths[-1].write_text(source, encoding="utf-8")
-        results = executor.run_many(paths, opts.timeout) if executor and paths else [
-            run_rendered(source, workdir / "candidates", python, opts.timeout) for _, (_, source) in todo]
+        results = (executor.run_many([write_rendered(source, workdir / "candidates") for _, (_, source) in todo],
+                                     opts.timeout) if executor and todo else
+                   [run_rendered(source, workdir / "candidates", python, opts.timeout) for _, (_, source) in todo])
         for (key, _), result in zip(todo, results):
             judged[key] = {"signature": result.signature.to_dict() if result.signature else None,
                            "headline": result.raw_headline.split("\n", 1)[0],

@@ -25,12 +25,17 @@ def digest(source: str) -> str:
     return hashlib.sha1(source.encode()).hexdigest()[:16]
 
 
-def run_rendered(source: str, directory: Path, python: str, timeout: float, env: dict[str, str] | None = None) -> RunResult:
-    """Write one rendered scenario under its content hash and run it, traced (the checkpoint cache is whatever
-    MINREPRO_SCENARIO_CACHE says in this process; `env` adds variables, e.g. which GPUs it sees)."""
+def write_rendered(source: str, directory: Path) -> Path:
+    """One rendered scenario, under its content hash."""
     path = directory / f"{digest(source)}.py"
     path.write_text(source, encoding="utf-8")
-    return run_script(path, python=python, timeout=timeout, trace=True, env=env)
+    return path
+
+
+def run_rendered(source: str, directory: Path, python: str, timeout: float, env: dict[str, str] | None = None) -> RunResult:
+    """Write one rendered scenario and run it, traced (the checkpoint cache is whatever MINREPRO_SCENARIO_CACHE
+    says in this process; `env` adds variables, e.g. which GPUs it sees)."""
+    return run_script(write_rendered(source, directory), python=python, timeout=timeout, trace=True, env=env)
 
 
 def prebuild(spec: Scenario, directory: Path, python: str) -> float:
