@@ -6,6 +6,7 @@ on real environments are under results/explore/."""
 from __future__ import annotations
 
 import json
+import types
 from dataclasses import replace
 from pathlib import Path
 
@@ -80,8 +81,21 @@ def test_inputs_follow_an_auto_load_that_fits_one_device(action: str):
     source = render(spec)
     compile(source, "<spec>", "exec")
     lines = source.splitlines()
-    moved = [i for i, line in enumerate(lines) if "next(iter(placed)) if len(placed) == 1 else 'cuda'" in line]
+    moved = [i for i, line in enumerate(lines) if "next(iter(placed)) if len(placed) == 1" in line]
     assert moved and moved[0] > next(i for i, line in enumerate(lines) if line.startswith("base = "))
+
+
+@pytest.mark.parametrize("placed, cuda, expected", [
+    ({"cpu"}, False, "cpu"), ({1}, True, 1), ({"cpu", "disk"}, False, "cpu"), ({0, "disk"}, True, "cuda"),
+    ({"disk"}, False, "cpu"), ({"disk"}, True, "cuda")])
+def test_inputs_of_an_auto_load_go_to_a_device(placed: set, cuda: bool, expected):
+    # a CPU exploration's dequantize witness had "auto" put everything on disk, and its replay died on
+    # `torch.tensor(..., device='disk')` before reaching the libraries
+    spec = _witness("one_device_map_forward", placement={"device_map": "auto", "offload_folder": True, "max_memory": {"cpu": "1MB"}})
+    line = next(line for line in render(spec).splitlines() if line.startswith("ids = torch.tensor("))
+    device_expression = line.split("device=", 1)[1].rsplit(")", 1)[0]
+    torch = types.SimpleNamespace(cuda=types.SimpleNamespace(is_available=lambda: cuda))
+    assert eval(device_expression, {"placed": placed, "torch": torch}) == expected
 
 
 def _sig(type_: str, message: str, raised_by: str = "library", frames: tuple[Frame, ...] = ()) -> Signature:

@@ -144,8 +144,9 @@ def _input_device(s: Scenario) -> tuple[str, list[str]]:
     if s.inferred_map:
         # a split load has accelerate's hooks move the inputs from cuda; a load that fits one device has none,
         # and users put the inputs there (the two-GPU newest re-run's "index is on cuda:0" rows were "auto" maps
-        # that put the whole model on cuda:1)
-        return ("next(iter(placed)) if len(placed) == 1 else 'cuda' if torch.cuda.is_available() else 'cpu'",
+        # that put the whole model on cuda:1). A load wholly on disk runs where the box computes: 'disk' is no device.
+        return ("next(iter(placed)) if len(placed) == 1 and 'disk' not in placed"
+                " else 'cuda' if torch.cuda.is_available() else 'cpu'",
                 ["placed = set(getattr(base, 'hf_device_map', {'': base.device}).values())"])
     return repr("cpu"), []
 
