@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import tempfile
 import textwrap
 from pathlib import Path
 
@@ -189,6 +191,39 @@ def test_catalog_matrix_takes_a_case_run_alone_where_the_whole_set_run_lacks_it(
     assert "pass ✗ differs" in row  # judged against the manifest (it declares fail), not taken on trust
     without = next(line for line in render(catalog, {("newest", "cpu"): whole}).splitlines() if f"`{case.id}`" in line)
     assert "pass" not in without.split("|", 4)[4]
+
+
+def test_catalog_matrix_keeps_a_two_gpu_record_where_the_whole_set_machine_skipped_the_case():
+    # a one-GPU whole-set run skips the two-GPU case; its record from two H200s stays in results/cases/
+    from minrepro.catalog.matrix import render
+
+    catalog = load_catalog()
+    [case] = catalog.select(["gemma4-multimodal-mask-second-gpu"])
+    whole = {"set": "pinned", "machine": "cuda", "python": "3.12", "gpus": 1, "gpu": "H100", "versions": {},
+             "date": "d", "cases": [{"case": case.id, "observed": "skipped"}]}
+    alone = {("pinned", "cuda"): {**whole, "gpus": 2, "gpu": "H200", "files": ["`cases/z.json` (H200)"],
+                                  "cases": [{"case": case.id, "observed": "fail"}]}}
+    row = next(line for line in render(catalog, {("pinned", "cuda"): whole}, alone).splitlines()
+               if f"`{case.id}`" in line)
+    assert "| fail ✓ |" in row
+    alone_only = next(line for line in render(catalog, {("pinned", "cuda"): whole}).splitlines() if f"`{case.id}`" in line)
+    assert "| skipped |" in alone_only and "fail ✓" not in alone_only
+
+
+def test_patched_matrix_takes_a_later_proof_of_one_case_over_the_whole_set_proof():
+    # F's patch changed after the whole-set proof: its re-proof alone, recorded later, is what the table shows
+    from minrepro.catalog.matrix import load_single_cases, render_patched
+
+    catalog = load_catalog()
+    [case] = catalog.select(["lora-4bit-merge-parity"])
+    whole = {"set": "pinned", "machine": "cpu", "python": "3.11", "cpu_flags": [], "gpu": None, "applied": [],
+             "hunks": [], "date": "2026-11-23", "cases": [{"case": case.id, "verdict": "proved"}]}
+    for date, verdict, shown in (("2026-11-24", "patched still fails", "patched still fails ✗"),
+                                 ("2026-11-22", "patched still fails", "proved ✓")):
+        directory = Path(tempfile.mkdtemp())
+        (directory / "f.json").write_text(json.dumps({**whole, "date": date, "cases": [{"case": case.id, "verdict": verdict}]}))
+        table = render_patched(catalog, {("pinned", "cpu"): whole}, load_single_cases(directory))
+        assert f"| {shown} |" in next(line for line in table.splitlines() if f"`{case.id}`" in line)
 
 
 def test_matrix_applies_todays_skip_rules_to_recorded_results():

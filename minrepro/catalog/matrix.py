@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from minrepro.catalog.manifest import Case, Catalog
 from minrepro.errors import MinreproError
@@ -57,14 +57,10 @@ def render(catalog: Catalog, results: dict[tuple[str, str], dict[str, Any]],
     single = single or {}
     header = ["case", "family", f"declared {' / '.join(catalog.sets)}"] + [f"{s} · {m}" for s, m in columns(catalog)]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    by_column = {col: {c["case"]: c for c in doc["cases"]} for col, doc in results.items()}
-    alone = {col: {c["case"]: c for c in doc["cases"]} for col, doc in single.items()}
     for case in catalog.cases:
         cells = []
         for col in columns(catalog):
-            entry, doc = by_column.get(col, {}).get(case.id), results.get(col)
-            if entry is None and case.id in alone.get(col, {}):
-                entry, doc = alone[col][case.id], single[col]
+            entry, doc = _pick(case.id, results.get(col), single.get(col), skipped=lambda row: row["observed"] == "skipped")
             cells.append(_cell(case, entry, doc) if doc else "not run")
         declared = " / ".join(case.declared(s) or "-" for s in catalog.sets)
         lines.append("| " + " | ".join([f"`{case.id}`", case.family, declared, *cells]) + " |")
@@ -78,6 +74,22 @@ def render(catalog: Catalog, results: dict[tuple[str, str], dict[str, Any]],
     return "\n".join(lines)
 
 
+def _pick(case_id: str, whole: dict[str, Any] | None, single: dict[str, Any] | None,
+          skipped: Callable[[dict[str, Any]], bool]) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+    """(row, the document it came from) for one cell. The whole-set record, unless a single-case record is later
+    (a case re-proved after its patch changed) or the whole-set machine skipped a case another machine ran (two GPUs
+    on a one-GPU box). Each single row is judged with its own file's environment."""
+    row = next((c for c in whole["cases"] if c["case"] == case_id), None) if whole else None
+    alone, alone_doc = (single or {}).get("latest", {}).get(case_id, (None, None))
+    if alone is None and single:  # a document built by hand (tests): its rows, its environment
+        alone, alone_doc = next((c for c in single["cases"] if c["case"] == case_id), None), single
+    if alone is None:
+        return row, whole
+    if row is None or (skipped(row) and not skipped(alone)) or alone_doc.get("date", "") > whole.get("date", ""):
+        return alone, alone_doc
+    return row, whole
+
+
 def load_single_cases(directory: Path) -> dict[tuple[str, str], dict[str, Any]]:
     """Runs or proofs of single cases (`run CASE --results results/cases/...`, `patch prove CASE --results
     results/patched/cases/...`): {(set, machine): document} with every such file's rows merged, for the cells a
@@ -87,6 +99,11 @@ def load_single_cases(directory: Path) -> dict[tuple[str, str], dict[str, Any]]:
         doc = json.loads(path.read_text(encoding="utf-8"))
         into = merged.setdefault((doc["set"], doc["machine"]), {**doc, "cases": [], "files": []})
         into["cases"] += doc["cases"]
+        environment = {k: v for k, v in doc.items() if k != "cases"}
+        latest = into.setdefault("latest", {})
+        for row in doc["cases"]:  # a case recorded in several files: the latest record
+            if row["case"] not in latest or environment.get("date", "") >= latest[row["case"]][1].get("date", ""):
+                latest[row["case"]] = (row, environment)
         into["files"].append(f"`cases/{path.name}` ({doc['gpu'] or 'CPU'})")
     return merged
 
@@ -110,13 +127,11 @@ def render_patched(catalog: Catalog, results: dict[tuple[str, str], dict[str, An
     single = single or {}
     header = ["case", "family", "patches"] + [f"{s} · {m}" for s, m in columns(catalog)]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    by_column = {col: {c["case"]: c for c in doc["cases"]} for col, doc in results.items()}
-    alone = {col: {c["case"]: c for c in doc["cases"]} for col, doc in single.items()}
     for case in (c for c in catalog.cases if c.patches):
         cells = []
         for col in columns(catalog):
-            row = by_column.get(col, {}).get(case.id) or alone.get(col, {}).get(case.id)
-            cells.append(_patched_cell(case, row, results.get(col) or single.get(col)))
+            row, doc = _pick(case.id, results.get(col), single.get(col), skipped=lambda row: row["verdict"] == "skipped")
+            cells.append(_patched_cell(case, row, doc or results.get(col) or single.get(col)))
         patches = ", ".join(f"`{pid}`" for pid in case.patches)
         lines.append("| " + " | ".join([f"`{case.id}`", case.family, patches, *cells]) + " |")
     lines.append("")

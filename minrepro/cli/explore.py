@@ -94,8 +94,9 @@ def _reduce_recorded(args: argparse.Namespace, python: str, set_name: str, patch
     opts = ex.ExploreOptions(python=python, device=doc["device"], scale=doc["scale"], gpus=doc["gpus"],
                              jobs=args.jobs, timeout=args.timeout, workdir=workdir,
                              namespace=checkpoint_namespace(versions, patches))
-    # still new today: a finding catalogued since it was recorded is a known family now (the README's rule)
-    todo = [g for g in doc["groups"] if not g["known"] and not ex.known_now(g, catalog)
+    # still new today: a finding catalogued since it was recorded is a known family now (the README's rule), and one
+    # that was the harness's own error is withdrawn
+    todo = [g for g in doc["groups"] if not g["known"] and not ex.known_now(g, catalog) and not ex.withdrawn_of(g, doc)
             and not (g.get("reduction") or {}).get("script")]
     todo.sort(key=lambda g: ex.reduction_order(g["key"], [ex.Run(**g["witness"])] * g["count"]))
     for group in todo[: args.reduce]:

@@ -36,6 +36,7 @@ from ..catalog.manifest import Case, Catalog
 from ..harness.runner import RunResult
 from ..harness.signature import Signature
 from .refusals import REFUSAL, refusal_of
+from .withdrawn import HARNESS_FIXES, WITHDRAWN, withdrawn_of
 from .render import render
 from .spec import PlacementSpec, Scenario, scaled
 from .table import adapter_dispatch, digest, placement, prebuild, run_rendered, use_checkpoint_cache
@@ -329,6 +330,7 @@ def report_doc(state: Exploration, opts: ExploreOptions, versions: dict, reducti
                        "reduction": reductions.get(key)})
     groups.sort(key=lambda g: (g["known"] is not None, -g["count"]))
     return {"device": opts.device, "scale": opts.scale, "gpus": opts.gpus, "seed": opts.seed, "jobs": opts.jobs,
+            "harness_fixes": [fix.id for fix in HARNESS_FIXES],
             "seconds": round(state.elapsed()), "versions": versions, "calibration": state.calibration,
             "runs": len(state.runs), "passing": sum(r.headline == "pass" for r in state.runs),
             "reached_offloaded_quantized": sum(r.offloaded_quantized > 0 for r in state.runs),
@@ -406,7 +408,8 @@ def summary(directory: Path, catalog: Catalog) -> str:
     families = {case.id: case.family for case in catalog.cases}
     lines = ["A family marked * was new when its exploration ran and has been catalogued since (same signature rule). "
              "A refusal by design is a library rejecting what the spec asked for, as documented "
-             "(`minrepro/scenarios/refusals.py` says which and why); it is not a finding.",
+             "(`minrepro/scenarios/refusals.py` says which and why); it is not a finding. A withdrawn finding was "
+             "the harness's error, in a rendering fixed since (`minrepro/scenarios/withdrawn.py`).",
              "", "| exploration | runs (passed; reached offloaded 4-bit) | oracle | finding | family | runs | reduced |",
              "|---|---|---|---|---|---|---|"]
     for path in sorted(directory.glob("*/report.json")):
@@ -415,12 +418,21 @@ def summary(directory: Path, catalog: Catalog) -> str:
         total = f"{doc['runs']} ({doc['passing']}; {doc['reached_offloaded_quantized']})"
         for i, g in enumerate(doc["groups"]):
             cell = reduction_cell(g.get("reduction") or {})
-            case = g["known"] or known_now(g, catalog)
-            family = ("**new**" if not case else f"refusal by design ({case.removeprefix(REFUSAL)})"
-                      if case.startswith(REFUSAL) else f"{families.get(case, '?')} ({case}){'' if g['known'] else ' *'}")
+            case = g["known"] or known_now(g, catalog) or withdrawn_of(g, doc)
+            family = _family_cell(case, g["known"], families)
             lines.append(f"| {where if i == 0 else ''} | {total if i == 0 else ''} | {g['oracle']} | "
                          f"{g['headline'][:90].replace('|', '/')} | {family} | {g['count']} | {cell} |")
     return "\n".join(lines)
+
+
+def _family_cell(case: str | None, known_then: str | None, families: dict[str, str]) -> str:
+    if not case:
+        return "**new**"
+    if case.startswith(REFUSAL):
+        return f"refusal by design ({case.removeprefix(REFUSAL)})"
+    if case.startswith(WITHDRAWN):
+        return f"withdrawn: our error ({case.removeprefix(WITHDRAWN)})"
+    return f"{families.get(case, '?')} ({case}){'' if known_then else ' *'}"
 
 
 def reduction_cell(red: dict) -> str:
