@@ -9,7 +9,7 @@ import ast
 import hashlib
 import random
 from collections import Counter
-from typing import Callable, Iterable, Sequence
+from typing import Callable, Iterable, Iterator, Sequence
 
 from .source import code_lines, normalize
 
@@ -43,6 +43,15 @@ def check_data(source: str) -> list[str]:
                 and not any(isinstance(n, ast.Call) for n in ast.walk(node.value))):  # data, not computation
             bound.append(ast.unparse(node))
     return sorted(bound)
+
+
+def _module_level(tree: ast.AST, wanted: type) -> Iterator[ast.AST]:
+    """Nodes of type `wanted` outside function and class bodies."""
+    for node in ast.iter_child_nodes(tree):
+        if isinstance(node, wanted):
+            yield node
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            yield from _module_level(node, wanted)
 
 
 # Calls that seed a random generator (`torch.manual_seed(0)`, `random.Random(cfg["seed"])`, `set_seed(1)`)
@@ -123,9 +132,32 @@ class Problem:
         `error < 0.0` gets a "repro" that fails on anything)."""
         return (normalized not in self.accepted and code_lines(normalized) <= self.lines
                 and unbound_names(normalized) <= self.unbound
-                and assert_conditions(normalized) == self.checks
-                and (self.frozen is None or not self.checks or check_data(normalized) == self.frozen)
+                and self._checks_kept(normalized)
                 and (not self.seeds or seeding_calls(normalized) >= self.seeds))
+
+    def _checks_kept(self, normalized: str) -> bool:
+        """Every assertion condition as written. An assert that never ran in the failing run is not this failure's
+        oracle and may go whole (otherwise the passes rewrite the code it reads, which never runs either: a reduced
+        script kept `changed = sorted()` before its `assert not changed`, and failed with a TypeError where the bug
+        is fixed); the data of those that stay stays frozen."""
+        checks = assert_conditions(normalized)
+        if checks == self.checks:
+            return self.frozen is None or not checks or check_data(normalized) == self.frozen
+        remaining = iter(self.checks)
+        if not all(check in remaining for check in checks):  # a subsequence: nothing reworded or reordered
+            return False
+        unrun = set(self._unrun_checks())
+        return (all(check in unrun for check in set(self.checks) - set(checks))
+                and (self.frozen is None or set(check_data(normalized)) <= set(self.frozen)))
+
+    def _unrun_checks(self) -> list[str]:
+        """Conditions of the current program's module-level asserts none of whose lines ran in the failing run (the
+        driver traces module-level lines only: an assert in a function body counts as run)."""
+        executed = set(self.facts.get("executed") or ())
+        if not executed:
+            return []
+        return [ast.unparse(a.test) for a in _module_level(ast.parse(self.current), ast.Assert)
+                if not any(line in executed for line in range(a.lineno, (a.end_lineno or a.lineno) + 1))]
 
     def first_interesting(self, candidates: Sequence[str]) -> int | None:
         """Index of the first interesting candidate, testing ``jobs`` at a time in order."""
@@ -145,6 +177,7 @@ class Problem:
         self.accepted.add(self.current)
         self.lines = code_lines(self.current)
         self.unbound = unbound_names(self.current)
+        self.checks = assert_conditions(self.current)
         self.on_accept(self.current)
 
 

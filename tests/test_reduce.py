@@ -314,3 +314,42 @@ def test_the_slice_keeps_seeding_calls_that_no_name_carries():
     problem.measure = lambda _: {"failing_statement": "assert x > 2, x"}
     slice_to_failure(problem)
     assert len(sent) == 1 and "unused" not in problem.current and "random.seed(0)" in problem.current
+
+
+def test_an_assert_after_the_failure_goes_whole_and_one_that_ran_stays(tmp_path):
+    """explore renders its oracle's check at the end; a library error before it means the check never ran. It may go
+    with its data (a reduction once kept `changed = sorted()` before `assert not changed`, and failed with a
+    TypeError where the bug is fixed); an assert that ran before the failure is still the script's own check."""
+    from minrepro.reducers import Problem
+    from minrepro.reducers.passes import FINAL_PASSES, PASSES
+    from minrepro.reduction.driver import statement_facts
+
+    source = ("import json\nlimit = 3\nassert limit > 2, 'ran'\nbefore = sorted([3, 1])\n"
+              "json.loads('{')\nchanged = sorted(x for x in before if x > 1)\nassert not changed, f'{changed}'\n")
+    script, profile = tmp_path / "job.py", tmp_path / "profile.json"
+    script.write_text(source, encoding="utf-8")
+    run = run_script(script, python=sys.executable, cwd=tmp_path, profile=profile)
+    facts = statement_facts(source, run, json.loads(profile.read_text(encoding="utf-8")))
+
+    def fails_in_json(candidates):
+        out = []
+        for candidate in candidates:
+            try:
+                exec(compile(candidate, "<candidate>", "exec"), {})
+                out.append(False)
+            except json.JSONDecodeError:
+                out.append(True)
+            except Exception:
+                out.append(False)
+        return out
+
+    problem = Problem(source, fails_in_json)
+    problem.measure = lambda current: statement_facts(current, run, {"line_seconds": {
+        str(i + 1): 0.0 for i, line in enumerate(current.splitlines()) if "changed" not in line}})
+    assert problem.admissible(source.replace("assert not changed, f'{changed}'\n", ""))
+    assert not problem.admissible(source.replace("assert not changed", "assert changed"))
+    assert not problem.admissible(source.replace("assert limit > 2, 'ran'\n", ""))  # it ran: it stays
+    from minrepro.reducers.search import reduce_source
+    result = reduce_source(source, fails_in_json, PASSES, FINAL_PASSES, facts=problem.measure)
+    assert "changed" not in result and "assert limit > 2" in result and "json.loads('{')" in result
+    assert facts["executed"] and max(facts["executed"]) <= 5
