@@ -272,6 +272,7 @@ def test_reduce_only_reduces_a_recorded_reports_new_findings_in_order(tmp_path: 
     """No search: the new, unreduced groups of a recorded report, most important first, in an env like its own; the
     report is rewritten with each reduction; an env of another set or other patches is refused in one line."""
     import argparse
+    import dataclasses
     import shutil
 
     import pytest
@@ -286,10 +287,12 @@ def test_reduce_only_reduces_a_recorded_reports_new_findings_in_order(tmp_path: 
     monkeypatch.setattr(cli, "_reduce_finding", lambda key, witness, *a: reduced.append(key) or
                         {"script": f"{len(reduced)}.min.py", "lines": 9})
     args = argparse.Namespace(results=str(tmp_path / "r"), workdir=str(tmp_path / "w"), jobs=1, timeout=60, reduce=2)
+    # the catalog as it stood before this report's last findings were catalogued (X, Y), so that some are still new
+    catalog = dataclasses.replace(load_catalog(), cases=tuple(c for c in load_catalog().cases if c.family not in ("X", "Y")))
     with pytest.raises(MinreproError, match="give --python an env like the report's"):
-        cli._reduce_recorded(args, "python", doc["set"], doc["patches"][1:], load_catalog(), {})
-    assert cli._reduce_recorded(args, "python", doc["set"], doc["patches"], load_catalog(), {}) == 0
-    new = [g for g in doc["groups"] if not g["known"] and not ex.known_now(g, load_catalog())
+        cli._reduce_recorded(args, "python", doc["set"], doc["patches"][1:], catalog, {})
+    assert cli._reduce_recorded(args, "python", doc["set"], doc["patches"], catalog, {}) == 0
+    new = [g for g in doc["groups"] if not g["known"] and not ex.known_now(g, catalog)
            and not (g.get("reduction") or {}).get("script")]
     assert "KeyError: 'lm_head.weight'" not in [g["headline"] for g in new]  # family S, catalogued since
     order = sorted(new, key=lambda g: ex.reduction_order(g["key"], [ex.Run(**g["witness"])] * g["count"]))
@@ -369,3 +372,16 @@ def test_a_crash_of_our_own_merge_patch_is_withdrawn_only_where_that_patch_was_a
     assert withdrawn_of(group, with_f) == "withdrawn:merge-parity-patch-dtype"
     assert withdrawn_of(group, {"patches": []}) is None  # unpatched, the same crash would be a library's
     assert withdrawn_of(group, {**with_f, "harness_fixes": ["merge-parity-patch-dtype"]}) is None
+
+
+def test_a_placement_check_on_one_other_gpu_with_ids_on_it_is_withdrawn_before_the_fix_only():
+    from minrepro.scenarios.withdrawn import withdrawn_of
+
+    witness = WITNESSES["one_device_map_placement"]
+    group = {"oracle": "library error", "headline": witness["headline"], "witness": {"spec": witness["spec"]}}
+    assert withdrawn_of(group, {}) == "withdrawn:placement-reference-inputs"
+    assert withdrawn_of(group, {"harness_fixes": ["placement-reference-inputs"]}) is None  # rendered after the fix
+    split = {**witness["spec"], "placement": {**witness["spec"]["placement"], "device_map": {"": 1, "lm_head": 0}}}
+    assert withdrawn_of({**group, "witness": {"spec": split}}, {}) is None  # a split map's mismatch stays a finding
+    on_cuda0 = {**witness["spec"], "placement": {**witness["spec"]["placement"], "device_map": {"": 0}}}
+    assert withdrawn_of({**group, "witness": {"spec": on_cuda0}}, {}) is None

@@ -29,11 +29,23 @@ HARNESS_FIXES = (
                "F's patch (merge_and_unload(dequantize=True)) returned a float32 nn.Linear for a bf16 model with a "
                "float32 compute dtype, and the merged model crashed at its next layer (fixed 2026-11-24: the layer "
                "keeps the 4-bit layer's dtype contract)"),
+    HarnessFix("placement-reference-inputs", "library error",
+               lambda group, report: _spec(group)["action"] == "placement" and _on_one_other_gpu(_spec(group))
+               and "index is on cuda" in group["headline"],
+               "a placement check of a load on one GPU other than cuda:0 (`{\"\": 1}`) made its ids on that GPU before "
+               "the one-device reference, which is on cuda:0 (fixed 2026-11-23: each gets its own ids; "
+               "tests/test_explore.py, witness one_device_map_placement)"),
 )
 
 
 def _spec(group: dict) -> dict:
     return group.get("witness", {}).get("spec") or {"peft": {}, "action": None}
+
+
+def _on_one_other_gpu(spec: dict) -> bool:
+    device_map = (spec.get("placement") or {}).get("device_map")
+    return isinstance(device_map, dict) and len(set(device_map.values())) == 1 and set(device_map.values()) != {0}\
+        and all(isinstance(device, int) for device in device_map.values())
 
 
 def withdrawn_of(group: dict, report: dict) -> str | None:
