@@ -42,3 +42,15 @@ def test_direct_only_build_downloads_unpinned_extras_and_skips_what_the_target_h
     assert ("datasets", "") in downloaded and ("dill", "0.4.1") in downloaded
     assert not any(name == "scipy" for name, _ in downloaded)
     assert ("transformers", "5.6.2") in downloaded  # the set's own pins stay
+
+
+def test_the_default_wheelhouse_holds_every_set_nox_runs(tmp_path, monkeypatch):
+    # `nox -s minrepro` runs every set of the manifest; a wheelhouse of pinned and newest alone failed the reporter
+    # session on an offline GPU box ("No matching distribution found for accelerate==1.14.0")
+    from minrepro.catalog.manifest import load_catalog
+    from minrepro.envs import wheelhouse
+
+    asked: list[str] = []
+    monkeypatch.setattr(wheelhouse, "build", lambda dest, sets, *rest: asked.extend(sets) or [])
+    wheelhouse.main(["--dest", str(tmp_path), "--direct-only"])
+    assert asked == list(load_catalog().sets) and "reporter" in asked

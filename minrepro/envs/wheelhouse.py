@@ -126,7 +126,7 @@ def _last_line(text: str) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m minrepro.wheelhouse", description=__doc__)
     parser.add_argument("--dest", default="wheelhouse", help="directory for the wheels")
-    parser.add_argument("--set", dest="sets", action="append", help="version set (default: pinned and newest)")
+    parser.add_argument("--set", dest="sets", action="append", help="version set (default: every set, as `nox -s minrepro` runs them all)")
     parser.add_argument("--python-version", default="3.12", help="the target interpreter's version")
     parser.add_argument("--platform", dest="platforms", action="append", help="wheel platform tags")
     parser.add_argument("--cuda", dest="cuda_versions", action="append", default=None,
@@ -142,7 +142,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="also what `minrepro upstream-tests` installs to run the libraries' own tests")
     args = parser.parse_args(argv)
     try:
-        wheels = build(Path(args.dest), args.sets or ["pinned", "newest"], args.python_version,
+        wheels = build(Path(args.dest), args.sets or list(load_catalog().sets), args.python_version,
                        args.platforms or DEFAULT_PLATFORMS, args.cuda_versions or ["130"],
                        not args.direct_only, args.extra + (_test_requirements() if args.upstream_tests else []),
                        args.provided)
