@@ -138,9 +138,21 @@ def test_cpu_only_cases_are_skipped_where_cuda_is_present():
     gpu_box = Environment("python", "3.12", {}, True, "H100", ("avx512_bf16",))
     cpu_box = Environment("python", "3.11", {}, False, None, ("avx512_bf16",))
     old_cpu = Environment("python", "3.11", {}, False, None, ("avx2",))
-    assert "without CUDA" in skip_reason(case, gpu_box)
+    assert "without CUDA" in skip_reason(case, gpu_box) and "AVX512-BF16" in skip_reason(case, gpu_box)
     assert skip_reason(case, cpu_box) is None
     assert "avx512_bf16" in skip_reason(case, old_cpu)
+    [no_accelerator] = load_catalog().select(["int8-disk-offload-cpu-execution"])  # its own reason, not H's
+    assert "Int8Params.to(0)" in skip_reason(no_accelerator, gpu_box) and "AVX512" not in skip_reason(no_accelerator, gpu_box)
+
+
+def test_requires_no_cuda_takes_a_reason_or_a_bool(tmp_path):
+    from minrepro.catalog.manifest import _no_cuda
+    from minrepro.errors import MinreproError
+
+    assert _no_cuda("c", False) == "" and "bitsandbytes" in _no_cuda("c", True)
+    assert _no_cuda("c", " no accelerator ") == "no accelerator"
+    with pytest.raises(MinreproError, match="requires_no_cuda must be"):
+        _no_cuda("c", 1)
 
 
 def test_two_gpu_cases_skip_on_one_gpu_and_run_where_the_count_is_unknown():

@@ -47,7 +47,7 @@ class Case:
     notes: str = ""
     requires_cpu_flags: tuple[str, ...] = ()
     patches: tuple[str, ...] = ()  # logical patch ids (`library/name`), in the order they stack
-    requires_no_cuda: bool = False  # the bug needs a machine where bitsandbytes loads its CPU library
+    requires_no_cuda: str = ""  # why the bug needs a machine without CUDA (empty: it does not)
     requires_gpus: int = 0  # a cross-device bug between GPUs needs that many on one host
 
     @property
@@ -154,8 +154,21 @@ def _case(root: Path, index: int, raw: dict[str, Any], sets: dict[str, VersionSe
         outcomes=outcomes, fixed_in=tuple(raw["fixed_in"]),
         upstream=tuple(raw["upstream"]), owner=raw.get("owner"), seed_trace=seed, notes=raw.get("notes", ""),
         requires_cpu_flags=tuple(raw.get("requires_cpu_flags", ())), patches=tuple(raw.get("patches", ())),
-        requires_no_cuda=bool(raw.get("requires_no_cuda", False)), requires_gpus=_gpus(label, raw),
+        requires_no_cuda=_no_cuda(label, raw.get("requires_no_cuda", False)), requires_gpus=_gpus(label, raw),
     )
+
+
+# what `requires_no_cuda = true` means: the H and J families need bitsandbytes' CPU library
+NO_CUDA_BNB_CPU = "with CUDA, bitsandbytes loads its CUDA library, which has no AVX512-BF16 CPU path"
+
+
+def _no_cuda(label: str, value: object) -> str:
+    """`requires_no_cuda`: true (bitsandbytes' CPU library, the common reason), or a string saying why."""
+    if isinstance(value, bool):
+        return NO_CUDA_BNB_CPU if value else ""
+    if isinstance(value, str) and value.strip():
+        return value.strip()
+    raise MinreproError(f"catalog.toml: {label}: requires_no_cuda must be true, false or a reason, not {value!r}")
 
 
 def _gpus(label: str, raw: dict[str, Any]) -> int:
