@@ -56,3 +56,20 @@ def test_a_users_script_failing_like_a_catalog_case_names_it(tmp_path):
     assert "transformers#45312" in report["extra"]["Related"]
     assert report["title"].endswith("`model.generate()` fails")
     assert "r06_reduction_pinned." not in report["sections"]["Expected behavior"]
+
+
+def test_a_case_recorded_only_alone_is_found_for_its_report(tmp_path):
+    # X's CPU case is skipped on CUDA boxes and was recorded only in results/cases/: the draft said "no recorded run"
+    import json
+
+    from minrepro.catalog.matrix import recorded_runs_of
+
+    env = {"set": "pinned", "machine": "cpu", "gpu": None, "date": "2026-11-25"}
+    whole = {**env, "date": "2026-11-23", "cases": [{"case": "other", "observed": "fail"}]}
+    alone = {**env, "cases": [{"case": "x", "observed": "fail", "headline": "RuntimeError: boom"}]}
+    (tmp_path / "cases").mkdir()
+    (tmp_path / "pinned-cpu.json").write_text(json.dumps(whole))
+    (tmp_path / "cases" / "pinned-cpu-family-x.json").write_text(json.dumps(alone))
+    runs = recorded_runs_of("x", tmp_path)
+    assert list(runs) == [("pinned", "cpu")] and runs[("pinned", "cpu")]["cases"] == alone["cases"]
+    assert recorded_runs_of("missing", tmp_path) == {}

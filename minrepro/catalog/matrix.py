@@ -108,6 +108,18 @@ def load_single_cases(directory: Path) -> dict[tuple[str, str], dict[str, Any]]:
     return merged
 
 
+def recorded_runs_of(case_id: str, results_dir: Path) -> dict[tuple[str, str], dict[str, Any]]:
+    """{(set, machine): a results document whose only row is this case}, taking each cell as the matrix does: the
+    whole-set record, else (or when later) a run of the case alone from `results_dir/cases`."""
+    whole, single = load_results(results_dir), load_single_cases(results_dir / "cases")
+    runs = {}
+    for key in sorted(set(whole) | set(single)):
+        row, doc = _pick(case_id, whole.get(key), single.get(key), lambda r: r["observed"] == "skipped")
+        if row is not None:
+            runs[key] = {**{k: v for k, v in doc.items() if k not in ("latest", "files")}, "cases": [row]}
+    return runs
+
+
 def _absent(case: Case, document: dict[str, Any] | None) -> str:
     """A case a recorded run lacks (added after it): "not run", unless that environment could not run it anyway."""
     skipped = document is not None and skip_reason(case, Environment.recorded(document))

@@ -21,7 +21,7 @@ from minrepro.catalog.manifest import Case, Catalog, script_metadata
 from minrepro.dirs import cache
 from minrepro.errors import MinreproError
 from minrepro.reports.bisect import BisectResult
-from minrepro.catalog.matrix import load_results
+from minrepro.catalog.matrix import recorded_runs_of
 from minrepro.envs.patching import PATCHES_DIR, load_patches
 from minrepro.catalog.run import observe
 from minrepro.harness.runner import RunResult
@@ -130,7 +130,7 @@ def expected_line(source: str) -> str:
 
 def draft(case: Case, catalog: Catalog, results_dir: Path, python: Path | None = None) -> dict[str, Any]:
     """The report as a dict (title, repository, sections, body); `render_markdown` turns it into text."""
-    runs = load_results(results_dir) if results_dir.is_dir() else {}
+    runs = recorded_runs_of(case.id, results_dir) if results_dir.is_dir() else {}
     failing_set = case.failing_set()
     run = runs.get((failing_set, case.device)) or runs.get((failing_set, "cpu")) or runs.get((failing_set, "cuda"))
     if _entry(run, case.id) is None or _entry(run, case.id)["observed"] not in ("fail", "fail-other", "pass"):
