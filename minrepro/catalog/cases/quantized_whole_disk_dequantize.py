@@ -6,7 +6,7 @@
 
 transformers 5.6 leaves such a load undispatched with its 4-bit weights on meta (see
 quantized_whole_disk_meta_weights.py), so `dequantize()` finds a `Params4bit` without a quant state and
-bitsandbytes' `dequantize_4bit` fails its bare assert. transformers 5.23 dispatches the load; there
+bitsandbytes' `dequantize_4bit` fails its bare assert. transformers 5.13 and later dispatch the load; there
 `dequantize()` still fails, otherwise: it reads the offloaded weights' meta placeholders (fail-other).
 """
 import tempfile

@@ -7,7 +7,8 @@
 A cpu budget too small for any module (here on a box without a GPU) makes `infer_auto_device_map` return
 `{"": "disk"}`. transformers 5.6 dispatches only a map with more than one device, so it attaches no offloading
 hook, sets no `hf_device_map`, raises nothing, and the 4-bit weights stay meta placeholders. The first forward
-fails far away from the cause. transformers 5.23 dispatches a map that names the disk (huggingface/transformers#46749).
+fails far away from the cause. transformers 5.13 and later dispatch a map that names the disk
+(huggingface/transformers#46749); before accelerate 1.15, that meets accelerate's refusal of a whole model on disk.
 Found by `minrepro explore` (CPU, pinned: a 4-bit and an 8-bit Gemma 4 under "balanced" with a 3MB cpu budget).
 """
 import tempfile
