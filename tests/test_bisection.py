@@ -7,6 +7,7 @@ import shutil
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
+import pytest
 from packaging.version import Version
 
 from minrepro.reports.bisect import BisectResult, Judge, bisect_package, first_flip, minimal_upgrades
@@ -136,3 +137,28 @@ def test_a_cached_run_is_judged_again_against_the_current_signature(tmp_path):
 
     assert judge(r"KeyError: \d+") == "skip"
     assert judge(case.signature) == "bad"
+
+
+def test_pin_keeps_another_package_at_a_given_release(tmp_path):
+    # family Y: transformers' fix passes only beside accelerate 1.15 (1.13 refuses a whole model on disk), so its
+    # bisection keeps accelerate at 1.15.0 instead of the script's 1.13.0
+    from minrepro.catalog.manifest import load_catalog
+    from minrepro.errors import MinreproError
+    from minrepro.reports.bisect import judge_for
+
+    [case] = load_catalog().select(["quantized-whole-disk-meta-weights"])
+    judge = judge_for(case, ["transformers"], tmp_path, 10, None, lambda _: None, {"accelerate": "1.15.0"})
+    assert judge.base["accelerate"] == "1.15.0" and judge.base["transformers"] == "5.6.2"
+    assert "accelerate==1.15.0" in judge.requirements({"transformers": Version("5.13.0")})
+    for wrong in ({"transformers": "5.23.0"}, {"numpy": "2.0"}):  # the bisected package, one the script lacks
+        with pytest.raises(MinreproError, match="--pin"):
+            judge_for(case, ["transformers"], tmp_path, 10, None, lambda _: None, wrong)
+
+
+def test_pin_options_are_parsed_or_refused_in_one_line():
+    from minrepro.cli.reports import _pins
+    from minrepro.errors import MinreproError
+
+    assert _pins(["Accelerate == 1.15.0"]) == {"accelerate": "1.15.0"}
+    with pytest.raises(MinreproError, match="NAME==VERSION"):
+        _pins(["accelerate>=1.15"])

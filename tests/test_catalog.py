@@ -142,10 +142,11 @@ def test_cpu_only_cases_are_skipped_where_cuda_is_present():
     assert skip_reason(case, cpu_box) is None
     assert "avx512_bf16" in skip_reason(case, old_cpu)
     [no_accelerator] = load_catalog().select(["int8-disk-offload-cpu-execution"])  # its own reason, not H's
-    assert "Int8Params.to(0)" in skip_reason(no_accelerator, gpu_box) and "AVX512" not in skip_reason(no_accelerator, gpu_box)
+    reason = skip_reason(no_accelerator, gpu_box)
+    assert "Int8Params.to(0)" in reason and "AVX512" not in reason
 
 
-def test_requires_no_cuda_takes_a_reason_or_a_bool(tmp_path):
+def test_requires_no_cuda_takes_a_reason_or_a_bool():
     from minrepro.catalog.manifest import _no_cuda
     from minrepro.errors import MinreproError
 

@@ -60,7 +60,7 @@ def render(catalog: Catalog, results: dict[tuple[str, str], dict[str, Any]],
     for case in catalog.cases:
         cells = []
         for col in columns(catalog):
-            entry, doc = _pick(case.id, results.get(col), single.get(col), skipped=lambda row: row["observed"] == "skipped")
+            entry, doc = _pick(case.id, results.get(col), single.get(col), skipped=_run_skipped)
             cells.append(_cell(case, entry, doc) if doc else "not run")
         declared = " / ".join(case.declared(s) or "-" for s in catalog.sets)
         lines.append("| " + " | ".join([f"`{case.id}`", case.family, declared, *cells]) + " |")
@@ -72,6 +72,10 @@ def render(catalog: Catalog, results: dict[tuple[str, str], dict[str, Any]],
     for (set_name, machine), doc in sorted(single.items()):
         lines.append(f"- {set_name} · {machine}, single cases: {', '.join(doc['files'])}")
     return "\n".join(lines)
+
+
+def _run_skipped(row: dict[str, Any]) -> bool:
+    return row["observed"] == "skipped"
 
 
 def _pick(case_id: str, whole: dict[str, Any] | None, single: dict[str, Any] | None,
@@ -114,7 +118,7 @@ def recorded_runs_of(case_id: str, results_dir: Path) -> dict[tuple[str, str], d
     whole, single = load_results(results_dir), load_single_cases(results_dir / "cases")
     runs = {}
     for key in sorted(set(whole) | set(single)):
-        row, doc = _pick(case_id, whole.get(key), single.get(key), lambda r: r["observed"] == "skipped")
+        row, doc = _pick(case_id, whole.get(key), single.get(key), skipped=_run_skipped)
         if row is not None:
             runs[key] = {**{k: v for k, v in doc.items() if k not in ("latest", "files")}, "cases": [row]}
     return runs

@@ -17,6 +17,17 @@ from ..harness.runner import DEFAULT_TIMEOUT
 from .common import progress as _progress
 
 
+def _pins(specs: list[str]) -> dict[str, str]:
+    """`--pin NAME==VERSION` options as {name: version}, or a one-line error."""
+    pins = {}
+    for spec in specs:
+        name, sep, version = spec.partition("==")
+        if not sep or not name.strip() or not version.strip():
+            raise MinreproError(f"--pin {spec!r}: write NAME==VERSION (e.g. accelerate==1.15.0)")
+        pins[name.strip().lower()] = version.strip()
+    return pins
+
+
 def cmd_bisect(args: argparse.Namespace) -> int:
     from packaging.version import Version
 
@@ -34,7 +45,7 @@ def cmd_bisect(args: argparse.Namespace) -> int:
     wheelhouse = Path(args.wheelhouse) if args.wheelhouse else None
     envs = Path(args.envs).resolve() if args.envs else cache("envs")
     results_dir = Path(args.results) if args.results else (results_home(case.script) if script else cache("results", "catalog"))
-    judge = judge_for(case, packages, envs, args.timeout, wheelhouse, _progress)
+    judge = judge_for(case, packages, envs, args.timeout, wheelhouse, _progress, _pins(args.pin))
     base = judge.base
     results = []
     for package in packages:
@@ -105,6 +116,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     bisect.add_argument("--bad", help="a release on which the case fails (default: its pin)")
     bisect.add_argument("--good", help="a release on which it passes (default: the newest release)")
     bisect.add_argument("--pre", action="store_true", help="include prereleases")
+    bisect.add_argument("--pin", action="append", default=[], metavar="NAME==VERSION",
+                        help="keep another package at this release instead of the script's pin (repeatable)")
     bisect.add_argument("--envs", help="where the per-release venvs live (default: ~/.cache/minrepro/envs)")
     bisect.add_argument("--wheelhouse", help="install releases from this directory only (offline)")
     bisect.add_argument("--python", help="reference interpreter for a script whose pins name no set")

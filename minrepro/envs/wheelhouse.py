@@ -126,7 +126,8 @@ def _last_line(text: str) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m minrepro.wheelhouse", description=__doc__)
     parser.add_argument("--dest", default="wheelhouse", help="directory for the wheels")
-    parser.add_argument("--set", dest="sets", action="append", help="version set (default: every set, as `nox -s minrepro` runs them all)")
+    parser.add_argument("--set", dest="sets", action="append",
+                        help="version set (default: every set, as `nox -s minrepro` runs them all)")
     parser.add_argument("--python-version", default="3.12", help="the target interpreter's version")
     parser.add_argument("--platform", dest="platforms", action="append", help="wheel platform tags")
     parser.add_argument("--cuda", dest="cuda_versions", action="append", default=None,

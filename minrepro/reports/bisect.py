@@ -106,13 +106,20 @@ class Judge:
 
 
 def judge_for(case: Case, packages: list[str], envs: Path, timeout: float, wheelhouse: Path | None,
-              log: Callable[[str], None]) -> Judge:
-    """A judge that keeps the other packages at the case script's PEP 723 pins."""
+              log: Callable[[str], None], pins: dict[str, str] | None = None) -> Judge:
+    """A judge that keeps the other packages at the case script's PEP 723 pins, or at `pins` where given (a fix that
+    needs another library's newer release to pass: transformers' whole-disk dispatch meets accelerate 1.13's
+    refusal, so family Y bisects with accelerate at 1.15)."""
     base = script_pins(case.script.read_text(encoding="utf-8"))
     missing = [p for p in packages if p not in base]
     if missing:
         raise MinreproError(f"{case.id}'s script does not depend on {', '.join(missing)} (its pins: "
                             f"{', '.join(f'{k}=={v}' for k, v in base.items())})")
+    unknown = [p for p in pins or {} if p not in base or p in packages]
+    if unknown:
+        raise MinreproError(f"--pin {', '.join(unknown)}: pin only another package the script depends on "
+                            f"({', '.join(p for p in base if p not in packages)})")
+    base = {**base, **(pins or {})}
     libraries = frozenset(d for d in base if d in LIBRARIES)  # tokenizers & co. only support a base pin
     return Judge(case, base, libraries, envs / "bisect", envs.parent / "bisect" / f"{case.id}.json", timeout,
                  wheelhouse, log)

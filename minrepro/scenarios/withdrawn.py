@@ -43,9 +43,10 @@ def _spec(group: dict) -> dict:
 
 
 def _on_one_other_gpu(spec: dict) -> bool:
+    """The load's map names a single GPU, not cuda:0 (`{"": 1}`)."""
     device_map = (spec.get("placement") or {}).get("device_map")
-    return isinstance(device_map, dict) and len(set(device_map.values())) == 1 and set(device_map.values()) != {0}\
-        and all(isinstance(device, int) for device in device_map.values())
+    devices = set(device_map.values()) if isinstance(device_map, dict) else set()
+    return len(devices) == 1 and isinstance(gpu := devices.pop(), int) and gpu != 0
 
 
 def withdrawn_of(group: dict, report: dict) -> str | None:
