@@ -17,7 +17,8 @@ root = tempfile.mkdtemp()
 text = Gemma4TextConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=2,
                         num_key_value_heads=1, head_dim=32, global_head_dim=32, hidden_size_per_layer_input=0,
                         vocab_size=128, num_kv_shared_layers=0, layer_types=["sliding_attention", "full_attention"])
-Gemma4ForConditionalGeneration(Gemma4Config(text_config=text, vision_config=None, audio_config=None)).save_pretrained(root)
+model = Gemma4ForConditionalGeneration(Gemma4Config(text_config=text, vision_config=None, audio_config=None))
+model.save_pretrained(root)
 quant = BitsAndBytesConfig(load_in_4bit=True, llm_int8_enable_fp32_cpu_offload=True)
 model = Gemma4ForConditionalGeneration.from_pretrained(root, device_map="auto", max_memory={"cpu": "1KB"},
                                                        offload_folder=tempfile.mkdtemp(), quantization_config=quant)
