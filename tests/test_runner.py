@@ -174,10 +174,13 @@ def test_a_trace_records_the_map_from_pretrained_inferred_and_where_each_weight_
                           "assert type(model).__name__ == 'LlamaForCausalLM'\n")
     result = run_script(script, env={"PYTHONPATH": str(tmp_path / "site")}, trace=True, isolated=True)
     assert result.signature is None, result.stderr
-    assert result.trace == ({"event": "from_pretrained", "status": "returned", "caller": "LlamaForCausalLM",
-                             "devices": {"cpu": 1, "0": 1},
-                             "device_map": {"model.embed_tokens": "cpu", "model.layers.0": "0"},
-                             "parameters": {"Int8Params@cuda:0": 1, "_Param@cpu": 2}},)
+    (record,) = result.trace
+    assert "config'" in record.pop("model_trace_error")  # the stand-in has no config: the placement still stands
+    assert record == {"event": "from_pretrained", "status": "returned", "caller": "LlamaForCausalLM",
+                      "devices": {"cpu": 1, "0": 1},
+                      "device_map": {"model.embed_tokens": "cpu", "model.layers.0": "0"},
+                      "parameters": {"Int8Params@cuda:0": 1, "_Param@cpu": 2},
+                      "line": 2, "model_class": "LlamaForCausalLM"}  # the script line that loaded it
 
 
 def test_a_relative_interpreter_path_works_from_anywhere(tmp_path, write_script, monkeypatch):

@@ -8,8 +8,10 @@ import json
 from pathlib import Path
 
 from ..errors import MinreproError
+from ..harness.resources import FIRST_RUN_TIMEOUT
 from ..harness.runner import DEFAULT_TIMEOUT, run_script
 from ..reduction.driver import GOOD_RUNS
+from .common import AfterAWhile
 from .common import progress as _progress
 
 
@@ -73,9 +75,9 @@ def cmd_reduce(args: argparse.Namespace) -> int:
         oracle=args.oracle, python=args.python, jobs=args.jobs, timeout=args.timeout, seed=args.seed,
         executor=args.executor, workdir=Path(args.workdir) if args.workdir else None, fresh=args.fresh,
         good_pythons=list(args.good_python), guard=args.guard, confirm_runs=args.confirm_runs,
-        good_runs=args.good_runs, triggers=not args.no_triggers,
+        good_runs=args.good_runs, triggers=not args.no_triggers, scale_down=not args.no_scale_down,
     )
-    summary = reduce_script(options, log=_progress if args.verbose else lambda _: None)
+    summary = reduce_script(options, log=_progress if args.verbose else lambda _: None, say=_progress if args.verbose else AfterAWhile())
     print_summary(summary, args.json)
     return 0
 
@@ -85,8 +87,8 @@ def _reduce_scenario(args: argparse.Namespace) -> int:
     from minrepro.scenarios.reduce import reduce_scenario
 
     options = ReduceOptions(script=Path("-"), out=Path(args.out) if args.out else None, python=args.python,
-                            jobs=args.jobs, timeout=args.timeout, seed=args.seed, executor=args.executor,
-                            workdir=Path(args.workdir) if args.workdir else None, fresh=args.fresh,
+                            jobs=args.jobs, timeout=args.timeout or DEFAULT_TIMEOUT, seed=args.seed,
+                            executor=args.executor, workdir=Path(args.workdir) if args.workdir else None, fresh=args.fresh,
                             good_pythons=list(args.good_python), guard=args.guard, good_runs=args.good_runs)
     log = _progress if args.verbose else lambda _: None
     if args.spec is not None:  # a spec file: what `explore` writes for a finding
@@ -147,7 +149,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                                                         "exit 0 means interesting")
     reduce.add_argument("--python", help="interpreter to run candidates with (default: this one)")
     reduce.add_argument("--jobs", type=int, default=1, help="candidates run in parallel")
-    reduce.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, help="seconds per candidate")
+    reduce.add_argument("--timeout", type=float, default=None,
+                        help="seconds per run (default: 3x the slowest cold run of the original, at least "
+                             f"{DEFAULT_TIMEOUT:g}; its first run may take {FIRST_RUN_TIMEOUT:g})")
     reduce.add_argument("--seed", type=int, default=0, help="order in which proposals are tried")
     reduce.add_argument("--executor", default="forkserver", choices=["forkserver", "warm-pool", "cold"],
                         help="how candidates run (each in its own process either way)")
@@ -165,6 +169,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                              f"check runs {GOOD_RUNS}): a candidate that only sometimes passes where the bug is fixed "
                              "is not the bug")
     reduce.add_argument("--no-triggers", action="store_true", help="skip the trigger report after the search")
+    reduce.add_argument("--no-scale-down", action="store_true",
+                        help="reduce at the checkpoint's real size (default: first try a tiny twin of each model the "
+                             "script loads, with the device maps its run inferred made literal)")
     reduce.add_argument("--workdir", help="cache and state directory (default: in the cache, "
                                           "$MINREPRO_CACHE or ~/.cache/minrepro)")
     reduce.add_argument("--fresh", action="store_true", help="ignore a previous run's cache and state")

@@ -132,11 +132,28 @@ def _hooks(model):
     return {"offloading_hooks": offloading, "offloading_quantized_modules": quantized, "execution_devices": execution}
 
 
+def _script_line():
+    """The line of the script's own innermost frame on the current stack (None if the script is not on it): which
+    statement of the script a load or a dispatch came from, for the scale-down phase's rewrites."""
+    script, frame = os.path.abspath(sys.argv[0]), sys._getframe(1)
+    while frame is not None:
+        if os.path.abspath(frame.f_code.co_filename) == script:
+            return frame.f_lineno
+        frame = frame.f_back
+    return None
+
+
+def _plain(value):
+    """A JSON-safe copy of a config value (dtypes and other objects as their str)."""
+    return json.loads(json.dumps(value, default=lambda o: sorted(o) if isinstance(o, (set, frozenset)) else str(o)))
+
+
 def _traced(dispatch, path):
     @functools.wraps(dispatch)
     def dispatch_model(model, device_map, *args, **kwargs):
         frame = sys._getframe(1)
-        record = {"event": "dispatch_model", "caller": f"{frame.f_globals.get('__name__')}:{frame.f_code.co_name}"}
+        record = {"event": "dispatch_model", "caller": f"{frame.f_globals.get('__name__')}:{frame.f_code.co_name}",
+                  "line": _script_line()}
         try:
             record.update(_placement(model, device_map, _main_device(device_map, kwargs.get("main_device"))))
         except Exception as exc:  # observing must never change what the script does
@@ -186,7 +203,7 @@ def _wrap_from_pretrained(module, path, loaded=False):
         model = original(cls, *args, **kwargs)
         try:
             _append(path, {"event": "from_pretrained", "status": "returned", "caller": cls.__name__,
-                           **_loaded_placement(model)})
+                           **_loaded_placement(model), **_model_record(model, args, kwargs)})
         except Exception as exc:  # observing must never change what the script does
             _append(path, {"event": "from_pretrained", "status": "returned", "trace_error": repr(exc)})
         return model
@@ -195,7 +212,51 @@ def _wrap_from_pretrained(module, path, loaded=False):
     owner.from_pretrained = classmethod(from_pretrained)
 
 
-_TRACED = {_TRACED_MODULE: _wrap_dispatch, "transformers.modeling_utils": _wrap_from_pretrained}
+def _model_record(model, args, kwargs):
+    """What a tiny twin of a loaded model needs: its class, its config next to the class's defaults (what differs
+    carries the structure), the checkpoint it came from and the script line that loaded it."""
+    record = {"line": _script_line(), "model_class": type(model).__name__}
+    try:  # apart from the placement: a stand-in model without a config still says where its weights went
+        config = model.config
+        checkpoint = args[0] if args else kwargs.get("pretrained_model_name_or_path")
+        record.update({"model_type": config.model_type, "config": _plain(config.to_dict()),
+                       "config_defaults": _plain(type(config)().to_dict()),
+                       "checkpoint": os.fspath(checkpoint) if isinstance(checkpoint, (str, os.PathLike)) else None,
+                       "parameters_total": sum(p.numel() for p in model.parameters())})
+    except Exception as exc:
+        record["model_trace_error"] = repr(exc)
+    return record
+
+
+def _wrap_peft_from_pretrained(module, path, loaded=False):
+    """Record what `PeftModel.from_pretrained` loaded: the adapter's config (for a twin adapter) and the script line."""
+    owner = module.PeftModel
+    original = owner.__dict__["from_pretrained"].__func__
+    if getattr(original, "__minrepro_traced__", False):
+        return
+
+    @functools.wraps(original)
+    def from_pretrained(cls, model, model_id, *args, **kwargs):
+        line = _script_line()
+        result = original(cls, model, model_id, *args, **kwargs)
+        try:
+            config = result.peft_config[kwargs.get("adapter_name", args[0] if args else "default")]
+            defaults = type(config)().to_dict()
+            _append(path, {"event": "peft_from_pretrained", "status": "returned", "line": line,
+                           "adapter": os.fspath(model_id) if isinstance(model_id, (str, os.PathLike)) else None,
+                           "peft_config": _plain(config.to_dict()), "peft_defaults": _plain(defaults),
+                           "config_class": type(config).__name__})
+        except Exception as exc:
+            _append(path, {"event": "peft_from_pretrained", "status": "returned", "line": line,
+                           "trace_error": repr(exc)})
+        return result
+
+    from_pretrained.__minrepro_traced__ = True
+    owner.from_pretrained = classmethod(from_pretrained)
+
+
+_TRACED = {_TRACED_MODULE: _wrap_dispatch, "transformers.modeling_utils": _wrap_from_pretrained,
+           "peft.peft_model": _wrap_peft_from_pretrained}
 
 
 class _TraceFinder(importlib.abc.MetaPathFinder):
@@ -398,8 +459,24 @@ def _modules():
     return [name for name in list(sys.modules) if name.split(".")[0] in tops]
 
 
+def _peak_memory():
+    """Peak memory of this process in MiB: resident (RAM) and, where the run used CUDA, what torch reserved on the
+    GPU. How many such runs fit side by side on this machine is read from these."""
+    out = {}
+    try:
+        import resource
+
+        out["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
+        torch = sys.modules.get("torch")
+        if torch is not None and torch.cuda.is_initialized():
+            out["peak_gpu_mb"] = max(torch.cuda.max_memory_reserved(i) for i in range(torch.cuda.device_count())) / 2**20
+    except Exception:  # observing must never change how the run ended
+        pass
+    return out
+
+
 def _ended(record):
-    return {**record, "loaded": _loaded(), "modules": _modules()}
+    return {**record, "loaded": _loaded(), "modules": _modules(), **_peak_memory()}
 
 
 def guarded(run, report):

@@ -51,6 +51,8 @@ class RunResult:
     loaded: tuple[str, ...] = ()  # top-level names of installed packages imported by the end of the run
     cwd_writes: tuple[str, ...] = ()  # what the run left in its working directory (temp files go elsewhere)
     modules: tuple[str, ...] = ()  # every module of an installed package it imported, in order (fork server preload)
+    peak_rss_mb: float = 0.0  # the run's peak resident memory (0: not recorded)
+    peak_gpu_mb: float = 0.0  # what torch reserved on its busiest GPU at most (0: no CUDA, or not recorded)
 
     @property
     def failed(self) -> bool:
@@ -140,7 +142,8 @@ def run_script(
         written = cwd_entries(cwd) if cwd is not None else ()
     signature, headline = classify_run(proc.returncode, stderr, report, timed_out, timeout)
     return RunResult(proc.returncode, stdout, stderr, seconds, signature, headline, records, script_lines(report),
-                     tuple(report.get("loaded", ())), written, tuple(report.get("modules", ())))
+                     tuple(report.get("loaded", ())), written, tuple(report.get("modules", ())),
+                     report.get("peak_rss_mb", 0.0), report.get("peak_gpu_mb", 0.0))
 
 
 def cwd_entries(cwd: str | os.PathLike[str]) -> tuple[str, ...]:

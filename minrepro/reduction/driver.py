@@ -26,6 +26,7 @@ from ..errors import MinreproError
 from ..harness.executors import ColdExecutor, Executor, make_executor
 from ..harness.oracle import Cache, CommandOracle, SignatureOracle, same_failure
 from ..harness.probe import probe
+from ..harness.resources import FIRST_RUN_TIMEOUT, TIMEOUT_FACTOR, parallel_runs, timeout_for
 from ..harness.runner import DEFAULT_TIMEOUT, RunResult, resolve_python
 from ..harness.signature import Signature
 from ..reducers import FINAL_PASSES, PASSES, reduce_source
@@ -34,6 +35,7 @@ from ..reducers.source import code_lines, imported_modules, module_imports, norm
 from . import output, triggers
 from .guard import UNGUARDED, Guard, GuardSearch, choose_guard, neutralise_library_call
 from .progress import Progress
+from .scale import traced_run, try_scale_down
 
 CONFIRM_RUNS = 3  # the original runs this many times, cold, to establish its failure: all must agree
 # Runs of each candidate in each good env (guard) that must all pass. A library's crash is a code path, not a
@@ -61,7 +63,7 @@ class ReduceOptions:
     oracle: str | None = None
     python: str | None = None
     jobs: int = 1
-    timeout: float = DEFAULT_TIMEOUT
+    timeout: float | None = None  # None: from the original's cold runs (see harness.resources.timeout_for)
     seed: int = 0
     executor: str = "forkserver"
     workdir: Path | None = None
@@ -71,6 +73,7 @@ class ReduceOptions:
     confirm_runs: int = CONFIRM_RUNS
     good_runs: int | None = None  # None: default_good_runs
     triggers: bool = True
+    scale_down: bool = True  # rebuild loaded checkpoints as tiny twins before the text passes
 
 
 @dataclass
@@ -112,9 +115,18 @@ def refuse_missing_libraries(result: RunResult, source: str, python: str) -> Non
                             "it fails in (a failing import is not a bug to reduce)")
 
 
-def establish(script: Path, python: str, timeout: float, home: Path, runs: int) -> tuple[Signature, RunResult]:
-    """Run the original `runs` times, cold: its signature if every run agrees, else a one-line error."""
-    results = ColdExecutor(python, runs).run_many([script] * runs, timeout, home)
+def establish(script: Path, python: str, timeout: float | None, home: Path, runs: int,
+              log: Callable[[str], None] = lambda _: None) -> tuple[Signature, RunResult, list[RunResult]]:
+    """Run the original `runs` times, cold: its signature if every run agrees, else a one-line error. The first run
+    goes alone (under --timeout, or FIRST_RUN_TIMEOUT: nothing is known of its cost yet); the others as many at
+    once as its memory allows, under a timeout that follows its time."""
+    results = ColdExecutor(python, 1).run_many([script], timeout or FIRST_RUN_TIMEOUT, home)
+    at_once = parallel_runs(results, runs - 1)
+    log(f"establish: run 1 of {runs} took {results[0].seconds:.1f} s"
+        + (f" ({results[0].peak_rss_mb:.0f} MB RAM" + (f", {results[0].peak_gpu_mb:.0f} MB GPU" if results[0].peak_gpu_mb
+                                                          else "") + ")" if results[0].peak_rss_mb else "")
+        + f"; {runs - 1} more, {at_once} at once")
+    results += ColdExecutor(python, at_once).run_many([script] * (runs - 1), timeout_for(results, timeout), home)
     failing = [r for r in results if r.signature is not None]
     if not failing:
         raise MinreproError(f"nothing to reduce: {script} does not fail (passed {runs} of {runs} runs)")
@@ -123,14 +135,43 @@ def establish(script: Path, python: str, timeout: float, home: Path, runs: int) 
     if same < runs:
         raise MinreproError(f"{script} fails flakily: '{first.headline}' in {same} of {runs} runs (n={runs}, "
                             "all must agree); make it deterministic, or reduce with --oracle and your own retries")
-    return first, failing[0]
+    return first, failing[0], results
 
 
 def default_workdir(script: Path, source: str, key: str) -> Path:
     return cache("reductions", f"{script.stem}-{_digest(source + key)[:10]}")
 
 
-def reduce_script(opts: ReduceOptions, log: Callable[[str], None] = lambda _: None) -> ReduceSummary:
+def reduce_script(opts: ReduceOptions, log: Callable[[str], None] = lambda _: None,
+                  say: Callable[[str], None] | None = None) -> ReduceSummary:
+    """`log` gets every step (-v); `say` the phases, runs and time per run (default: `log`)."""
+    with interrupts_as_ctrl_c():
+        return _reduce_script(opts, log, say or log)
+
+
+@contextlib.contextmanager
+def interrupts_as_ctrl_c():
+    """SIGTERM and SIGHUP (`timeout`, a job scheduler, CI, a closed terminal) stop a reduction as Ctrl-C does:
+    the best script so far is written with the command that resumes. Main thread only (signal's rule)."""
+    import signal
+    import threading
+
+    def stop(number: int, _frame) -> None:
+        raise KeyboardInterrupt(signal.Signals(number).name)
+
+    wanted = [sig for sig in (getattr(signal, "SIGTERM", None), getattr(signal, "SIGHUP", None)) if sig is not None]
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    before = {sig: signal.signal(sig, stop) for sig in wanted}
+    try:
+        yield
+    finally:
+        for sig, handler in before.items():
+            signal.signal(sig, handler)
+
+
+def _reduce_script(opts: ReduceOptions, log: Callable[[str], None], say: Callable[[str], None]) -> ReduceSummary:
     start = time.monotonic()
     script = opts.script.resolve()
     from ..catalog.targets import read_source  # the one rule for a script given on the command line
@@ -145,67 +186,98 @@ def reduce_script(opts: ReduceOptions, log: Callable[[str], None] = lambda _: No
     guard_executors: list[Executor] = []
     guard, versions, loaded = UNGUARDED, {}, ()
     keep_seeds = False  # a failure the script's own check raises keeps every seeding call (see `Problem`)
-
-    if opts.oracle:
-        key = json.dumps(["command", opts.oracle, python, opts.timeout])
-        workdir = _workdir(opts, script, source, key)
-        oracle = CommandOracle(Cache(workdir / "cache.jsonl", key), workdir, opts.timeout, script.parent,
-                               command=shlex.split(opts.oracle), jobs=opts.jobs)
-        if not oracle.test_many([source])[0]:
-            raise MinreproError(f"nothing to reduce: the oracle does not accept {script.name} itself")
-        headline, owner = f"oracle: {opts.oracle}", ""
-    else:
-        log(f"running {script.name} {opts.confirm_runs}x, cold, to establish its failure signature")
-        original, first_run = establish(script, python, opts.timeout, script.parent, opts.confirm_runs)
-        refuse_missing_libraries(first_run, source, python)
-        if opts.signature and not _search(opts.signature, first_run.raw_headline):
-            raise MinreproError(f"{script.name} fails with '{first_run.raw_headline.splitlines()[0]}', "
-                                f"which does not match --signature {opts.signature!r}")
-        env = probe(python)
-        versions, loaded = env.versions, first_run.loaded
-        matcher = functools.partial(same_failure, original, opts.signature)
-        guard = choose_guard(GuardSearch(script, source, original, first_run.raw_headline, matcher, env, opts.timeout,
-                                         log, notes=notes), opts.good_pythons, opts.guard)
-        log(f"guard: {guard.why}")
-        good_runs = opts.good_runs or default_good_runs(original, source)
-        key = json.dumps(["signature", opts.signature, python, opts.timeout, guard.key(), good_runs])
-        workdir = _workdir(opts, script, source, key)
-        executor, baseline = _warm_executor(opts, python, source, original, script, first_run, notes, log)
-        guard_executors = [_guard_executor(opts, py, source, first_run.modules, notes) for py in guard.pythons]
-        budget = max(SLOWDOWN * baseline, baseline + GRACE_SECONDS)
-        # a candidate past the budget is uninteresting anyway: stop it there, not at --timeout
-        oracle = SignatureOracle(Cache(workdir / "cache.jsonl", key), workdir, min(opts.timeout, budget + 1),
-                                 script.parent, executor=executor, original=original, regex=opts.signature,
-                                 max_seconds=budget, good=guard_executors, good_runs=good_runs,
-                                 cwd_writes_allowed=bool(first_run.cwd_writes),
-                                 neutralise=neutralise_library_call if guard.kind == "necessity" else None)
-        if guard.guarded and not oracle.test_many([normalize(source)])[0]:
-            notes.append(f"the original does not pass its guard ({guard.why}); reduced unguarded")
-            guard = UNGUARDED
-            oracle.good, oracle.neutralise = (), None
-        if not guard.guarded:
-            notes.append("UNGUARDED: nothing checks that the reduction still holds the library's bug; values the "
-                         "script's own checks read are frozen")
-        headline, owner = original.headline, str(original.owner or "")
-        keep_seeds = original.raised_by == "script"
-        log(f"signature: {original.headline}  (owner: {original.owner})")
-
-    state_path = workdir / "state.json"
-    state = _load_state(state_path, _digest(source))
-    resumed = state is not None
-    begin = state["best"] if state else source
-    if resumed:
-        log(f"resuming from {state_path} ({code_lines(begin)} code lines so far)")
-    best = [begin]
-    progress = Progress(code_lines(source), log)
-
-    def save(candidate: str) -> None:
-        best[0] = candidate
-        state_path.write_text(json.dumps({"original": _digest(source), "best": candidate}), encoding="utf-8")
-        progress.accepted(code_lines(candidate))
+    headline, owner = "not established (stopped before the original's runs agreed)", ""
+    best = [source]
+    progress = Progress(code_lines(source), log, say=say)
+    state_path: Path | None = None
+    timeout = opts.timeout or DEFAULT_TIMEOUT
 
     try:
-        measure = None if opts.oracle else _facts(python, opts.timeout, workdir, script.parent, executor)
+        if opts.oracle:
+            timeout = opts.timeout or DEFAULT_TIMEOUT
+            key = json.dumps(["command", opts.oracle, python, timeout])
+            workdir = _workdir(opts, script, source, key)
+            oracle = CommandOracle(Cache(workdir / "cache.jsonl", key), workdir, timeout, script.parent,
+                                   command=shlex.split(opts.oracle), jobs=opts.jobs)
+            if not oracle.test_many([source])[0]:
+                raise MinreproError(f"nothing to reduce: the oracle does not accept {script.name} itself")
+            headline, owner = f"oracle: {opts.oracle}", ""
+        else:
+            progress.phase("establish", f"{opts.confirm_runs} cold runs of the original")
+            original, first_run, cold = establish(script, python, opts.timeout, script.parent, opts.confirm_runs, say)
+            timeout = timeout_for(cold, opts.timeout)
+            if opts.timeout is None:
+                say(f"timeout per run: {timeout:.0f} s ({TIMEOUT_FACTOR:g}x the slowest cold run, at least "
+                    f"{DEFAULT_TIMEOUT:.0f} s)")
+            refuse_missing_libraries(first_run, source, python)
+            if opts.signature and not _search(opts.signature, first_run.raw_headline):
+                raise MinreproError(f"{script.name} fails with '{first_run.raw_headline.splitlines()[0]}', "
+                                    f"which does not match --signature {opts.signature!r}")
+            headline, owner = original.headline, str(original.owner or "")
+            env = probe(python)
+            versions, loaded = env.versions, first_run.loaded
+            matcher = functools.partial(same_failure, original, opts.signature)
+            progress.phase("guard", "the original where the bug is fixed")
+            guard = choose_guard(GuardSearch(script, source, original, first_run.raw_headline, matcher, env, timeout,
+                                             log, notes=notes, jobs=parallel_runs(cold, 2)),
+                                 opts.good_pythons, opts.guard)
+            say(f"guard: {guard.why}")
+            good_runs = opts.good_runs or default_good_runs(original, source)
+            key = json.dumps(["signature", opts.signature, python, opts.timeout, guard.key(), good_runs])
+            workdir = _workdir(opts, script, source, key)
+            jobs = parallel_runs(cold, opts.jobs)
+            if jobs < opts.jobs:
+                notes.append(f"--jobs {opts.jobs} lowered to {jobs} at first: {opts.jobs} runs of the original "
+                             "would not fit in this machine's free memory")
+            executor, baseline = _warm_executor(opts, python, source, original, script, first_run, notes, log,
+                                                timeout, jobs)
+            guard_executors = [_guard_executor(opts, py, source, first_run.modules, notes, jobs) for py in guard.pythons]
+            budget = _budget(baseline)
+            # a candidate past the budget is uninteresting anyway: stop it there, not at the timeout
+            oracle = SignatureOracle(Cache(workdir / "cache.jsonl", key), workdir, min(timeout, budget + 1),
+                                     script.parent, executor=executor, original=original, regex=opts.signature,
+                                     max_seconds=budget, good=guard_executors, good_runs=good_runs,
+                                     cwd_writes_allowed=bool(first_run.cwd_writes),
+                                     neutralise=neutralise_library_call if guard.kind == "necessity" else None)
+            if guard.guarded and not oracle.test_many([normalize(source)])[0]:
+                notes.append(f"the original does not pass its guard ({guard.why}); reduced unguarded")
+                guard = UNGUARDED
+                oracle.good, oracle.neutralise = (), None
+            if not guard.guarded:
+                notes.append("UNGUARDED: nothing checks that the reduction still holds the library's bug; values the "
+                             "script's own checks read are frozen")
+            keep_seeds = original.raised_by == "script"
+            log(f"signature: {original.headline}  (owner: {original.owner})")
+
+        state_path = workdir / "state.json"
+        state = _load_state(state_path, _digest(source))
+        resumed = state is not None
+        begin = state["best"] if state else source
+        if resumed:
+            say(f"resuming from {state_path} ({code_lines(begin)} code lines so far)")
+        best[0] = begin
+
+        def save(candidate: str) -> None:
+            best[0] = candidate
+            state_path.write_text(json.dumps({"original": _digest(source), "best": candidate}), encoding="utf-8")
+            progress.accepted(code_lines(candidate))
+
+        if not opts.oracle and opts.scale_down and not resumed:
+            progress.phase("scale-down", "a tiny twin of each loaded model, judged like any candidate")
+            traced = traced_run(normalize(source), python, timeout, workdir, script.parent)
+            scaled = try_scale_down(normalize(source), traced, _counted(oracle.test_many, progress), say)
+            if scaled is not None:
+                notes.append(scaled.describe())
+                say(scaled.describe())
+                begin = scaled.source
+                save(begin)
+            elif traced.trace:
+                notes.append("scale-down: no tiny twin keeps the failure (or nothing was loaded from a checkpoint); "
+                             "reduced at real scale")
+        if not opts.oracle and begin != source:  # a twin (or a resumed state): the budget follows what it costs now
+            _rebudget(oracle, executor, begin, workdir, script.parent, timeout)
+
+        measure = None if opts.oracle else _facts(python, oracle.timeout, workdir, script.parent, executor)
         result = reduce_source(begin, _counted(oracle.test_many, progress), PASSES, FINAL_PASSES, opts.jobs,
                                opts.seed, save, on_pass=progress.phase, freeze_check_data=not guard.guarded,
                                facts=measure, keep_seeds=keep_seeds)
@@ -222,15 +294,18 @@ def reduce_script(opts: ReduceOptions, log: Callable[[str], None] = lambda _: No
         progress.close()
         good_pass = None
         if not opts.oracle:
-            verified, good_pass, why, loaded = _verify_cold(result, oracle, python, guard, opts.timeout, workdir,
+            say("verifying the result cold, in the bad and the good environments")
+            verified, good_pass, why, loaded = _verify_cold(result, oracle, python, guard, timeout, workdir,
                                                             script.parent)
             if not verified:
                 raise MinreproError(f"the reduced script {why}; kept in {state_path}")
-    except KeyboardInterrupt:  # in the search, the trigger report or the cold check: the best so far is kept
+    except KeyboardInterrupt as stop:  # anywhere, Ctrl-C or SIGTERM/SIGHUP: the best so far is written
         progress.close()
         _write(out, best[0], source, script, headline, owner, guard, versions, verified=False, loaded=loaded)
-        raise Interrupted(f"interrupted: the best script so far ({code_lines(best[0])} code lines, not verified) "
-                          f"is in {out}; resume with: {_resume_command()}") from None
+        where = f"; resume with: {_resume_command()}" if state_path else " (stopped before the search began)"
+        cause = f" by {stop.args[0]}" if stop.args else ""
+        raise Interrupted(f"interrupted{cause}: the best script so far ({code_lines(best[0])} code lines, not "
+                          f"verified) is in {out}{where}") from None
     finally:
         for used in [executor, *guard_executors]:
             if used is not None:
@@ -243,6 +318,22 @@ def reduce_script(opts: ReduceOptions, log: Callable[[str], None] = lambda _: No
                          executor.name if executor else "command", resumed, guard.kind, guard.why, good_pass,
                          [asdict(t) for t in found], notes, getattr(executor, "snapshot_runs", 0),
                          oracle.good_runs if guard.pythons else 0)
+
+
+def _budget(seconds: float) -> float:
+    return max(SLOWDOWN * seconds, seconds + GRACE_SECONDS)
+
+
+def _rebudget(oracle: SignatureOracle, executor: Executor, current: str, workdir: Path, home: Path,
+              timeout: float) -> None:
+    """The time budget from the program the search starts from (a tiny twin runs in seconds where its original took
+    a minute: a candidate that grew back to real size must not pass as 'within 2x')."""
+    path = workdir / "rebudget.py"
+    path.write_text(current, encoding="utf-8")
+    run = executor.run_many([path], timeout, home)[0]
+    if oracle.matches(run):
+        oracle.max_seconds = min(oracle.max_seconds or float("inf"), _budget(run.seconds))
+        oracle.timeout = min(timeout, oracle.max_seconds + 1)
 
 
 def _workdir(opts: ReduceOptions, script: Path, source: str, key: str) -> Path:
@@ -306,8 +397,9 @@ def statement_facts(source: str, run: RunResult, profile: dict) -> dict:
 
 def _counted(test_many, progress: Progress):
     def run(sources: list[str]) -> list[bool]:
+        began = time.monotonic()
         answers = test_many(sources)
-        progress.tried(len(sources))
+        progress.tried(len(sources), time.monotonic() - began)
         return answers
 
     return run
@@ -331,24 +423,25 @@ def _resume_command() -> str:
 
 
 def _warm_executor(opts: ReduceOptions, python: str, source: str, original: Signature, script: Path,
-                   cold: RunResult, notes: list[str], log: Callable[[str], None]) -> tuple[Executor, float]:
+                   cold: RunResult, notes: list[str], log: Callable[[str], None], timeout: float,
+                   jobs: int) -> tuple[Executor, float]:
     """The requested executor and the original's run time under it, if it reproduces the original signature
     (twice: a warm executor that disagrees with itself is not trusted either); otherwise cold runs."""
     if opts.executor == "cold":
-        return ColdExecutor(python, opts.jobs), cold.seconds
+        return ColdExecutor(python, jobs), cold.seconds
     try:
-        executor = make_executor(opts.executor, python, module_imports(source), opts.jobs, cold.modules)
+        executor = make_executor(opts.executor, python, module_imports(source), jobs, cold.modules)
     except MinreproError as exc:
         notes.append(f"{opts.executor} unavailable ({exc}); cold runs used")
-        return ColdExecutor(python, opts.jobs), cold.seconds
-    warm = executor.run_many([script, script], opts.timeout, script.parent)
+        return ColdExecutor(python, jobs), cold.seconds
+    warm = executor.run_many([script, script], timeout, script.parent)
     if any(run.signature != original for run in warm):
         executor.close()
         seen = "; ".join(run.signature.headline if run.signature else "passes" for run in warm)
         notes.append(f"under {opts.executor} the script gives [{seen}] where {CONFIRM_RUNS} cold runs agree on "
                      f"'{original.headline}' (it depends on a fresh interpreter: imports done before it, threads, "
                      "seeds); cold runs used")
-        return ColdExecutor(python, opts.jobs), cold.seconds
+        return ColdExecutor(python, jobs), cold.seconds
     if getattr(executor, "skipped", None):
         notes.append(f"fork server: {', '.join(executor.skipped)} imported by each candidate (it initializes CUDA)")
     log(f"executor: {executor.name} (original runs in {warm[0].seconds:.2f} s there)")
@@ -356,14 +449,14 @@ def _warm_executor(opts: ReduceOptions, python: str, source: str, original: Sign
 
 
 def _guard_executor(opts: ReduceOptions, python: str, source: str, recorded: tuple[str, ...],
-                    notes: list[str]) -> Executor:
+                    notes: list[str], jobs: int) -> Executor:
     if opts.executor == "cold":
-        return ColdExecutor(python, opts.jobs)
+        return ColdExecutor(python, jobs)
     try:  # the bad env's recorded modules: a module the good env lacks is skipped by the server
-        return make_executor(opts.executor, python, module_imports(source), opts.jobs, recorded)
+        return make_executor(opts.executor, python, module_imports(source), jobs, recorded)
     except MinreproError as exc:
         notes.append(f"guard env {python}: {opts.executor} unavailable ({exc}); cold runs used there")
-        return ColdExecutor(python, opts.jobs)
+        return ColdExecutor(python, jobs)
 
 
 def _verify_cold(result: str, oracle: SignatureOracle, python: str, guard: Guard, timeout: float, workdir: Path,

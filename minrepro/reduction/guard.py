@@ -87,12 +87,24 @@ class GuardSearch:
     log: Callable[[str], None]
     catalog: Catalog | None = None
     notes: list[str] | None = None
+    jobs: int = 2  # the two runs at once where memory allows (the driver measures it)
 
     def passes_in(self, python: str) -> bool:
-        """The original passes under `python`, twice (a flaky pass is no pass). Passes, not merely "fails
-        otherwise": an earlier bug that masks this one (B before A on pinned) is no fixed world."""
-        runs = ColdExecutor(python, 2).run_many([self.script, self.script], self.timeout, self.script.parent)
-        return all(r.signature is None for r in runs)
+        return not self.why_not_passing(python)
+
+    def why_not_passing(self, python: str) -> str:
+        """"" if the original passes under `python`, twice (a flaky pass is no pass), else what it met there.
+        Passes, not merely "fails otherwise": an earlier bug that masks this one (B before A on pinned) is no
+        fixed world."""
+        runs = ColdExecutor(python, min(2, self.jobs)).run_many([self.script, self.script], self.timeout,
+                                                                 self.script.parent)
+        failed = [r for r in runs if r.signature is not None]
+        if not failed:
+            return ""
+        first = failed[0]
+        what = (f"timed out after {self.timeout:.0f} s (--timeout)" if first.signature.kind == "timeout"
+                else f"failed with {first.raw_headline.splitlines()[0] if first.raw_headline else first.signature.headline}")
+        return f"{what} in {len(failed)} of {len(runs)} runs ({', '.join(f'{r.seconds:.0f} s' for r in runs)})"
 
     def note(self, text: str) -> None:
         self.log(text)
@@ -102,9 +114,9 @@ class GuardSearch:
 
 def named_pythons(search: GuardSearch, pythons: list[str]) -> Guard | None:
     for python in pythons:
-        if not search.passes_in(python):
-            raise MinreproError(f"the original does not pass under --good-python {python}: it cannot stand for a "
-                                "world where the bug is fixed")
+        if why := search.why_not_passing(python):
+            raise MinreproError(f"the original does not pass under --good-python {python}: it {why}, so it cannot "
+                                "stand for a world where the bug is fixed")
     return Guard("good-env", "passes under " + ", ".join(pythons), tuple(pythons)) if pythons else None
 
 

@@ -143,7 +143,9 @@ def reduce_spec(spec: Scenario, label: str, scale: str, device: str, opts: Reduc
     # the script phase builds its own checkpoint: with the cache visible the reducer would delete the build
     # and leave a script that only runs on this machine
     os.environ.pop(CHECKPOINT_ENV, None)
-    summary = reduce_script(ReduceOptions(**{**opts.__dict__, "script": final, "out": out, "workdir": workdir / "script"}), log)
+    # the spec passes already shrank the model: the script's own build is what a scale-down would redo
+    summary = reduce_script(ReduceOptions(**{**opts.__dict__, "script": final, "out": out, "workdir": workdir / "script",
+                                             "scale_down": False}), log)
     if keep_steps:
         record_equivalence(steps_file_of(out.resolve()), out, label, python, opts.timeout)
     return trip, summary

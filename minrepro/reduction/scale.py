@@ -1,0 +1,54 @@
+"""The scale-down phase of `minrepro reduce`, execution side: one traced cold run of the script records what it
+loaded (model class and config, adapter config) and every device map it used; `minrepro.reducers.scale` proposes
+tiny twins from that record; the reduction's own oracle judges them (the same signature where it fails, a pass
+where the bug is fixed). At real scale each text candidate costs a full load; after it, seconds."""
+
+from __future__ import annotations
+
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Sequence
+
+from ..harness.runner import RunResult, run_script
+from ..reducers.scale import Plan, plan_from_trace, scale_down
+
+
+@dataclass
+class ScaleDown:
+    source: str          # the twin script (the search starts from it)
+    plan: Plan
+    kept: list[tuple[str, ...]]  # dimension fields the failure needs at their real size
+    runs: int            # candidates judged
+
+    def describe(self) -> str:
+        loads = ", ".join(load.model_class for load in self.plan.loads)
+        maps = len([load for load in self.plan.loads if load.device_map]) + len(self.plan.dispatches)
+        kept = f"; kept at real size: {', '.join('.'.join(p[1:]) for p in self.kept)}" if self.kept else ""
+        return (f"scaled down: {loads} rebuilt as a tiny twin ({len(self.plan.fields)} dimension fields shrunk"
+                f"{kept}), {len(self.plan.adapters)} adapter(s) rebuilt, {maps} device map(s) made literal")
+
+
+def traced_run(source: str, python: str, timeout: float, workdir: Path, home: Path) -> RunResult:
+    """The current program once, cold, with the placement trace (what `_bootstrap` records)."""
+    path = workdir / "scale.py"
+    path.write_text(source, encoding="utf-8")
+    with tempfile.TemporaryDirectory(prefix="minrepro-cwd-") as scratch:
+        return run_script(path, python=python, timeout=timeout, cwd=scratch, path0=home, trace=True)
+
+
+def try_scale_down(source: str, run: RunResult, test_many: Callable[[list[str]], list[bool]],
+                   log: Callable[[str], None]) -> ScaleDown | None:
+    """The twin the oracle accepts, or None (nothing loaded from a checkpoint, or no twin keeps the failure)."""
+    plan = plan_from_trace(run.trace)
+    if plan is None:
+        return None
+    runs = [0]
+
+    def first_interesting(candidates: Sequence[str]) -> int | None:
+        runs[0] += len(candidates)  # judged together (the executor's jobs); the first in order wins
+        return next((i for i, yes in enumerate(test_many(list(candidates))) if yes), None)
+
+    log(f"scale-down: {len(plan.loads)} model load(s), {len(plan.fields)} dimension fields to shrink")
+    found = scale_down(source, plan, first_interesting)
+    return ScaleDown(found[0], plan, found[1], runs[0]) if found else None
