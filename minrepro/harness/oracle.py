@@ -140,6 +140,9 @@ class SignatureOracle(_Base):
     # dropped the seed of the data its own check reads) passed where the bug is fixed once in two, and was taken
     good_runs: int = 2
     cwd_writes_allowed: bool = True  # False when the original leaves nothing in its working directory
+    # where the bug is fixed the script runs to its end, past where it failed: its own limit, not the time budget
+    # (a good run cut at the budget would count as "does not fail the same way")
+    good_timeout: float | None = None
 
     def matches(self, result: RunResult) -> bool:
         return same_failure(self.original, self.regex, result)
@@ -150,7 +153,8 @@ class SignatureOracle(_Base):
         for guard in self.good:  # only what is still interesting runs there
             # all of a candidate's good runs at once: one accepted candidate's two runs used one core of two, in turn
             alive = [i for i, a in enumerate(answers) if a.interesting for _ in range(self.good_runs)]
-            for i, run in zip(alive, guard.run_many([paths[i] for i in alive], self.timeout, self.home)):
+            for i, run in zip(alive, guard.run_many([paths[i] for i in alive], self.good_timeout or self.timeout,
+                                                    self.home)):
                 answers[i].seconds += run.seconds
                 if self.matches(run) and answers[i].interesting:
                     answers[i].refuse("also in a good env: not the bug")

@@ -218,10 +218,13 @@ def _reduce_script(opts: ReduceOptions, log: Callable[[str], None], say: Callabl
             versions, loaded = env.versions, first_run.loaded
             matcher = functools.partial(same_failure, original, opts.signature)
             progress.phase("guard", "the original where the bug is fixed")
-            guard = choose_guard(GuardSearch(script, source, original, first_run.raw_headline, matcher, env, timeout,
-                                             log, notes=notes, jobs=parallel_runs(cold, 2)),
-                                 opts.good_pythons, opts.guard)
-            say(f"guard: {guard.why}")
+            # where the bug is fixed the script runs to its end: nothing is known of that run's cost yet
+            search = GuardSearch(script, source, original, first_run.raw_headline, matcher, env,
+                                 opts.timeout or FIRST_RUN_TIMEOUT, log, notes=notes, jobs=parallel_runs(cold, 2))
+            guard = choose_guard(search, opts.good_pythons, opts.guard)
+            good_timeout = opts.timeout or max(timeout, TIMEOUT_FACTOR * search.passing_seconds)
+            say(f"guard: {guard.why}" + (f" (a passing run took {search.passing_seconds:.0f} s)"
+                                         if search.passing_seconds else ""))
             good_runs = opts.good_runs or default_good_runs(original, source)
             key = json.dumps(["signature", opts.signature, python, opts.timeout, guard.key(), good_runs])
             workdir = _workdir(opts, script, source, key)
@@ -237,9 +240,10 @@ def _reduce_script(opts: ReduceOptions, log: Callable[[str], None], say: Callabl
             oracle = SignatureOracle(Cache(workdir / "cache.jsonl", key), workdir, min(timeout, budget + 1),
                                      script.parent, executor=executor, original=original, regex=opts.signature,
                                      max_seconds=budget, good=guard_executors, good_runs=good_runs,
-                                     cwd_writes_allowed=bool(first_run.cwd_writes),
+                                     cwd_writes_allowed=bool(first_run.cwd_writes), good_timeout=good_timeout,
                                      neutralise=neutralise_library_call if guard.kind == "necessity" else None)
-            if guard.guarded and not oracle.test_many([normalize(source)])[0]:
+            # a good env was chosen by two passing runs of the original itself; a necessity control has not run yet
+            if guard.kind == "necessity" and not oracle.test_many([normalize(source)])[0]:
                 notes.append(f"the original does not pass its guard ({guard.why}); reduced unguarded")
                 guard = UNGUARDED
                 oracle.good, oracle.neutralise = (), None
@@ -474,7 +478,7 @@ def _verify_cold(result: str, oracle: SignatureOracle, python: str, guard: Guard
         return False, None, f"{why} (cold)", ()
     if not guard.pythons:
         return True, None, "", bad.loaded
-    good = [(py, ColdExecutor(py, 1).run_many([path], timeout, home)[0]) for py in guard.pythons
+    good = [(py, ColdExecutor(py, 1).run_many([path], oracle.good_timeout or timeout, home)[0]) for py in guard.pythons
             for _ in range(max(GOOD_RUNS, oracle.good_runs))]  # the search may have run fewer (a library's crash)
     also = sorted({py for py, run in good if oracle.matches(run)})
     return not also, not also, f"also fails the same way where the bug is fixed ({', '.join(also)})", bad.loaded

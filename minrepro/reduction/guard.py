@@ -88,6 +88,7 @@ class GuardSearch:
     catalog: Catalog | None = None
     notes: list[str] | None = None
     jobs: int = 2  # the two runs at once where memory allows (the driver measures it)
+    passing_seconds: float = 0.0  # the slowest passing run seen: a pass runs to the end, a failure may stop early
 
     def passes_in(self, python: str) -> bool:
         return not self.why_not_passing(python)
@@ -100,9 +101,10 @@ class GuardSearch:
                                                                  self.script.parent)
         failed = [r for r in runs if r.signature is not None]
         if not failed:
+            self.passing_seconds = max([self.passing_seconds, *(r.seconds for r in runs)])
             return ""
         first = failed[0]
-        what = (f"timed out after {self.timeout:.0f} s (--timeout)" if first.signature.kind == "timeout"
+        what = (f"timed out after {self.timeout:.0f} s" if first.signature.kind == "timeout"
                 else f"failed with {first.raw_headline.splitlines()[0] if first.raw_headline else first.signature.headline}")
         return f"{what} in {len(failed)} of {len(runs)} runs ({', '.join(f'{r.seconds:.0f} s' for r in runs)})"
 

@@ -1,0 +1,116 @@
+"""The scale-down phase's proposals (pure source rewrites from a traced run's records) and its search."""
+
+from __future__ import annotations
+
+import ast
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from minrepro.reducers.scale import SHRINK, plan_from_trace, scale_down, twin_config, twin_source
+
+USER_SCRIPT = '''\
+import argparse
+import torch
+from accelerate import dispatch_model, infer_auto_device_map
+from peft import PeftModel
+from transformers import AutoModelForCausalLM
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--model-dir", default="/data/ckpt/base")
+    args = parser.parse_args()
+    base = AutoModelForCausalLM.from_pretrained(args.model_dir, device_map="auto",
+                                                max_memory={0: "1GiB", "cpu": "8GiB"})
+    model = PeftModel.from_pretrained(base, "/data/ckpt/adapter")
+    model = dispatch_model(model, infer_auto_device_map(model, max_memory={"cpu": "80MB"}), offload_dir="/tmp/x")
+    return model(torch.ones(1, 4, dtype=torch.long))
+
+
+main()
+'''
+CONFIG = {"model_type": "gemma3_text", "hidden_size": 2560, "intermediate_size": 10240, "num_hidden_layers": 42,
+          "num_key_value_heads": 1, "layer_types": ["sliding_attention", "full_attention"] * 21,
+          "_name_or_path": "/data/ckpt/base", "transformers_version": "5.6.2", "quantization_config": {"x": 1},
+          "vision_config": {"hidden_size": 768, "num_hidden_layers": 16, "patch_size": 16}}
+DEFAULTS = {"model_type": "gemma3_text", "hidden_size": 2304, "intermediate_size": 9216, "num_hidden_layers": 26,
+            "num_key_value_heads": 4, "layer_types": None, "vision_config": {"hidden_size": 1152, "num_hidden_layers": 27,
+                                                                            "patch_size": 14}}
+RECORDS = [
+    {"event": "from_pretrained", "status": "returned", "line": 12, "model_class": "Gemma3ForCausalLM",
+     "model_type": "gemma3_text", "config": CONFIG, "config_defaults": DEFAULTS,
+     "device_map": {"model.embed_tokens": "0", "model.layers": "cpu", "lm_head": "disk"},
+     "parameters": {"Params4bit@cuda:0": 3}},
+    {"event": "peft_from_pretrained", "status": "returned", "line": 14, "config_class": "LoraConfig",
+     "peft_config": {"r": 16, "lora_alpha": 32, "target_modules": ["q_proj"], "revision": None, "peft_type": "LORA",
+                     "base_model_name_or_path": "/data/ckpt/base"},
+     "peft_defaults": {"r": 8, "lora_alpha": 8, "target_modules": None, "revision": None, "peft_type": "LORA"}},
+    {"event": "dispatch_model", "status": "started", "line": 15, "caller": "__main__:main",
+     "device_map": {"base_model.model.model": "cpu", "base_model.model.lm_head": "disk"}},
+    # transformers' own dispatch inside from_pretrained: already covered by the load's literal map
+    {"event": "dispatch_model", "status": "started", "line": 12, "caller": "transformers.integrations.accelerate:x",
+     "device_map": {"": "cpu"}},
+]
+
+
+def _calls(source: str, name: str) -> list[ast.Call]:
+    return [n for n in ast.walk(ast.parse(source)) if isinstance(n, ast.Call)
+            and getattr(n.func, "attr", getattr(n.func, "id", "")) == name]
+
+
+def test_the_twin_loads_a_tiny_build_with_the_recorded_maps_made_literal():
+    plan = plan_from_trace(RECORDS)
+    assert plan is not None and len(plan.dispatches) == 1  # transformers' own dispatch is the load's map
+    twin = twin_source(USER_SCRIPT, plan, set(plan.fields))
+    load, adapter = _calls(twin, "from_pretrained")[-2:]
+    assert ast.unparse(load.args[0]) == "twin_dir + '/model0'"
+    keywords = {k.arg: ast.literal_eval(k.value) for k in load.keywords}
+    assert keywords == {"device_map": {"model.embed_tokens": 0, "model.layers": "cpu", "lm_head": "disk"}}
+    assert ast.unparse(adapter.args[1]) == "twin_dir + '/adapter0'"
+    (dispatch,) = _calls(twin, "dispatch_model")
+    assert ast.literal_eval(dispatch.args[1]) == {"base_model.model.model": "cpu", "base_model.model.lm_head": "disk"}
+    body = ast.parse(twin).body
+    first_own = next(i for i, s in enumerate(body) if not isinstance(s, (ast.Import, ast.ImportFrom)))
+    assert ast.unparse(body[first_own]) == "transformers.set_seed(0)"  # the prelude follows the imports
+    assert "max_memory" not in twin.replace('"80MB"', "")  # the load's budget went; the inferring call is gone too
+    assert "/data/ckpt" in twin  # only as the argparse default nothing reads any more (the text passes drop it)
+
+
+def test_the_twin_config_keeps_structure_drops_provenance_and_shrinks_dimensions():
+    plan = plan_from_trace(RECORDS)
+    config = twin_config(plan.loads[0], {p[1:] for p in plan.fields})
+    assert config["layer_types"] == CONFIG["layer_types"] and config["num_hidden_layers"] == 42
+    assert config["hidden_size"] == SHRINK["hidden_size"] and config["vision_config"]["hidden_size"] == 64
+    assert config["vision_config"] == {"hidden_size": 64, "num_hidden_layers": 16, "patch_size": 16}
+    assert config["num_key_value_heads"] == 1  # no larger than its tiny value: left as recorded (and non-default)
+    assert not {"_name_or_path", "transformers_version", "quantization_config", "model_type"} & set(config)
+
+
+def test_no_twin_without_a_recorded_load():
+    assert plan_from_trace([RECORDS[2]]) is None
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.data())
+def test_scale_down_keeps_exactly_the_fields_the_failure_needs(data):
+    plan = plan_from_trace(RECORDS)
+    needed = set(data.draw(st.lists(st.sampled_from(plan.fields), unique=True, max_size=3)))
+    judged = []
+
+    def first_interesting(sources):
+        judged.extend(sources)
+        kept = [all(f"'{path[-1]}': {value}" in s for path, value in
+                    [(p, _value(CONFIG, p[1:])) for p in needed]) for s in sources]
+        return next((i for i, yes in enumerate(kept) if yes), None)
+
+    found = scale_down(USER_SCRIPT, plan, first_interesting)
+    assert found is not None
+    assert set(found[1]) == needed  # every other dimension shrunk, and none the failure needs
+    assert len(judged) <= 1 + 2 * len(plan.fields) ** 2  # ddmin's bound, plus the first try
+
+
+def _value(config: dict, path: tuple[str, ...]):
+    for key in path:
+        config = config[key]
+    return config
