@@ -353,3 +353,45 @@ def test_an_assert_after_the_failure_goes_whole_and_one_that_ran_stays(tmp_path)
     result = reduce_source(source, fails_in_json, PASSES, FINAL_PASSES, facts=problem.measure)
     assert "changed" not in result and "assert limit > 2" in result and "json.loads('{')" in result
     assert facts["executed"] and max(facts["executed"]) <= 5
+
+
+SLOW_DECOY = DECOY.replace("def main():", "def main():\n    import time\n    time.sleep(float(os.environ.get('SLOW', '0')))")
+
+
+@pytest.mark.parametrize("signal_name", ["SIGTERM", "SIGHUP"])
+def test_a_terminated_reduce_writes_the_best_so_far_like_ctrl_c(tmp_path, signal_name):
+    """`timeout`, a job scheduler or CI stop a reduction with SIGTERM (a closed terminal: SIGHUP): it must leave the
+    best script so far, marked, with the command that resumes; a stopped H100 reduction once left nothing."""
+    import os
+    import signal
+    import subprocess
+    import time
+
+    script = tmp_path / "job.py"
+    script.write_text(SLOW_DECOY)
+    env = {**os.environ, "SLOW": "1", "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
+    proc = subprocess.Popen([sys.executable, "-m", "minrepro", "reduce", str(script), "--workdir", str(tmp_path / "w"),
+                             "--executor", "cold", "--timeout", "30"], env=env, stderr=subprocess.PIPE, text=True)
+    time.sleep(3)  # in the establish phase: the original's 1 s runs
+    proc.send_signal(getattr(signal, signal_name))
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert f"interrupted by {signal_name}" in err and "best script so far" in err
+    out = (tmp_path / "job.min.py").read_text()
+    assert "INTERRUPTED, NOT VERIFIED" in out and "Version(" in out
+    assert script.read_text() == SLOW_DECOY  # the user's script untouched
+
+
+def test_timeouts_and_parallel_runs_follow_what_the_original_cost():
+    from minrepro.harness import resources
+    from minrepro.harness.runner import DEFAULT_TIMEOUT, RunResult
+
+    def run(seconds: float, rss: float = 0.0, gpu: float = 0.0) -> RunResult:
+        return RunResult(1, "", "", seconds, None, "", peak_rss_mb=rss, peak_gpu_mb=gpu)
+
+    assert resources.timeout_for([run(2.0)], None) == DEFAULT_TIMEOUT  # never below the default
+    assert resources.timeout_for([run(30.0), run(50.0)], None) == 150.0  # a multiple of the slowest
+    assert resources.timeout_for([run(50.0)], 10.0) == 10.0  # the user's word wins
+    assert resources.fits(10_000.0, 25_000.0) == 2 and resources.fits(0.0, 25_000.0) is None
+    assert resources.fits(30_000.0, 25_000.0) == 1  # one run always goes
+    assert resources.parallel_runs([run(1.0)], 4) == 4  # nothing recorded: what was asked

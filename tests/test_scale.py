@@ -114,3 +114,15 @@ def _value(config: dict, path: tuple[str, ...]):
     for key in path:
         config = config[key]
     return config
+
+
+def test_a_literal_device_map_is_proposed_in_fewer_entries_with_the_same_devices():
+    from minrepro.reducers.passes import coarsen_device_maps
+
+    source = ("m = dispatch_model(x, device_map={'a.emb': 'cpu', 'a.layers.0': 0, 'a.layers.6.q': 'disk', "
+              "'a.layers.6.k': 'disk', 'a.layers.7': 'disk', 'a.norm': 'disk'})\nconfig = {'a': 1, 'b': 2}\n")
+    proposals = [ast.literal_eval(_calls(ast.unparse(t), "dispatch_model")[0].keywords[0].value)
+                 for t in coarsen_device_maps(ast.parse(source))]
+    assert {"": "disk", "a.emb": "cpu", "a.layers.0": 0} in proposals  # the most common device at the root
+    assert {"a.emb": "cpu", "a.layers.0": 0, "a.layers.6": "disk", "a.layers.7": "disk", "a.norm": "disk"} in proposals
+    assert len(proposals) == 2  # the config dict is no device map: left to drop_dict_entries

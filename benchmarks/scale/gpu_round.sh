@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The GPU box's scale-down round (one H100, offline, the wheelhouse carried): envs for newest and pinned, each with
-# a patched twin (the family's fixed world), then bench.py on the E4B and E2B cases. Writes under $1 (default /tmp/w).
+# a patched twin (the family's fixed world), then bench.py on each "CASE SET" given after $1 (default: E4B newest).
+# Writes under $1 (default /tmp/w).
 set -u
 W=${1:-/tmp/w}; mkdir -p "$W"
 export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD MINREPRO_WHEELHOUSE=$PWD/wheelhouse
@@ -9,7 +10,9 @@ for s in newest pinned; do
   [ -x "$W/env-$s-fixed/bin/python" ] || { python3 -m minrepro env create "$W/env-$s-fixed" --set "$s" --wheelhouse wheelhouse \
       && python3 -m minrepro patch apply --set "$s" --into "$W/env-$s-fixed"; }
 done > "$W/envs.log" 2>&1
-for job in "gpu-gemma4-e4b newest" "gpu-gemma4-e2b newest" "gpu-gemma4-e4b pinned"; do
+shift || true
+[ $# -gt 0 ] || set -- "gpu-gemma4-e4b newest"
+for job in "$@"; do
   set -- $job
   python3 benchmarks/scale/bench.py --case "$1" --python "$W/env-$2/bin/python" --good-python "$W/env-$2-fixed/bin/python" \
     --jobs 4 --workdir "$W" --results "$W/scale.jsonl" > "$W/bench-$1-$2.log" 2>&1

@@ -35,7 +35,7 @@ from ..reducers.source import code_lines, imported_modules, module_imports, norm
 from . import output, triggers
 from .guard import UNGUARDED, Guard, GuardSearch, choose_guard, neutralise_library_call
 from .progress import Progress
-from .scale import traced_run, try_scale_down
+from .scale import ScaleDown, traced_run, try_scale_down
 
 CONFIRM_RUNS = 3  # the original runs this many times, cold, to establish its failure: all must agree
 # Runs of each candidate in each good env (guard) that must all pass. A library's crash is a code path, not a
@@ -191,6 +191,7 @@ def _reduce_script(opts: ReduceOptions, log: Callable[[str], None], say: Callabl
     progress = Progress(code_lines(source), log, say=say)
     state_path: Path | None = None
     timeout = opts.timeout or DEFAULT_TIMEOUT
+    scaled: ScaleDown | None = None
 
     try:
         if opts.oracle:
@@ -217,23 +218,37 @@ def _reduce_script(opts: ReduceOptions, log: Callable[[str], None], say: Callabl
             env = probe(python)
             versions, loaded = env.versions, first_run.loaded
             matcher = functools.partial(same_failure, original, opts.signature)
-            progress.phase("guard", "the original where the bug is fixed")
-            # where the bug is fixed the script runs to its end: nothing is known of that run's cost yet
-            search = GuardSearch(script, source, original, first_run.raw_headline, matcher, env,
-                                 opts.timeout or FIRST_RUN_TIMEOUT, log, notes=notes, jobs=parallel_runs(cold, 2))
-            guard = choose_guard(search, opts.good_pythons, opts.guard)
-            good_timeout = opts.timeout or max(timeout, TIMEOUT_FACTOR * search.passing_seconds)
-            say(f"guard: {guard.why}" + (f" (a passing run took {search.passing_seconds:.0f} s)"
-                                         if search.passing_seconds else ""))
-            good_runs = opts.good_runs or default_good_runs(original, source)
-            key = json.dumps(["signature", opts.signature, python, opts.timeout, guard.key(), good_runs])
-            workdir = _workdir(opts, script, source, key)
             jobs = parallel_runs(cold, opts.jobs)
             if jobs < opts.jobs:
                 notes.append(f"--jobs {opts.jobs} lowered to {jobs} at first: {opts.jobs} runs of the original "
                              "would not fit in this machine's free memory")
             executor, baseline = _warm_executor(opts, python, source, original, script, first_run, notes, log,
                                                 timeout, jobs)
+            # Scale down before the guard: where the bug is fixed the script runs to its end (688 s at E4B with
+            # every patch, against 36 s to fail), so the good env judges the twin, not the checkpoint.
+            scaled = None
+            if opts.scale_down:
+                progress.phase("scale-down", "a tiny twin of each loaded model, judged where the script fails")
+                scaled = _scale_down(opts, script, source, python, timeout, executor, original, first_run, progress,
+                                     say)
+            subject, subject_path = (scaled.source, scaled.path) if scaled else (source, script)
+            progress.phase("guard", ("the tiny twin" if scaled else "the original") + " where the bug is fixed")
+            # the good run goes to the end: its cost is not known yet (FIRST_RUN_TIMEOUT)
+            search = GuardSearch(subject_path, subject, original, first_run.raw_headline, matcher, env,
+                                 opts.timeout or FIRST_RUN_TIMEOUT, log, notes=notes, jobs=parallel_runs(cold, 2),
+                                 home=script.parent, original_script=script, original_source=source)
+            guard = _choose_guard(search, opts, scaled is not None)
+            if scaled is not None and search.script != subject_path:  # the twin lost the bug: real scale after all
+                notes.append("the tiny twin does not pass where the bug is fixed: reduced at real scale")
+                scaled = None
+            elif scaled is not None:
+                notes.append(scaled.describe())
+            good_timeout = opts.timeout or max(timeout, TIMEOUT_FACTOR * search.passing_seconds)
+            say(f"guard: {guard.why}" + (f" (a passing run took {search.passing_seconds:.0f} s)"
+                                         if search.passing_seconds else ""))
+            good_runs = opts.good_runs or default_good_runs(original, source)
+            key = json.dumps(["signature", opts.signature, python, opts.timeout, guard.key(), good_runs])
+            workdir = _workdir(opts, script, source, key)
             guard_executors = [_guard_executor(opts, py, source, first_run.modules, notes, jobs) for py in guard.pythons]
             budget = _budget(baseline)
             # a candidate past the budget is uninteresting anyway: stop it there, not at the timeout
@@ -266,18 +281,9 @@ def _reduce_script(opts: ReduceOptions, log: Callable[[str], None], say: Callabl
             state_path.write_text(json.dumps({"original": _digest(source), "best": candidate}), encoding="utf-8")
             progress.accepted(code_lines(candidate))
 
-        if not opts.oracle and opts.scale_down and not resumed:
-            progress.phase("scale-down", "a tiny twin of each loaded model, judged like any candidate")
-            traced = traced_run(normalize(source), python, timeout, workdir, script.parent)
-            scaled = try_scale_down(normalize(source), traced, _counted(oracle.test_many, progress), say)
-            if scaled is not None:
-                notes.append(scaled.describe())
-                say(scaled.describe())
-                begin = scaled.source
-                save(begin)
-            elif traced.trace:
-                notes.append("scale-down: no tiny twin keeps the failure (or nothing was loaded from a checkpoint); "
-                             "reduced at real scale")
+        if not opts.oracle and not resumed and scaled is not None:
+            begin = scaled.source
+            save(begin)
         if not opts.oracle and begin != source:  # a twin (or a resumed state): the budget follows what it costs now
             _rebudget(oracle, executor, begin, workdir, script.parent, timeout)
 
@@ -322,6 +328,45 @@ def _reduce_script(opts: ReduceOptions, log: Callable[[str], None], say: Callabl
                          executor.name if executor else "command", resumed, guard.kind, guard.why, good_pass,
                          [asdict(t) for t in found], notes, getattr(executor, "snapshot_runs", 0),
                          oracle.good_runs if guard.pythons else 0)
+
+
+def _scale_down(opts: ReduceOptions, script: Path, source: str, python: str, timeout: float, executor: Executor,
+                original: Signature, first_run: RunResult, progress: Progress,
+                say: Callable[[str], None]) -> ScaleDown | None:
+    """The tiny twin, judged where the script fails (same signature, same time rules, no guard yet); kept in its own
+    work dir, so a resumed reduction skips the traced run and the search for it."""
+    key = json.dumps(["scale", opts.signature, python])
+    workdir = _workdir(opts, script, source, key)
+    memo = workdir / "twin.json"
+    if memo.exists():
+        with contextlib.suppress(ValueError, KeyError, TypeError):
+            return ScaleDown.from_json(memo.read_text(encoding="utf-8"), workdir / "twin.py")
+    oracle = SignatureOracle(Cache(workdir / "cache.jsonl", key), workdir, timeout, script.parent, executor=executor,
+                             original=original, regex=opts.signature, cwd_writes_allowed=bool(first_run.cwd_writes))
+    traced = traced_run(normalize(source), python, timeout, workdir, script.parent)
+    scaled = try_scale_down(normalize(source), traced, _counted(oracle.test_many, progress), say)
+    if scaled is None:
+        return None
+    scaled.path = workdir / "twin.py"
+    scaled.path.write_text(scaled.source, encoding="utf-8")
+    memo.write_text(scaled.to_json(), encoding="utf-8")
+    say(scaled.describe())
+    return scaled
+
+
+def _choose_guard(search: GuardSearch, opts: ReduceOptions, twin: bool) -> Guard:
+    """The guard, judged on the twin when there is one; where the twin does not pass in a good env that the original
+    passes in, the twin lost the bug: the search then stands on the original (`search.script` says which)."""
+    if not twin:
+        return choose_guard(search, opts.good_pythons, opts.guard)
+    try:
+        guard = choose_guard(search, opts.good_pythons, opts.guard)
+    except MinreproError:  # --good-python refused the twin
+        guard = None
+    if guard is not None and (guard.kind == "good-env" or opts.guard == "none"):
+        return guard
+    search.script, search.source = search.original_script, search.original_source
+    return choose_guard(search, opts.good_pythons, opts.guard)
 
 
 def _budget(seconds: float) -> float:

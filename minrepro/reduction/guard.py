@@ -89,6 +89,9 @@ class GuardSearch:
     notes: list[str] | None = None
     jobs: int = 2  # the two runs at once where memory allows (the driver measures it)
     passing_seconds: float = 0.0  # the slowest passing run seen: a pass runs to the end, a failure may stop early
+    home: Path | None = None  # where the user's script lives (its imports); default: the judged script's folder
+    original_script: Path | None = None  # where `script` is a tiny twin: the user's own, to fall back on
+    original_source: str = ""
 
     def passes_in(self, python: str) -> bool:
         return not self.why_not_passing(python)
@@ -98,7 +101,7 @@ class GuardSearch:
         Passes, not merely "fails otherwise": an earlier bug that masks this one (B before A on pinned) is no
         fixed world."""
         runs = ColdExecutor(python, min(2, self.jobs)).run_many([self.script, self.script], self.timeout,
-                                                                 self.script.parent)
+                                                                 self.home or self.script.parent)
         failed = [r for r in runs if r.signature is not None]
         if not failed:
             self.passing_seconds = max([self.passing_seconds, *(r.seconds for r in runs)])

@@ -5,6 +5,7 @@ where the bug is fixed). At real scale each text candidate costs a full load; af
 
 from __future__ import annotations
 
+import json
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,16 +18,31 @@ from ..reducers.scale import Plan, plan_from_trace, scale_down
 @dataclass
 class ScaleDown:
     source: str          # the twin script (the search starts from it)
-    plan: Plan
-    kept: list[tuple[str, ...]]  # dimension fields the failure needs at their real size
+    description: str     # what was rebuilt, for the summary and the notes
+    kept: list[list[str]]  # dimension fields the failure needs at their real size
     runs: int            # candidates judged
+    path: Path | None = None  # where the twin is written (the guard runs it)
 
     def describe(self) -> str:
-        loads = ", ".join(load.model_class for load in self.plan.loads)
-        maps = len([load for load in self.plan.loads if load.device_map]) + len(self.plan.dispatches)
-        kept = f"; kept at real size: {', '.join('.'.join(p[1:]) for p in self.kept)}" if self.kept else ""
-        return (f"scaled down: {loads} rebuilt as a tiny twin ({len(self.plan.fields)} dimension fields shrunk"
-                f"{kept}), {len(self.plan.adapters)} adapter(s) rebuilt, {maps} device map(s) made literal")
+        return self.description
+
+    def to_json(self) -> str:
+        return json.dumps({"source": self.source, "description": self.description, "kept": self.kept,
+                           "runs": self.runs})
+
+    @classmethod
+    def from_json(cls, text: str, path: Path) -> "ScaleDown":
+        data = json.loads(text)
+        return cls(data["source"], data["description"], data["kept"], data["runs"], path)
+
+
+def describe(plan: Plan, kept: list[tuple[str, ...]]) -> str:
+    loads = ", ".join(load.model_class for load in plan.loads)
+    maps = len([load for load in plan.loads if load.device_map]) + len(plan.dispatches)
+    kept_text = f"; kept at real size: {', '.join('.'.join(p[1:]) for p in kept)}" if kept else ""
+    return (f"scaled down: {loads} rebuilt as a tiny twin ({len(plan.fields) - len(kept)} of {len(plan.fields)} "
+            f"dimension fields shrunk{kept_text}), {len(plan.adapters)} adapter(s) rebuilt, {maps} device map(s) "
+            "made literal")
 
 
 def traced_run(source: str, python: str, timeout: float, workdir: Path, home: Path) -> RunResult:
@@ -51,4 +67,4 @@ def try_scale_down(source: str, run: RunResult, test_many: Callable[[list[str]],
 
     log(f"scale-down: {len(plan.loads)} model load(s), {len(plan.fields)} dimension fields to shrink")
     found = scale_down(source, plan, first_interesting)
-    return ScaleDown(found[0], plan, found[1], runs[0]) if found else None
+    return ScaleDown(found[0], describe(plan, found[1]), [list(p) for p in found[1]], runs[0]) if found else None
