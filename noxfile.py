@@ -94,11 +94,18 @@ def patched(session: nox.Session, vset: str) -> None:
         session.run("python", "-m", "minrepro", "matrix", "--readme", str(ROOT / "README.md"), env=env)
 
 
-@nox.session
+TEST_SET = "pinned"  # the libraries the `libs` tests run against (the seeds' stack: most families fail there)
+
+
+@nox.session(venv_params=VENV_PARAMS)
 def tests(session: nox.Session) -> None:
-    """The test suite (no heavy libraries needed; tests that need them are marked and skip)."""
+    """The test suite, with torch and the pinned set's libraries, so that only tests needing a GPU (or a CPU feature)
+    skip. The catalog's own cases (`-m catalog`) are left to `nox -s minrepro`, which runs them on every set; name
+    them (`nox -s tests -- -m catalog`) to run them here."""
+    _torch(session)
+    _install(session, *(str(r) for r in SETS[TEST_SET].requirements))
     session.install("-e", ".[test]")
-    session.run("pytest", *session.posargs)
+    session.run("pytest", *(session.posargs or ["-m", "not catalog"]))
 
 
 @nox.session(venv_backend="none")

@@ -23,6 +23,7 @@ def _run(case):
 
 
 @pytest.mark.libs
+@pytest.mark.catalog
 @pytest.mark.parametrize("case", [c for c in CATALOG.cases if c.device == "cpu"], ids=lambda c: c.id)
 def test_cpu_case_is_as_declared(case):
     result = _run(case)
@@ -30,6 +31,7 @@ def test_cpu_case_is_as_declared(case):
 
 
 @pytest.mark.libs
+@pytest.mark.catalog
 @pytest.mark.gpu
 @pytest.mark.parametrize("case", [c for c in CATALOG.cases if c.device == "cuda"], ids=lambda c: c.id)
 def test_cuda_case_is_as_declared(case):

@@ -57,7 +57,12 @@ def test_results_file_feeds_the_matrix(manifest, tmp_path, capsys):
     results = tmp_path / "results"
     main(["--manifest", str(manifest), "run", "boom", "--results", str(results / "x.json")])
     doc = json.loads((results / "x.json").read_text())
-    assert doc["set"] is None and doc["cases"][0]["signature"]["type"] == "ValueError"
+    from minrepro.catalog.manifest import load_catalog
+    from minrepro.harness.probe import probe
+
+    # the set this interpreter's libraries match (none without them; `nox -s tests` installs the pinned set)
+    assert doc["set"] == load_catalog(manifest).detect_set(probe(None).versions)
+    assert doc["cases"][0]["signature"]["type"] == "ValueError"
 
 
 @pytest.mark.parametrize("argv, message", [

@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import ast
 
+import json
+from pathlib import Path
+
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -126,3 +130,66 @@ def test_a_literal_device_map_is_proposed_in_fewer_entries_with_the_same_devices
     assert {"": "disk", "a.emb": "cpu", "a.layers.0": 0} in proposals  # the most common device at the root
     assert {"a.emb": "cpu", "a.layers.0": 0, "a.layers.6": "disk", "a.layers.7": "disk", "a.norm": "disk"} in proposals
     assert len(proposals) == 2  # the config dict is no device map: left to drop_dict_entries
+
+
+LOCAL_JOB = '''\
+import argparse
+import os
+import tempfile
+
+import torch
+from accelerate import dispatch_model, infer_auto_device_map
+from peft import PeftModel
+from transformers import AutoModelForCausalLM, BitsAndBytesConfig
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--model-dir", default=os.path.join(os.environ["JOB_CKPT"], "base"))
+    parser.add_argument("--cpu-budget", default=BUDGET)
+    args = parser.parse_args()
+    base = AutoModelForCausalLM.from_pretrained(args.model_dir, quantization_config=BitsAndBytesConfig(load_in_4bit=True),
+                                                device_map="cpu")
+    model = PeftModel.from_pretrained(base, os.path.join(os.environ["JOB_CKPT"], "adapter"))
+    device_map = infer_auto_device_map(model, max_memory={"cpu": args.cpu_budget})
+    model = dispatch_model(model, device_map=device_map, offload_dir=tempfile.mkdtemp())
+    print(model(torch.ones(1, 4, dtype=torch.long)).logits.shape)
+
+
+main()
+'''
+
+
+@pytest.mark.libs
+def test_a_job_on_a_local_checkpoint_is_reduced_through_a_tiny_twin(tmp_path, capsys, monkeypatch):
+    """End to end on the libraries (CPU): a job that loads a local 4-bit checkpoint and pages layers to disk; the
+    scale-down phase replaces the checkpoint with a tiny twin and the map its run inferred; the output stands alone."""
+    import torch
+    from peft import LoraConfig, get_peft_model
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from minrepro.catalog.manifest import load_catalog
+    from minrepro.cli import main
+    from minrepro.harness.probe import probe
+    from minrepro.harness.runner import run_script
+
+    if load_catalog().detect_set(probe(None).versions) != "pinned":
+        pytest.skip("the job fails with family B on the pinned set")
+    torch.manual_seed(0)
+    model = LlamaForCausalLM(LlamaConfig(hidden_size=256, intermediate_size=512, num_hidden_layers=4,
+                                         num_attention_heads=4, num_key_value_heads=2, vocab_size=512))
+    model.save_pretrained(tmp_path / "ckpt" / "base")
+    get_peft_model(model, LoraConfig(r=4, target_modules=["q_proj"], init_lora_weights=False)).save_pretrained(
+        tmp_path / "ckpt" / "adapter")
+    monkeypatch.setenv("JOB_CKPT", str(tmp_path / "ckpt"))
+    script = tmp_path / "job.py"
+    script.write_text(LOCAL_JOB.replace("BUDGET", '"1500KB"'))
+    before = run_script(script, timeout=300)
+    assert before.signature is not None and "_is_hf_initialized" in before.raw_headline, before.stderr[-2000:]
+    assert main(["reduce", str(script), "--guard", "none", "--json", "--workdir", str(tmp_path / "w"), "--jobs", "2"]) == 0
+    summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert any(note.startswith("scaled down: LlamaForCausalLM") for note in summary["notes"]), summary["notes"]
+    out = Path(summary["output"]).read_text()
+    assert "twin_dir" in out and "JOB_CKPT" not in out and "max_memory" not in out
+    monkeypatch.delenv("JOB_CKPT")  # stands alone: no checkpoint of the user's
+    assert run_script(summary["output"], timeout=300).signature == before.signature

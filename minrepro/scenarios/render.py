@@ -62,7 +62,8 @@ def _gemma4_build_lines(s: Scenario) -> list[str]:
     classes += ["BitsAndBytesConfig"] * quantized
     peft_names = ["LoraConfig", "get_peft_model"] + (["PeftModel"] if s.peft.call == "from_pretrained" or s.action == "placement" else []) \
         + (["get_peft_model_state_dict"] if s.action == "save_load" and s.peft.call != "from_pretrained" else [])
-    lines += ["import fcntl", "import os", "import tempfile", "", "import torch"]
+    lines += ["import fcntl", "import os", "import tempfile", "from importlib.metadata import version", "",
+              "import torch"]
     if s.peft.call == "dispatch_model":
         lines += [f"from accelerate import dispatch_model{', infer_auto_device_map' if _dispatch_budget(s) else ''}"]
     lines += [f"from peft import {', '.join(sorted(peft_names))}", f"from transformers import {', '.join(sorted(classes))}", ""]
@@ -75,7 +76,9 @@ def _gemma4_build_lines(s: Scenario) -> list[str]:
     lines += [f"config = Gemma4Config(text_config=Gemma4TextConfig(**{_text_config(m.text)!r}), {', '.join(towers)})".replace(", )", ")"),
               f"lora = LoraConfig(r={s.adapter.r}, lora_alpha={s.adapter.alpha}, target_modules={s.adapter.targets!r}, init_lora_weights=False)",
               "cache = os.environ.get('MINREPRO_SCENARIO_CACHE')  # reuse a checkpoint built for the same model",
-              f"root = os.path.join(cache, {key!r}) if cache else tempfile.mkdtemp()",
+              "# ... saved by the same releases: 5.23's Gemma 4 files fail 5.6's load (KeyError: 'axial')",
+              f"saved_by = version('transformers') + '-' + version('peft')",
+              f"root = os.path.join(cache, {key!r}, saved_by) if cache else tempfile.mkdtemp()",
               "os.makedirs(root, exist_ok=True)",
               'with open(root + "/.build-lock", "w") as lock:  # concurrent runs build a shared checkpoint once',
               "    fcntl.flock(lock, fcntl.LOCK_EX)",
