@@ -107,6 +107,8 @@ def test_guarded_reduction_keeps_the_tolerance_and_the_quantization(worlds, tmp_
     text, _ = _reduce(tmp_path, PARITY, "--python", bad, "--good-python", good)
     summary = _last_json(capsys)
     assert summary["guard"] == "good-env" and summary["passes_in_good_env"] is True
+    guard_line = next(line for line in text.splitlines() if line.startswith("# Guard:"))
+    assert str(tmp_path) not in guard_line and "/" not in guard_line  # a maintainer's box has no such path
     # shrinking the tolerance or dropping the quantization keeps the symptom in the bad world, but the fixed
     # world then fails too: the differential oracle refuses both
     assert "0.05" in text and "argparse" not in text

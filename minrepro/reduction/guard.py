@@ -122,7 +122,24 @@ def named_pythons(search: GuardSearch, pythons: list[str]) -> Guard | None:
         if why := search.why_not_passing(python):
             raise MinreproError(f"the original does not pass under --good-python {python}: it {why}, so it cannot "
                                 "stand for a world where the bug is fixed")
-    return Guard("good-env", "passes under " + ", ".join(pythons), tuple(pythons)) if pythons else None
+    if not pythons:
+        return None
+    return Guard("good-env", "passes under " + "; ".join(describe_env(py, search.bad) for py in pythons), tuple(pythons))
+
+
+def describe_env(python: str, bad: Environment) -> str:
+    """A good env as a maintainer can rebuild it: the releases that differ from the bad env's (all of them where none
+    differs) and, for an env minrepro made, its patches; never a local interpreter path."""
+    from ..envs.venvs import env_of, read_marker
+    from ..harness.probe import probe
+
+    versions = {k: v for k, v in probe(python).versions.items() if v is not None and k != "tokenizers"}
+    changed = {k: v for k, v in versions.items() if bad.versions.get(k) != v} or versions
+    text = ", ".join(f"{k} {v}" for k, v in sorted(changed.items()))
+    patches = (read_marker(env_of(python)) or {}).get("patches") or []
+    if patches:
+        text += f" with {len(patches)} minrepro patch{'es' if len(patches) > 1 else ''} ({', '.join(patches)})"
+    return text or "the environment given with --good-python (no library of the HF stack in it differs)"
 
 
 def other_version_set(search: GuardSearch) -> Guard | None:
