@@ -549,6 +549,49 @@ def coarsen_device_maps(tree: ast.Module) -> Iterator[ast.Module]:
     yield from _edits(tree, ast.Dict, coarser)
 
 
+def _idiom(node: ast.Call) -> ast.expr | None:
+    """What a reduction leaves that a person would not write, as the plainer expression: `os.path.join(x)` is `x`,
+    `next(iter(enumerate(xs)))` is `(0, xs[0])`, `next(iter(xs))` is `xs[0]`, `t.to(device)` is `t` (where the move
+    changes nothing the failure needs: the oracle says)."""
+    func = node.func
+    if ast.unparse(func) == "os.path.join" and len(node.args) == 1 and not node.keywords:
+        return node.args[0]
+    if isinstance(func, ast.Name) and func.id == "next" and len(node.args) == 1 and isinstance(node.args[0], ast.Call) \
+            and ast.unparse(node.args[0].func) == "iter" and len(node.args[0].args) == 1:
+        inner = node.args[0].args[0]
+        if isinstance(inner, ast.Call) and ast.unparse(inner.func) == "enumerate" and len(inner.args) == 1:
+            return ast.Tuple([ast.Constant(0), ast.Subscript(inner.args[0], ast.Constant(0), ast.Load())], ast.Load())
+        return ast.Subscript(inner, ast.Constant(0), ast.Load())
+    if isinstance(func, ast.Attribute) and func.attr == "to" and len(node.args) + len(node.keywords) == 1:
+        return func.value
+    return None
+
+
+def simplify_idioms(tree: ast.Module) -> Iterator[ast.Module]:
+    """A call a reduction left in a roundabout form becomes the plain expression (`_idiom`), one at a time."""
+
+    def plainer(node: ast.AST) -> list:
+        found = _idiom(node)
+        return [found] if found is not None else []
+
+    yield from _edits(tree, ast.Call, plainer)
+
+
+def drop_empty_classes(tree: ast.Module) -> Iterator[ast.Module]:
+    """A class whose body is only `pass` or a docstring (what a reduction leaves of a config holder, passed to calls
+    that ignore it) goes, with every argument that names it: `class WorkerConfig: pass` ... `Job(WorkerConfig)`."""
+    for cls in [n for n in tree.body if isinstance(n, ast.ClassDef) and not n.bases and not n.decorator_list
+                and all(isinstance(b, ast.Pass) or (isinstance(b, ast.Expr) and isinstance(b.value, ast.Constant))
+                        for b in n.body)]:
+        new = copy.deepcopy(tree)
+        new.body = [n for n in new.body if not (isinstance(n, ast.ClassDef) and n.name == cls.name)]
+        for call in [n for n in ast.walk(new) if isinstance(n, ast.Call)]:
+            names = lambda e: {x.id for x in ast.walk(e) if isinstance(x, ast.Name)}  # noqa: E731
+            call.args = [a for a in call.args if cls.name not in names(a)]
+            call.keywords = [k for k in call.keywords if cls.name not in names(k.value)]
+        yield new
+
+
 def unwrap_raise(tree: ast.Module) -> Iterator[ast.Module]:
     """`raise SystemExit(main())` becomes `main()`: the call that fails, without the exit around it."""
 
@@ -980,6 +1023,8 @@ PASSES: list[Pass] = [
     greedy(coarsen_device_maps),  # before entries go one by one
     greedy(drop_dict_entries),
     greedy(simplify_constants),
+    greedy(simplify_idioms),  # what a maintainer would not write (issue: `os.path.join(x)`, a no-op `.to()`)
+    greedy(drop_empty_classes),
     greedy(fold_constants),
     drop_all_dead_definitions,
 ]

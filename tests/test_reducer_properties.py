@@ -308,3 +308,24 @@ def test_single_use_variables_move_to_their_one_read_and_nowhere_else():
     assert "cfg = {'a': 1}" in problem.current  # read in a loop: it would run three times
     assert "path = " in problem.current and "n = 2" in problem.current  # read in a function; read twice
     assert "root" not in problem.current and "v = 5" not in problem.current
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.sampled_from(["x", "xs", "root", "cfg.path"]), st.sampled_from(["os.path.join({e})", "next(iter({e}))",
+                                                                          "next(iter(enumerate({e})))", "{e}.to(0)"]))
+def test_roundabout_idioms_are_proposed_plain(expression, form):
+    from minrepro.reducers.passes import simplify_idioms
+
+    source = f"import os\ny = {form.format(e=expression)}\n"
+    proposals = [ast.unparse(t.body[1].value) for t in simplify_idioms(ast.parse(source))]
+    plain = {"os.path.join({e})": "{e}", "next(iter({e}))": "{e}[0]", "next(iter(enumerate({e})))": "(0, {e}[0])",
+             "{e}.to(0)": "{e}"}[form].format(e=expression)
+    assert plain in proposals
+
+
+def test_an_empty_class_goes_with_the_arguments_that_name_it():
+    from minrepro.reducers.passes import drop_empty_classes
+
+    source = "class WorkerConfig:\n    pass\n\nclass Real:\n    x = 1\njob = Job(1, WorkerConfig, cfg=WorkerConfig())\n"
+    (proposal,) = [ast.unparse(t) for t in drop_empty_classes(ast.parse(source))]
+    assert "WorkerConfig" not in proposal and "Job(1)" in proposal and "class Real" in proposal
