@@ -191,31 +191,39 @@ def _loaded_placement(model):
             "parameters": dict(where)}
 
 
-def _wrap_from_pretrained(module, path, loaded=False):
-    """Record what `PreTrainedModel.from_pretrained` returned: transformers 5 dispatches only maps that split."""
-    owner = module.PreTrainedModel
-    original = owner.__dict__["from_pretrained"].__func__
+def _observe_classmethod(owner, name, path, event, describe):
+    """Wrap `owner.name` (a classmethod) so that each call appends `describe(cls, result, args, kwargs)` as an
+    `event` record. Observing only: the result passes through, and a failure to describe is a `trace_error`."""
+    original = owner.__dict__[name].__func__
     if getattr(original, "__minrepro_traced__", False):
         return
 
     @functools.wraps(original)
-    def from_pretrained(cls, *args, **kwargs):
-        model = original(cls, *args, **kwargs)
+    def observed(cls, *args, **kwargs):
+        line = _script_line()
+        result = original(cls, *args, **kwargs)
         try:
-            _append(path, {"event": "from_pretrained", "status": "returned", "caller": cls.__name__,
-                           **_loaded_placement(model), **_model_record(model, args, kwargs)})
+            record = describe(cls, result, args, kwargs)
         except Exception as exc:  # observing must never change what the script does
-            _append(path, {"event": "from_pretrained", "status": "returned", "trace_error": repr(exc)})
-        return model
+            record = {"trace_error": repr(exc)}
+        _append(path, {"event": event, "status": "returned", "line": line, **record})
+        return result
 
-    from_pretrained.__minrepro_traced__ = True
-    owner.from_pretrained = classmethod(from_pretrained)
+    observed.__minrepro_traced__ = True
+    setattr(owner, name, classmethod(observed))
+
+
+def _wrap_from_pretrained(module, path, loaded=False):
+    """Record what `PreTrainedModel.from_pretrained` returned: transformers 5 dispatches only maps that split."""
+    _observe_classmethod(module.PreTrainedModel, "from_pretrained", path, "from_pretrained",
+                         lambda cls, model, args, kwargs: {"caller": cls.__name__, **_loaded_placement(model),
+                                                           **_model_record(model, args, kwargs)})
 
 
 def _model_record(model, args, kwargs):
     """What a tiny twin of a loaded model needs: its class, its config next to the class's defaults (what differs
-    carries the structure), the checkpoint it came from and the script line that loaded it."""
-    record = {"line": _script_line(), "model_class": type(model).__name__}
+    carries the structure), the checkpoint it came from."""
+    record = {"model_class": type(model).__name__}
     try:  # apart from the placement: a stand-in model without a config still says where its weights went
         config = model.config
         checkpoint = args[0] if args else kwargs.get("pretrained_model_name_or_path")
@@ -228,31 +236,18 @@ def _model_record(model, args, kwargs):
     return record
 
 
+def _adapter_record(cls, result, args, kwargs):
+    """What a twin adapter needs: the loaded adapter's config and its class's defaults."""
+    model_id = args[1] if len(args) > 1 else kwargs.get("model_id")
+    config = result.peft_config[kwargs.get("adapter_name", args[2] if len(args) > 2 else "default")]
+    return {"adapter": os.fspath(model_id) if isinstance(model_id, (str, os.PathLike)) else None,
+            "peft_config": _plain(config.to_dict()), "peft_defaults": _plain(type(config)().to_dict()),
+            "config_class": type(config).__name__}
+
+
 def _wrap_peft_from_pretrained(module, path, loaded=False):
     """Record what `PeftModel.from_pretrained` loaded: the adapter's config (for a twin adapter) and the script line."""
-    owner = module.PeftModel
-    original = owner.__dict__["from_pretrained"].__func__
-    if getattr(original, "__minrepro_traced__", False):
-        return
-
-    @functools.wraps(original)
-    def from_pretrained(cls, model, model_id, *args, **kwargs):
-        line = _script_line()
-        result = original(cls, model, model_id, *args, **kwargs)
-        try:
-            config = result.peft_config[kwargs.get("adapter_name", args[0] if args else "default")]
-            defaults = type(config)().to_dict()
-            _append(path, {"event": "peft_from_pretrained", "status": "returned", "line": line,
-                           "adapter": os.fspath(model_id) if isinstance(model_id, (str, os.PathLike)) else None,
-                           "peft_config": _plain(config.to_dict()), "peft_defaults": _plain(defaults),
-                           "config_class": type(config).__name__})
-        except Exception as exc:
-            _append(path, {"event": "peft_from_pretrained", "status": "returned", "line": line,
-                           "trace_error": repr(exc)})
-        return result
-
-    from_pretrained.__minrepro_traced__ = True
-    owner.from_pretrained = classmethod(from_pretrained)
+    _observe_classmethod(module.PeftModel, "from_pretrained", path, "peft_from_pretrained", _adapter_record)
 
 
 _TRACED = {_TRACED_MODULE: _wrap_dispatch, "transformers.modeling_utils": _wrap_from_pretrained,
