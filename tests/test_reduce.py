@@ -369,12 +369,15 @@ def test_a_terminated_reduce_writes_the_best_so_far_like_ctrl_c(tmp_path, signal
 
     script = tmp_path / "job.py"
     script.write_text(SLOW_DECOY)
-    env = {**os.environ, "SLOW": "1", "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
+    # the original takes 60 s (an E4B load, say): the stop must not wait for the run under way
+    env = {**os.environ, "SLOW": "60", "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
     proc = subprocess.Popen([sys.executable, "-m", "minrepro", "reduce", str(script), "--workdir", str(tmp_path / "w"),
-                             "--executor", "cold", "--timeout", "30"], env=env, stderr=subprocess.PIPE, text=True)
-    time.sleep(3)  # in the establish phase: the original's 1 s runs
+                             "--executor", "cold", "--timeout", "120"], env=env, stderr=subprocess.PIPE, text=True)
+    time.sleep(3)  # in the establish phase, during the original's first run
     proc.send_signal(getattr(signal, signal_name))
+    stopped = time.monotonic()
     _, err = proc.communicate(timeout=60)
+    assert time.monotonic() - stopped < 20  # the run under way was killed, not waited for
     assert proc.returncode == 130, err
     assert f"interrupted by {signal_name}" in err and "best script so far" in err
     out = (tmp_path / "job.min.py").read_text()

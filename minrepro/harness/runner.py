@@ -33,6 +33,17 @@ from minrepro.harness.signature import (
 BOOTSTRAP = Path(__file__).with_name("_bootstrap.py")
 HARNESS_FILES = {"_bootstrap.py", "_forkserver.py"}
 DEFAULT_TIMEOUT = 120.0
+_LIVE: set[subprocess.Popen] = set()  # runs under way (each in its own process group), for `stop_live_runs`
+
+
+def stop_live_runs() -> None:
+    """Kill every run under way, whole process groups: a reduction stopped by a signal must not wait out a 40 s
+    E4B load in each worker thread before it writes the best script so far."""
+    for proc in list(_LIVE):
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
 STACK_GRACE = 1.0  # seconds a timed-out script gets to dump its stack before SIGKILL
 
 
@@ -130,12 +141,15 @@ def run_script(
             errors="replace",
             start_new_session=True,  # its own process group: a timeout kills everything it spawned
         )
+        _LIVE.add(proc)
         try:
             stdout, stderr = proc.communicate(timeout=timeout)
             timed_out = False
         except subprocess.TimeoutExpired:
             stdout, stderr = _kill_group(proc)
             timed_out = True
+        finally:
+            _LIVE.discard(proc)
         seconds = time.monotonic() - start
         report = read_report(report_path)
         records = read_trace(trace_path)

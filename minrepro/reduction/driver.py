@@ -27,7 +27,7 @@ from ..harness.executors import ColdExecutor, Executor, make_executor
 from ..harness.oracle import Cache, CommandOracle, SignatureOracle, same_failure
 from ..harness.probe import probe
 from ..harness.resources import FIRST_RUN_TIMEOUT, TIMEOUT_FACTOR, parallel_runs, timeout_for
-from ..harness.runner import DEFAULT_TIMEOUT, RunResult, resolve_python
+from ..harness.runner import DEFAULT_TIMEOUT, RunResult, resolve_python, stop_live_runs
 from ..harness.signature import Signature
 from ..reducers import FINAL_PASSES, PASSES, reduce_source
 from ..reducers.search import seeding_calls
@@ -157,9 +157,11 @@ def interrupts_as_ctrl_c():
     import threading
 
     def stop(number: int, _frame) -> None:
+        stop_live_runs()  # the worker threads' runs end now; the pools then return at once
         raise KeyboardInterrupt(signal.Signals(number).name)
 
-    wanted = [sig for sig in (getattr(signal, "SIGTERM", None), getattr(signal, "SIGHUP", None)) if sig is not None]
+    wanted = [sig for sig in (signal.SIGINT, getattr(signal, "SIGTERM", None), getattr(signal, "SIGHUP", None))
+              if sig is not None]
     if threading.current_thread() is not threading.main_thread():
         yield
         return
