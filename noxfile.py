@@ -2,7 +2,7 @@
 the test suite (`tests`), and an offline wheelhouse for GPU boxes without network (`wheelhouse`).
 
 Results go to .minrepro/results/ (untracked): a run never rewrites tracked files. `-- --record` writes them to
-results/ instead and regenerates the README matrices from there (what a maintainer of this repo does).
+results/ instead and regenerates the matrices in docs/catalog.md from there (what a maintainer of this repo does).
 
 Environment:
   MINREPRO_WHEELHOUSE=DIR  install the HF libraries from DIR only (pip --no-index), for offline GPU boxes.
@@ -74,7 +74,7 @@ def minrepro(session: nox.Session, vset: str) -> None:
     session.run("python", "-m", "minrepro", "run", "--set", vset, "--jobs", str(os.cpu_count() or 1), "--warm",
                 "--results", str(where / f"{vset}-{machine}.json"), *args, env=env)
     if where == ROOT / "results":
-        session.run("python", "-m", "minrepro", "matrix", "--readme", str(ROOT / "README.md"), env=env)
+        session.run("python", "-m", "minrepro", "matrix", "--readme", str(ROOT / "docs" / "catalog.md"), env=env)
 
 
 @nox.session(venv_params=VENV_PARAMS)
@@ -91,7 +91,7 @@ def patched(session: nox.Session, vset: str) -> None:
                 "--results", str(where / "patched" / f"{vset}-{{machine}}.json"), "--jobs", str(os.cpu_count() or 1),
                 *wheelhouse, *args, env=env)
     if where == ROOT / "results":
-        session.run("python", "-m", "minrepro", "matrix", "--readme", str(ROOT / "README.md"), env=env)
+        session.run("python", "-m", "minrepro", "matrix", "--readme", str(ROOT / "docs" / "catalog.md"), env=env)
 
 
 TEST_SET = "pinned"  # the libraries the `libs` tests run against (the seeds' stack: most families fail there)

@@ -96,7 +96,7 @@ def test_signature_command_prints_the_owner(tmp_path, capsys):
 
 def test_readme_matrix_is_generated_from_recorded_results():
     # The README's matrix must be exactly what `minrepro matrix` renders from results/.
-    assert main(["matrix", "--results", str(ROOT / "results"), "--readme", str(ROOT / "README.md"), "--check"]) == 0
+    assert main(["matrix", "--results", str(ROOT / "results"), "--readme", str(ROOT / "docs" / "catalog.md"), "--check"]) == 0
 
 
 def test_readme_scenario_tables_are_generated_from_recorded_results():

@@ -198,10 +198,11 @@ def test_gpu_env_rotates_visible_devices() -> None:
 def test_readme_explore_table_is_generated_from_the_recorded_runs() -> None:
     from minrepro.catalog.matrix import replace_block
 
-    readme = Path(__file__).resolve().parents[1] / "README.md"
+    root = Path(__file__).resolve().parents[1]
+    readme = root / "docs" / "explore.md"
     text = readme.read_text(encoding="utf-8")
-    fresh = replace_block(readme, text, ex.summary(readme.parent / "results" / "explore", load_catalog()), ex.BEGIN, ex.END)
-    assert fresh == text, "run `minrepro explore --readme README.md`"
+    fresh = replace_block(readme, text, ex.summary(root / "results" / "explore", load_catalog()), ex.BEGIN, ex.END)
+    assert fresh == text, "run `minrepro explore --readme docs/explore.md`"
 
 
 def test_readme_table_names_a_family_catalogued_after_the_run(tmp_path: Path) -> None:

@@ -125,7 +125,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     bisect.add_argument("--results", help="writes <results>/bisect/<case>.json (default: the cache; give "
                         "results to record it in the checkout)")
     bisect.add_argument("--record", action="store_true", help="write fixed_in into the manifest")
-    bisect.add_argument("--readme", default="README.md", help="README whose matrix --record regenerates")
+    bisect.add_argument("--readme", default="docs/catalog.md", help="the file whose matrix --record regenerates")
     bisect.set_defaults(func=cmd_bisect)
 
     report = sub.add_parser("report", help="draft an issue for the right repository (never posts anything)")
