@@ -302,3 +302,21 @@ def test_a_headline_regex_frees_paths_as_the_signature_does():
     regex = headline_regex("FileNotFoundError: [Errno 2] No such file or directory: '/tmp/run-m4g/tmp1k/index.json'")
     assert re.search(regex, "FileNotFoundError: [Errno 2] No such file or directory: '/tmp/other/x9/index.json'")
     assert not re.search(regex, "PermissionError: [Errno 13] Permission denied: '/tmp/other/x9/index.json'")
+
+
+def test_a_patch_that_breaks_a_case_whose_precondition_is_absent_is_harm(monkeypatch):
+    """A patch is proved twice: H's patch fixed its case on an AVX512-BF16 CPU and turned the same case from pass into
+    a wrong output (max error 2.74) on a CPU without it, where the case is skipped as out of its precondition."""
+    from types import SimpleNamespace
+
+    from minrepro.catalog import proof
+
+    outcomes = {("clean", "h"): ("pass", ""), ("patched", "h"): ("fail", "AssertionError: max error 2.74"),
+                ("clean", "x"): ("fail", "E"), ("patched", "x"): ("fail", "E")}
+    monkeypatch.setattr(proof, "_outcome", lambda case, env, timeout: outcomes[(env, case.id)])
+    rows = {c: proof.ProofRow(c, "H", [], "fail", "skipped", "", "pass", "skipped", "", "skipped") for c in "hx"}
+    cases = [SimpleNamespace(id="h"), SimpleNamespace(id="x")]
+    proof._prove_no_harm(cases, rows, "clean", "patched", 1.0, 1, lambda _: None)
+    assert rows["h"].no_harm.startswith("harm: pass -> fail") and "2.74" in rows["h"].no_harm
+    assert rows["x"].no_harm == "no harm: fail -> fail"
+    assert rows["h"].verdict == "skipped"  # the case's own proof is still not claimed here

@@ -34,6 +34,9 @@ class ProofRow:
     verdict: str                   # "proved" | "upstream-fixed" | "no patch for this release" | "differs" | "skipped"
     chain: list[dict[str, str]] = field(default_factory=list)
     reason: str = ""
+    # where the case's precondition is absent here (a CPU flag, the device): unpatched -> patched outcome, and
+    # whether the patches did harm ("harm": a pass they turn into a failure); "" where the case ran as declared
+    no_harm: str = ""
 
 
 def _outcome(case: Case, env: Environment, timeout: float) -> tuple[str, str]:
@@ -111,6 +114,9 @@ def prove(catalog: Catalog, cases: tuple[Case, ...], set_name: str, clean: Path,
         row.patched, row.patched_headline = outcome
         row.verdict = _verdict(row)
         log(f"{case.id}: patched {row.patched} ({row.verdict})")
+    # a CUDA case cannot run at all without CUDA: nothing to compare there
+    absent = [c for c in patched_cases if c not in runnable and not (c.device == "cuda" and not clean_env.cuda)]
+    _prove_no_harm(absent, rows, clean_env, patched_env, timeout, jobs, log)
     return {
         "set": set_name, "machine": clean_env.machine, "gpu": clean_env.gpu, "gpus": clean_env.gpus, "python": clean_env.python_version,
         "versions": versions, "date": _dt.date.today().isoformat(),
@@ -118,6 +124,21 @@ def prove(catalog: Catalog, cases: tuple[Case, ...], set_name: str, clean: Path,
         "hunks": [asdict(r) for r in reports],
         "cases": [asdict(rows[c.id]) for c in patched_cases],
     }
+
+
+def _prove_no_harm(absent: list[Case], rows: dict[str, ProofRow], clean: Environment, patched: Environment,
+                   timeout: float, jobs: int, log: Callable[[str], None]) -> None:
+    """A patch is proved twice: it fixes its case, and it changes nothing where the case's precondition is absent.
+    Such a case (skipped above: no AVX512-BF16 here, CUDA present, one GPU) runs anyway, without and with every
+    patch; a pass that the patches turn into a failure is harm, and `patch prove` says so and fails."""
+    if not absent:
+        return
+    before, after = _outcomes(absent, clean, timeout, jobs), _outcomes(absent, patched, timeout, jobs)
+    for case, (unpatched, _), (observed, headline) in zip(absent, before, after):
+        harm = _passes(unpatched) and not _passes(observed)
+        rows[case.id].no_harm = f"{'harm' if harm else 'no harm'}: {unpatched} -> {observed}" + (
+            f" ({headline[:80]})" if harm else "")
+        log(f"{case.id}: precondition absent here; {rows[case.id].no_harm}")
 
 
 def _skip(row: ProofRow, case: Case, env: Environment) -> bool:
@@ -146,7 +167,8 @@ def format_proof(document: dict[str, Any]) -> str:
         rows.append((c["case"], ", ".join(Path(p).stem for p in c["patches"]) or "-",
                      f"{c['unpatched']}" + (f" ({c['unpatched_headline'][:50]})" if c["unpatched"] != "pass" and c["unpatched"] != "skipped" else ""),
                      f"{c['patched']}" + (f" ({c['patched_headline'][:50]})" if c["patched"] not in ("pass", "skipped") else ""),
-                     c["verdict"] + (f": {c['reason']}" if c["reason"] else "")))
+                     c["verdict"] + (f": {c['reason']}" if c["reason"] else "")
+                     + (f"; {c['no_harm']}" if c.get("no_harm") else "")))
         for step in c["chain"]:
             rows.append(("", f"  chain: {step['patches']}", "", f"{step['observed']} ({step['headline'][:50]})"
                          if step["observed"] != "pass" else "pass", ""))

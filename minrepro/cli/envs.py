@@ -91,8 +91,11 @@ def cmd_patch_prove(args: argparse.Namespace) -> int:
         write_results(Path(args.results.format(machine=document["machine"])), document)
     print(format_proof(document))
     bad = [c["case"] for c in document["cases"] if c["verdict"] == "differs"]
-    print(f"\n{len(document['cases'])} patched cases on {args.set}: {len(bad)} differ" + (f" ({', '.join(bad)})" if bad else ""))
-    return 1 if bad else 0
+    harm = [c["case"] for c in document["cases"] if c.get("no_harm", "").startswith("harm")]
+    checked = sum(bool(c.get("no_harm")) for c in document["cases"])
+    print(f"\n{len(document['cases'])} patched cases on {args.set}: {len(bad)} differ" + (f" ({', '.join(bad)})" if bad else "")
+          + f"; {checked} run where their precondition is absent: {len(harm)} harmed" + (f" ({', '.join(harm)})" if harm else ""))
+    return 1 if bad or harm else 0
 
 
 def cmd_upstream_tests(args: argparse.Namespace) -> int:
