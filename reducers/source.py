@@ -21,13 +21,23 @@ def code_lines(source: str) -> int:
     if isinstance(first, ast.Expr) and isinstance(getattr(first, "value", None), ast.Constant):
         if isinstance(first.value.value, str):
             skip.update(range(first.lineno, (first.end_lineno or first.lineno) + 1))
-    ignorable = {tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT,
-                 tokenize.ENCODING, tokenize.ENDMARKER}
     lines = set()
-    for tok in tokenize.generate_tokens(io.StringIO(source).readline):
-        if tok.type not in ignorable:
-            lines.update(range(tok.start[0], tok.end[0] + 1))
+    for tok in _code_tokens(source):
+        lines.update(range(tok.start[0], tok.end[0] + 1))
     return len(lines - skip)
+
+
+_IGNORABLE = {tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT, tokenize.ENCODING,
+              tokenize.ENDMARKER}
+
+
+def _code_tokens(source: str) -> list[tokenize.TokenInfo]:
+    return [t for t in tokenize.generate_tokens(io.StringIO(source).readline) if t.type not in _IGNORABLE]
+
+
+def code_tokens(source: str) -> int:
+    """Tokens of code (comments and layout excluded): a size that a long line cannot hide, as a line count can."""
+    return len(_code_tokens(source))
 
 
 def module_imports(source: str) -> list[str]:

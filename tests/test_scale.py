@@ -193,3 +193,28 @@ def test_a_job_on_a_local_checkpoint_is_reduced_through_a_tiny_twin(tmp_path, ca
     assert "twin_dir" in out and "JOB_CKPT" not in out and "max_memory" not in out
     monkeypatch.delenv("JOB_CKPT")  # stands alone: no checkpoint of the user's
     assert run_script(summary["output"], timeout=300).signature == before.signature
+
+
+def test_the_twin_is_memoised_per_script_apart_from_the_search_state_and_fresh_drops_it(tmp_path, monkeypatch):
+    """A resume must not redo a real-scale traced run; but a stale twin (another edit of the script, or --fresh)
+    must never be taken, and a given --workdir must not mix the twin's answers with the search's."""
+    from minrepro.reduction import driver
+    from minrepro.reduction.scale import ScaleDown
+
+    traced = []
+    monkeypatch.setattr(driver, "traced_run", lambda source, *a: traced.append(source))
+    monkeypatch.setattr(driver, "try_scale_down", lambda source, *a: ScaleDown("twin = 1\n", "scaled down: T", [], 1))
+    script = tmp_path / "job.py"
+
+    def scale(source: str, fresh: bool = False):
+        opts = driver.ReduceOptions(script, workdir=tmp_path / "w", fresh=fresh)
+        return driver._scale_down(opts, script, source, "python", 10.0, None, None,
+                                  driver.RunResult(1, "", "", 1.0, None, ""), driver.Progress(1, print, live=False), print)
+
+    first = scale("a = 1\n")
+    assert first.path == tmp_path / "w" / "scale" / "twin.py" and first.path.read_text() == "twin = 1\n"
+    assert scale("a = 1\n").source == "twin = 1\n" and len(traced) == 1  # resumed from the memo
+    scale("a = 2\n")  # an edited script: its own twin
+    scale("a = 2\n", fresh=True)
+    assert len(traced) == 3
+    assert not (tmp_path / "w" / "twin.json").exists()  # the search's own work dir holds no twin state

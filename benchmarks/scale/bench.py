@@ -23,21 +23,13 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
 sys.path.insert(0, str(ROOT))
 from minrepro.harness.runner import run_script  # noqa: E402
-from minrepro.reducers.source import code_lines  # noqa: E402
+from minrepro.reducers.source import code_lines, code_tokens  # noqa: E402
 
 CASES = {  # case -> (setup arch, the user's script, the env var its checkpoint default reads)
     "cpu-gemma3": ("gemma3-100m", "eval_adapter.py", "EVAL_CKPT"),
     "gpu-gemma4-e2b": ("gemma4-e2b", "eval_gemma4_gpu.py", "GEMMA4_CKPT"),
     "gpu-gemma4-e4b": ("gemma4-e4b", "eval_gemma4_gpu.py", "GEMMA4_CKPT"),
 }
-
-
-def tokens(source: str) -> int:
-    import io
-    import tokenize
-
-    skip = {tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT, tokenize.ENDMARKER}
-    return sum(t.type not in skip for t in tokenize.generate_tokens(io.StringIO(source).readline))
 
 
 def main() -> int:
@@ -81,7 +73,7 @@ def main() -> int:
     rerun = run_script(out, python=args.python, timeout=1800, isolated=True) if reduced else None
     row = {"case": args.case, "python": args.python, "exit": proc.returncode, "seconds": round(seconds, 1),
            "input_lines": code_lines(script.read_text()), "output_lines": code_lines(reduced) if reduced else None,
-           "input_tokens": tokens(script.read_text()), "output_tokens": tokens(reduced) if reduced else None,
+           "input_tokens": code_tokens(script.read_text()), "output_tokens": code_tokens(reduced) if reduced else None,
            "original": original.raw_headline.splitlines()[0] if original.raw_headline else "pass",
            "original_run_s": round(original.seconds, 1), "output_run_s": round(rerun.seconds, 1) if rerun else None,
            "output_fails_same": bool(rerun and rerun.signature == original.signature),

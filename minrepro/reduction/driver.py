@@ -197,7 +197,6 @@ def _reduce_script(opts: ReduceOptions, log: Callable[[str], None], say: Callabl
 
     try:
         if opts.oracle:
-            timeout = opts.timeout or DEFAULT_TIMEOUT
             key = json.dumps(["command", opts.oracle, python, timeout])
             workdir = _workdir(opts, script, source, key)
             oracle = CommandOracle(Cache(workdir / "cache.jsonl", key), workdir, timeout, script.parent,
@@ -228,7 +227,6 @@ def _reduce_script(opts: ReduceOptions, log: Callable[[str], None], say: Callabl
                                                 timeout, jobs)
             # Scale down before the guard: where the bug is fixed the script runs to its end (688 s at E4B with
             # every patch, against 36 s to fail), so the good env judges the twin, not the checkpoint.
-            scaled = None
             if opts.scale_down:
                 progress.phase("scale-down", "a tiny twin of each loaded model, judged where the script fails")
                 scaled = _scale_down(opts, script, source, python, timeout, executor, original, first_run, progress,
@@ -238,18 +236,19 @@ def _reduce_script(opts: ReduceOptions, log: Callable[[str], None], say: Callabl
             # the good run goes to the end: its cost is not known yet (FIRST_RUN_TIMEOUT)
             search = GuardSearch(subject_path, subject, original, first_run.raw_headline, matcher, env,
                                  opts.timeout or FIRST_RUN_TIMEOUT, log, notes=notes, jobs=parallel_runs(cold, 2),
-                                 home=script.parent, original_script=script, original_source=source)
-            guard = _choose_guard(search, opts, scaled is not None)
+                                 home=script.parent)
+            guard = _choose_guard(search, opts, (script, source) if scaled else None)
             if scaled is not None and search.script != subject_path:  # the twin lost the bug: real scale after all
                 notes.append("the tiny twin does not pass where the bug is fixed: reduced at real scale")
                 scaled = None
             elif scaled is not None:
-                notes.append(scaled.describe())
+                notes.append(scaled.description)
             good_timeout = opts.timeout or max(timeout, TIMEOUT_FACTOR * search.passing_seconds)
             say(f"guard: {guard.why}" + (f" (a passing run took {search.passing_seconds:.0f} s)"
                                          if search.passing_seconds else ""))
             good_runs = opts.good_runs or default_good_runs(original, source)
-            key = json.dumps(["signature", opts.signature, python, opts.timeout, guard.key(), good_runs])
+            key = json.dumps(["signature", opts.signature, python, opts.timeout, guard.key(), good_runs,
+                              "twin" if scaled else "original"])  # a resumed state is of one or the other
             workdir = _workdir(opts, script, source, key)
             guard_executors = [_guard_executor(opts, py, source, first_run.modules, notes, jobs) for py in guard.pythons]
             budget = _budget(baseline)
@@ -339,27 +338,36 @@ def _scale_down(opts: ReduceOptions, script: Path, source: str, python: str, tim
     work dir, so a resumed reduction skips the traced run and the search for it."""
     key = json.dumps(["scale", opts.signature, python])
     workdir = _workdir(opts, script, source, key)
+    if opts.workdir:  # the user's one work dir holds the search's state too: the twin's goes in a folder of its own
+        workdir = workdir / "scale"
+        workdir.mkdir(exist_ok=True)
     memo = workdir / "twin.json"
+    if opts.fresh:
+        for stale in (memo, workdir / "cache.jsonl"):
+            stale.unlink(missing_ok=True)
     if memo.exists():
         with contextlib.suppress(ValueError, KeyError, TypeError):
-            return ScaleDown.from_json(memo.read_text(encoding="utf-8"), workdir / "twin.py")
+            found = ScaleDown.from_json(memo.read_text(encoding="utf-8"), workdir / "twin.py")
+            if found.original == _digest(source):  # the memo of this script, not of an earlier edit of it
+                return found
     oracle = SignatureOracle(Cache(workdir / "cache.jsonl", key), workdir, timeout, script.parent, executor=executor,
                              original=original, regex=opts.signature, cwd_writes_allowed=bool(first_run.cwd_writes))
     traced = traced_run(normalize(source), python, timeout, workdir, script.parent)
     scaled = try_scale_down(normalize(source), traced, _counted(oracle.test_many, progress), say)
     if scaled is None:
         return None
-    scaled.path = workdir / "twin.py"
+    scaled.path, scaled.original = workdir / "twin.py", _digest(source)
     scaled.path.write_text(scaled.source, encoding="utf-8")
     memo.write_text(scaled.to_json(), encoding="utf-8")
-    say(scaled.describe())
+    say(scaled.description)
     return scaled
 
 
-def _choose_guard(search: GuardSearch, opts: ReduceOptions, twin: bool) -> Guard:
-    """The guard, judged on the twin when there is one; where the twin does not pass in a good env that the original
-    passes in, the twin lost the bug: the search then stands on the original (`search.script` says which)."""
-    if not twin:
+def _choose_guard(search: GuardSearch, opts: ReduceOptions, original: tuple[Path, str] | None) -> Guard:
+    """The guard, judged on the twin when there is one (`original`: the user's script and source to fall back on);
+    where the twin does not pass in a good env that the original passes in, the twin lost the bug: the search then
+    stands on the original (`search.script` says which)."""
+    if original is None:
         return choose_guard(search, opts.good_pythons, opts.guard)
     try:
         guard = choose_guard(search, opts.good_pythons, opts.guard)
@@ -367,7 +375,7 @@ def _choose_guard(search: GuardSearch, opts: ReduceOptions, twin: bool) -> Guard
         guard = None
     if guard is not None and (guard.kind == "good-env" or opts.guard == "none"):
         return guard
-    search.script, search.source = search.original_script, search.original_source
+    search.script, search.source = original
     return choose_guard(search, opts.good_pythons, opts.guard)
 
 

@@ -90,8 +90,6 @@ class GuardSearch:
     jobs: int = 2  # the two runs at once where memory allows (the driver measures it)
     passing_seconds: float = 0.0  # the slowest passing run seen: a pass runs to the end, a failure may stop early
     home: Path | None = None  # where the user's script lives (its imports); default: the judged script's folder
-    original_script: Path | None = None  # where `script` is a tiny twin: the user's own, to fall back on
-    original_source: str = ""
 
     def passes_in(self, python: str) -> bool:
         return not self.why_not_passing(python)

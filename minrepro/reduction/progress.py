@@ -20,7 +20,7 @@ class Progress:
                  say: Callable[[str], None] | None = None):
         self.start, self.lines, self.log, self.say = time.monotonic(), start_lines, log, say or log
         self.tries = self.accepts = self.pass_index = 0
-        self.batches, self.judging = 0, 0.0  # oracle calls and the seconds they took
+        self.judging = 0.0  # seconds the oracle calls took
         self.phase_tries, self.phase_accepts = 0, 0
         self.pass_name, self.pass_started = "", self.start
         self.pass_seconds: list[float] = []
@@ -59,7 +59,7 @@ class Progress:
 
     def tried(self, n: int, seconds: float = 0.0) -> None:
         self.tries, self.phase_tries = self.tries + n, self.phase_tries + n
-        self.batches, self.judging = self.batches + 1, self.judging + seconds
+        self.judging += seconds
         self._draw()
 
     def accepted(self, lines: int) -> None:

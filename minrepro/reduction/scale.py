@@ -22,18 +22,16 @@ class ScaleDown:
     kept: list[list[str]]  # dimension fields the failure needs at their real size
     runs: int            # candidates judged
     path: Path | None = None  # where the twin is written (the guard runs it)
-
-    def describe(self) -> str:
-        return self.description
+    original: str = ""   # digest of the script it is the twin of (a memo of an earlier edit is stale)
 
     def to_json(self) -> str:
         return json.dumps({"source": self.source, "description": self.description, "kept": self.kept,
-                           "runs": self.runs})
+                           "runs": self.runs, "original": self.original})
 
     @classmethod
     def from_json(cls, text: str, path: Path) -> "ScaleDown":
         data = json.loads(text)
-        return cls(data["source"], data["description"], data["kept"], data["runs"], path)
+        return cls(data["source"], data["description"], data["kept"], data["runs"], path, data["original"])
 
 
 def describe(plan: Plan, kept: list[tuple[str, ...]]) -> str:

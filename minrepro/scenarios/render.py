@@ -77,7 +77,7 @@ def _gemma4_build_lines(s: Scenario) -> list[str]:
               f"lora = LoraConfig(r={s.adapter.r}, lora_alpha={s.adapter.alpha}, target_modules={s.adapter.targets!r}, init_lora_weights=False)",
               "cache = os.environ.get('MINREPRO_SCENARIO_CACHE')  # reuse a checkpoint built for the same model",
               "# ... saved by the same releases: 5.23's Gemma 4 files fail 5.6's load (KeyError: 'axial')",
-              f"saved_by = version('transformers') + '-' + version('peft')",
+              "saved_by = version('transformers') + '-' + version('peft')",
               f"root = os.path.join(cache, {key!r}, saved_by) if cache else tempfile.mkdtemp()",
               "os.makedirs(root, exist_ok=True)",
               'with open(root + "/.build-lock", "w") as lock:  # concurrent runs build a shared checkpoint once',
