@@ -223,14 +223,14 @@ def _reduce_script(opts: ReduceOptions, log: Callable[[str], None], say: Callabl
             if jobs < opts.jobs:
                 notes.append(f"--jobs {opts.jobs} lowered to {jobs} at first: {opts.jobs} runs of the original "
                              "would not fit in this machine's free memory")
-            executor, baseline = _warm_executor(opts, python, source, original, script, first_run, notes, log,
-                                                timeout, jobs)
             # Scale down before the guard: where the bug is fixed the script runs to its end (688 s at E4B with
-            # every patch, against 36 s to fail), so the good env judges the twin, not the checkpoint.
+            # every patch, against 36 s to fail), so the good env judges the twin, not the checkpoint. Its few
+            # candidates run cold: the warm executor is tried on what the search will stand on (two more loads of
+            # the checkpoint would cost as much as the whole search on the twin).
             if opts.scale_down:
                 progress.phase("scale-down", "a tiny twin of each loaded model, judged where the script fails")
-                scaled = _scale_down(opts, script, source, python, timeout, executor, original, first_run, progress,
-                                     say)
+                scaled = _scale_down(opts, script, source, python, timeout, ColdExecutor(python, jobs), original,
+                                     first_run, progress, say)
             subject, subject_path = (scaled.source, scaled.path) if scaled else (source, script)
             progress.phase("guard", ("the tiny twin" if scaled else "the original") + " where the bug is fixed")
             # the good run goes to the end: its cost is not known yet (FIRST_RUN_TIMEOUT)
@@ -251,6 +251,9 @@ def _reduce_script(opts: ReduceOptions, log: Callable[[str], None], say: Callabl
                               "twin" if scaled else "original"])  # a resumed state is of one or the other
             workdir = _workdir(opts, script, source, key)
             guard_executors = [_guard_executor(opts, py, source, first_run.modules, notes, jobs) for py in guard.pythons]
+            stand_on = (scaled.source, scaled.path) if scaled else (source, script)
+            executor, baseline = _warm_executor(opts, python, stand_on[0], original, stand_on[1], first_run, notes,
+                                                log, timeout, jobs)
             budget = _budget(baseline)
             # a candidate past the budget is uninteresting anyway: stop it there, not at the timeout
             oracle = SignatureOracle(Cache(workdir / "cache.jsonl", key), workdir, min(timeout, budget + 1),
