@@ -9,6 +9,7 @@ driver judges each proposal with the same differential oracle as every other can
 from __future__ import annotations
 
 import ast
+import copy
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
@@ -92,13 +93,15 @@ def shrinkable(config: dict[str, Any], prefix: Path_ = ()) -> list[Path_]:
 
 
 def structural(config: dict[str, Any], defaults: dict[str, Any]) -> dict[str, Any]:
-    """The fields that differ from the config class's defaults (nested configs likewise), provenance dropped."""
+    """The fields that differ from the config class's defaults (nested configs likewise), provenance dropped. Any
+    other dict (Gemma 4's `per_layer_config`, rope parameters) is one value, kept whole where it differs: a diff of
+    it would name some layers and leave the class's defaults (sized for another layer count) for the others."""
     out = {}
     for key, value in config.items():
         if key in CONFIG_NOISE:
             continue
         default = defaults.get(key) if isinstance(defaults, dict) else None
-        if isinstance(value, dict) and isinstance(default, dict):
+        if isinstance(value, dict) and isinstance(default, dict) and "model_type" in value:
             inner = structural(value, default)
             if inner:
                 out[key] = inner
@@ -109,7 +112,7 @@ def structural(config: dict[str, Any], defaults: dict[str, Any]) -> dict[str, An
 
 def twin_config(load: Load, shrunk: set[Path_]) -> dict[str, Any]:
     """The twin's config: the structural fields, with each shrunk field at its tiny value."""
-    out = structural(load.config, load.defaults)
+    out = copy.deepcopy(structural(load.config, load.defaults))  # the record's dicts are not the twin's to edit
     for path in sorted(shrunk):
         node = out
         for key in path[:-1]:

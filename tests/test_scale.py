@@ -91,6 +91,19 @@ def test_the_twin_config_keeps_structure_drops_provenance_and_shrinks_dimensions
     assert not {"_name_or_path", "transformers_version", "quantization_config", "model_type"} & set(config)
 
 
+def test_a_per_layer_dict_is_one_value_and_a_twin_config_leaves_the_record_alone():
+    """Gemma 4 (transformers 5.23) serializes `per_layer_config` keyed by layer: a diff of it against the defaults
+    (35 layers) named only layers 35 and 41 of E4B's 42, and the class refused it; and shrinking one twin's
+    config edited the record the next twin (kept at real size) was built from."""
+    per_layer = {f"{i:02d}": {"head_dim": 512} for i in (5, 11, 17, 23, 29, 35, 41)}
+    config = {**CONFIG, "per_layer_config": per_layer}
+    defaults = {**DEFAULTS, "per_layer_config": {k: v for k, v in per_layer.items() if k < "35"}}
+    load = plan_from_trace([{**RECORDS[0], "config": config, "config_defaults": defaults}]).loads[0]
+    tiny = twin_config(load, {("per_layer_config", "05", "head_dim"), ("hidden_size",)})
+    assert tiny["per_layer_config"]["05"] == {"head_dim": 32} and set(tiny["per_layer_config"]) == set(per_layer)
+    assert twin_config(load, set())["per_layer_config"] == per_layer and per_layer["05"] == {"head_dim": 512}
+
+
 def test_no_twin_without_a_recorded_load():
     assert plan_from_trace([RECORDS[2]]) is None
 
@@ -193,6 +206,28 @@ def test_a_job_on_a_local_checkpoint_is_reduced_through_a_tiny_twin(tmp_path, ca
     assert "twin_dir" in out and "JOB_CKPT" not in out and "max_memory" not in out
     monkeypatch.delenv("JOB_CKPT")  # stands alone: no checkpoint of the user's
     assert run_script(summary["output"], timeout=300).signature == before.signature
+
+
+@pytest.mark.libs
+def test_an_adapter_load_that_fails_inside_is_still_recorded(tmp_path):
+    """The seeds' failure is raised inside `PeftModel.from_pretrained` (its redispatch): the twin adapter needs the
+    adapter's config all the same, so it is read when the call starts (a twin without it loaded the real adapter
+    into the tiny base: a size mismatch, 54 candidates lost on the H100)."""
+    from minrepro.harness.runner import run_script
+
+    script = tmp_path / "job.py"
+    script.write_text(
+        "import sys, torch\n"
+        "from peft import LoraConfig, PeftModel, get_peft_model\n"
+        "model = torch.nn.Sequential()\n"
+        "model.add_module('q_proj', torch.nn.Linear(4, 4))\n"
+        "get_peft_model(model, LoraConfig(r=2, target_modules=['q_proj'])).save_pretrained(sys.argv[1])\n"
+        "PeftModel.from_pretrained(torch.nn.Sequential(torch.nn.Linear(4, 4)), sys.argv[1])\n")
+    result = run_script(script, args=[str(tmp_path / "adapter")], timeout=300, trace=True)
+    assert result.signature is not None, result.stderr[-2000:]
+    (record,) = [r for r in result.trace if r["event"] == "peft_from_pretrained"]
+    assert record["line"] == 6 and record["status"] == "started" and record["peft_config"]["r"] == 2
+    assert record["config_class"] == "LoraConfig" and record["adapter"] == str(tmp_path / "adapter")
 
 
 def test_the_twin_is_memoised_per_script_apart_from_the_search_state_and_fresh_drops_it(tmp_path, monkeypatch):

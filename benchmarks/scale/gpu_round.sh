@@ -5,15 +5,16 @@
 set -u
 W=${1:-/tmp/w}; mkdir -p "$W"
 export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD MINREPRO_WHEELHOUSE=$PWD/wheelhouse
-for s in newest pinned; do
-  [ -x "$W/env-$s/bin/python" ] || python3 -m minrepro env create "$W/env-$s" --set "$s" --wheelhouse wheelhouse
-  [ -x "$W/env-$s-fixed/bin/python" ] || { python3 -m minrepro env create "$W/env-$s-fixed" --set "$s" --wheelhouse wheelhouse \
-      && python3 -m minrepro patch apply --set "$s" --into "$W/env-$s-fixed"; }
-done > "$W/envs.log" 2>&1
+envs() {  # only the sets a job names, when it starts: each pair costs minutes of device time
+  [ -x "$W/env-$1/bin/python" ] || python3 -m minrepro env create "$W/env-$1" --set "$1" --wheelhouse wheelhouse
+  [ -x "$W/env-$1-fixed/bin/python" ] || { python3 -m minrepro env create "$W/env-$1-fixed" --set "$1" --wheelhouse wheelhouse \
+      && python3 -m minrepro patch apply --set "$1" --into "$W/env-$1-fixed"; }
+}
 shift || true
 [ $# -gt 0 ] || set -- "gpu-gemma4-e4b newest"
 for job in "$@"; do
   set -- $job
+  envs "$2" >> "$W/envs.log" 2>&1
   python3 benchmarks/scale/bench.py --case "$1" --python "$W/env-$2/bin/python" --good-python "$W/env-$2-fixed/bin/python" \
     --jobs 4 --workdir "$W" --results "$W/scale.jsonl" > "$W/bench-$1-$2.log" 2>&1
   cp "$W/jobs/$1/"*.min.py "$W/$1-$2.min.py" 2>/dev/null

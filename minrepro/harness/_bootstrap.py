@@ -191,22 +191,29 @@ def _loaded_placement(model):
             "parameters": dict(where)}
 
 
-def _observe_classmethod(owner, name, path, event, describe):
+def _observe_classmethod(owner, name, path, event, describe, before=False):
     """Wrap `owner.name` (a classmethod) so that each call appends `describe(cls, result, args, kwargs)` as an
-    `event` record. Observing only: the result passes through, and a failure to describe is a `trace_error`."""
+    `event` record. Observing only: the result passes through, and a failure to describe is a `trace_error`.
+    `before`: described from the arguments alone (result None), when the call starts: a call that fails inside
+    (PEFT's redispatch) is recorded too."""
     original = owner.__dict__[name].__func__
     if getattr(original, "__minrepro_traced__", False):
         return
 
+    def described(cls, result, args, kwargs):
+        try:
+            return describe(cls, result, args, kwargs)
+        except Exception as exc:  # observing must never change what the script does
+            return {"trace_error": repr(exc)}
+
     @functools.wraps(original)
     def observed(cls, *args, **kwargs):
         line = _script_line()
+        if before:
+            _append(path, {"event": event, "status": "started", "line": line, **described(cls, None, args, kwargs)})
+            return original(cls, *args, **kwargs)
         result = original(cls, *args, **kwargs)
-        try:
-            record = describe(cls, result, args, kwargs)
-        except Exception as exc:  # observing must never change what the script does
-            record = {"trace_error": repr(exc)}
-        _append(path, {"event": event, "status": "returned", "line": line, **record})
+        _append(path, {"event": event, "status": "returned", "line": line, **described(cls, result, args, kwargs)})
         return result
 
     observed.__minrepro_traced__ = True
@@ -236,10 +243,15 @@ def _model_record(model, args, kwargs):
     return record
 
 
-def _adapter_record(cls, result, args, kwargs):
-    """What a twin adapter needs: the loaded adapter's config and its class's defaults."""
+def _adapter_record(cls, _result, args, kwargs):
+    """What a twin adapter needs: the adapter's config (read as PeftModel.from_pretrained reads it, before the call:
+    the seeds' failure is inside it) and its class's defaults."""
     model_id = args[1] if len(args) > 1 else kwargs.get("model_id")
-    config = result.peft_config[kwargs.get("adapter_name", args[2] if len(args) > 2 else "default")]
+    config = args[4] if len(args) > 4 else kwargs.get("config")
+    if config is None:
+        peft_config = sys.modules["peft"].PeftConfig
+        mapping = sys.modules[cls.__module__].PEFT_TYPE_TO_CONFIG_MAPPING
+        config = mapping[peft_config._get_peft_type(model_id)].from_pretrained(model_id)
     return {"adapter": os.fspath(model_id) if isinstance(model_id, (str, os.PathLike)) else None,
             "peft_config": _plain(config.to_dict()), "peft_defaults": _plain(type(config)().to_dict()),
             "config_class": type(config).__name__}
@@ -247,7 +259,8 @@ def _adapter_record(cls, result, args, kwargs):
 
 def _wrap_peft_from_pretrained(module, path, loaded=False):
     """Record what `PeftModel.from_pretrained` loaded: the adapter's config (for a twin adapter) and the script line."""
-    _observe_classmethod(module.PeftModel, "from_pretrained", path, "peft_from_pretrained", _adapter_record)
+    _observe_classmethod(module.PeftModel, "from_pretrained", path, "peft_from_pretrained", _adapter_record,
+                         before=True)
 
 
 _TRACED = {_TRACED_MODULE: _wrap_dispatch, "transformers.modeling_utils": _wrap_from_pretrained,
