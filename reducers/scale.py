@@ -18,11 +18,12 @@ from .ddmin import ddmin
 # Dimension fields and their tiny values. Layer counts, layer types, KV sharing, towers and tied embeddings are
 # structure: they stay, so a recorded device map (which names layers) still fits the twin. The vocabulary stays
 # too: the script's own token ids must still index it (a shrunk one crashes where the bug is fixed, on CUDA with a
-# device-side assert); Gemma 4's per-layer vocabulary may shrink, ids past it are masked.
+# device-side assert). So does Gemma 4's per-layer vocabulary (shrunk to 128, the E4B twin's prompt ids raised
+# IndexError in the per-layer embedding on CPU where the bug is fixed); its width shrinks further instead.
 SHRINK: dict[str, int] = {
     "hidden_size": 64, "intermediate_size": 128, "moe_intermediate_size": 64, "num_attention_heads": 2,
-    "num_key_value_heads": 1, "head_dim": 32, "global_head_dim": 32, "hidden_size_per_layer_input": 16,
-    "vocab_size_per_layer_input": 128, "output_proj_dims": 64, "projection_dim": 64,
+    "num_key_value_heads": 1, "head_dim": 32, "global_head_dim": 32, "hidden_size_per_layer_input": 4,
+    "output_proj_dims": 64, "projection_dim": 64,
 }
 # Provenance, not structure: written by save/load, meaningless (or harmful) in a freshly built twin.
 CONFIG_NOISE = {"_name_or_path", "transformers_version", "architectures", "quantization_config", "dtype",

@@ -12,7 +12,8 @@ from ..catalog.manifest import check_case, load_catalog
 from ..catalog.matrix import readme_with_matrices, tables, write_matrices
 from ..catalog.run import check_set, format_table, results_document, run_cases, write_results
 from ..catalog.targets import is_script, reference_run, resolve, results_home, static_problems, with_pins
-from ..envs.venvs import set_env
+from ..envs.refs import parse_repo, ref_env, refs_page
+from ..envs.venvs import env_of, read_marker, set_env
 from ..errors import MinreproError
 from ..harness.probe import probe
 from ..harness.runner import DEFAULT_TIMEOUT
@@ -23,7 +24,14 @@ from .common import progress as _progress
 def cmd_run(args: argparse.Namespace) -> int:
     catalog = load_catalog(args.manifest)
     cases = [case for case, _ in resolve(catalog, args.cases, args.python, args.timeout, _progress)] or catalog.cases
+    refs = []
+    if args.repo:
+        if not args.set or args.python:
+            raise MinreproError("--repo lays refs over a version set's env: give --set, not --python")
+        args.python, refs = str(ref_env(catalog, args.set, [parse_repo(spec) for spec in args.repo])), None
     env = probe(args.python)
+    if args.repo:
+        refs = read_marker(env_of(args.python))["refs"]
     if args.set:
         check_set(catalog, args.set, env)
     set_name = args.set or catalog.detect_set(env.versions)
@@ -38,8 +46,14 @@ def cmd_run(args: argparse.Namespace) -> int:
     document = results_document(env, set_name, results)
     # the catalog phase's time is a target (<= 60 s per set on a GPU box): recorded with what it ran under
     document.update(wall_seconds=round(wall, 1), jobs=args.jobs, warm=args.warm, timings=timings)
+    if refs:
+        document["refs"] = refs
+        print("refs: " + "; ".join(f"{r['library']} {r['commit'][:12]} \"{r['subject'][:60]}\"" for r in refs),
+              file=sys.stderr)
     if args.results:
         write_results(Path(args.results), document)
+    if args.doc:
+        Path(args.doc).write_text(refs_page(catalog, document), encoding="utf-8")
     differs = [r.case for r in results if r.verdict == "differs"]
     if args.json:
         print(json.dumps(document))
@@ -144,6 +158,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     run.add_argument("--results", help="also write the results as JSON to this file")
     run.add_argument("--json", action="store_true", help="print the results as one JSON object")
     run.add_argument("--jobs", type=int, default=1, help="cases run at a time (default 1)")
+    run.add_argument("--repo", action="append", default=[], metavar="LIB=GITDIR[@REF]",
+                     help="with --set: that library at a ref of a fetched repository (default its HEAD, main), laid "
+                          "over the set's release; repeat for several libraries")
+    run.add_argument("--doc", metavar="FILE.md", help="with --repo: write the page of what still fails there")
     run.add_argument("--warm", action="store_true", help="run cases in a fork server that imports the libraries "
                      "once; a case that surprises there is confirmed cold")
     run.set_defaults(func=cmd_run)

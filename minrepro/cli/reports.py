@@ -41,10 +41,12 @@ def cmd_bisect(args: argparse.Namespace) -> int:
     if script and not script_pins(case.script.read_text(encoding="utf-8")):
         raise MinreproError(f"{case.script.name} pins no versions: write a pinned copy with "
                             "`minrepro check SCRIPT --python ENV/bin/python --write-pins OUT` and bisect that")
-    packages = [p.strip().lower() for p in (args.packages or args.package).split(",") if p.strip()]
     wheelhouse = Path(args.wheelhouse) if args.wheelhouse else None
     envs = Path(args.envs).resolve() if args.envs else cache("envs")
     results_dir = Path(args.results) if args.results else (results_home(case.script) if script else cache("results", "catalog"))
+    if args.git:
+        return _bisect_git(args, case, envs, wheelhouse, results_dir)
+    packages = [p.strip().lower() for p in (args.packages or args.package).split(",") if p.strip()]
     judge = judge_for(case, packages, envs, args.timeout, wheelhouse, _progress, _pins(args.pin))
     base = judge.base
     results = []
@@ -82,6 +84,65 @@ def cmd_bisect(args: argparse.Namespace) -> int:
     return 0
 
 
+def _release_range(case, library: str, results_dir: Path, wheelhouse: Path | None) -> tuple[str, str]:
+    """The releases a commit bisection starts from: a recorded release bisection's last bad and first fixed, else
+    the case's fixed_in release and the one before it."""
+    from packaging.version import Version
+
+    from minrepro.reports.bisect import releases
+
+    recorded = results_dir / "bisect" / f"{case.id}.json"
+    if recorded.is_file():
+        for row in json.loads(recorded.read_text()).get("packages", []):
+            if row["package"] == library and row.get("last_bad") and row.get("first_fixed"):
+                return row["last_bad"], row["first_fixed"]
+    fixed = [p.split("==")[1] for p in case.fixed_in if p.split("==")[0] == library]
+    if not fixed:
+        raise MinreproError(f"no release range for {library} in {case.id}: give --range OLD..NEW (two refs), or "
+                            f"bisect its releases first (`minrepro bisect {case.id} --package {library}`)")
+    earlier = [v for v in releases(library, False, wheelhouse) if v < Version(fixed[0])]
+    return str(earlier[-1]), fixed[0]
+
+
+def _bisect_git(args: argparse.Namespace, case, envs: Path, wheelhouse: Path | None, results_dir: Path) -> int:
+    """`bisect CASE --git LIB=GITDIR`: the first commit on the library's main between two refs that flips the case."""
+    import hashlib
+
+    from minrepro.envs.refs import parse_repo
+    from minrepro.envs.venvs import create_env
+    from minrepro.reports.bisect import CommitJudge, bisect_commits, release_tag
+
+    ignored = [name for name, value in (("--bad", args.bad), ("--good", args.good), ("--pin", args.pin),
+                                        ("--record", args.record), ("--pre", args.pre)) if value]
+    if ignored:
+        raise MinreproError(f"{', '.join(ignored)}: release options; with --git give the refs as --range OLD..NEW")
+    repo = parse_repo(args.git)
+    base = script_pins(case.script.read_text(encoding="utf-8"))
+    if repo.library not in base:
+        raise MinreproError(f"{case.id}'s script does not depend on {repo.library}")
+    if args.range:
+        older, _, newer = args.range.partition("..")
+        if not newer:
+            raise MinreproError(f"--range takes OLD..NEW (two refs): got {args.range!r}")
+    else:
+        old_release, new_release = _release_range(case, repo.library, results_dir, wheelhouse)
+        base[repo.library] = old_release  # the env's metadata and dependencies: the release the range starts at
+        older, newer = release_tag(repo, old_release), release_tag(repo, new_release)
+    requirements = [f"{dist}=={version}" for dist, version in sorted(base.items())]
+    env = envs / "bisect-git" / hashlib.sha1(" ".join(requirements).encode()).hexdigest()[:12]
+    create_env(env, requirements, wheelhouse, label=f"bisect {case.id} over {repo.library} commits")
+    judge = CommitJudge(case, repo, env, envs.parent / "bisect" / f"{case.id}-{repo.library}-commits.json",
+                        args.timeout, _progress)
+    found = bisect_commits(judge, older, newer)
+    print(f"{case.id}: {repo.library} {older}..{newer}: {found.sentence()}")
+    document = {"case": case.id, "base": base, "repository": str(repo.gitdir), **found.__dict__,
+                "subjects": {c: judge.cache[c].get("subject", "") for c in found.judged}}
+    target = results_dir / "bisect" / f"{case.id}-{repo.library}-commits.json"
+    write_results(target, document)
+    print(f"recorded in {target}", file=sys.stderr)
+    return 0
+
+
 def cmd_report(args: argparse.Namespace) -> int:
     from minrepro.reports.report import draft, render_markdown
 
@@ -113,6 +174,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     target = bisect.add_mutually_exclusive_group(required=True)
     target.add_argument("--package", help="the package whose releases are searched")
     target.add_argument("--packages", metavar="A,B", help="joint mode: each alone, then minimal upgrade sets")
+    target.add_argument("--git", metavar="LIB=GITDIR", help="bisect the commits of a fetched repository (first-parent "
+                        "commits of its main), the library's package laid over the release the range starts at")
+    bisect.add_argument("--range", metavar="OLD..NEW", help="with --git: the two refs (default: the release range "
+                        "a release bisection recorded, or the case's fixed_in and the release before)")
     bisect.add_argument("--bad", help="a release on which the case fails (default: its pin)")
     bisect.add_argument("--good", help="a release on which it passes (default: the newest release)")
     bisect.add_argument("--pre", action="store_true", help="include prereleases")

@@ -240,6 +240,7 @@ def _reduce_script(opts: ReduceOptions, log: Callable[[str], None], say: Callabl
             guard = _choose_guard(search, opts, (script, source) if scaled else None)
             if scaled is not None and search.script != subject_path:  # the twin lost the bug: real scale after all
                 notes.append("the tiny twin does not pass where the bug is fixed: reduced at real scale")
+                say(notes[-1])
                 scaled = None
             elif scaled is not None:
                 notes.append(scaled.description)
@@ -356,7 +357,20 @@ def _scale_down(opts: ReduceOptions, script: Path, source: str, python: str, tim
     oracle = SignatureOracle(Cache(workdir / "cache.jsonl", key), workdir, timeout, script.parent, executor=executor,
                              original=original, regex=opts.signature, cwd_writes_allowed=bool(first_run.cwd_writes))
     traced = traced_run(normalize(source), python, timeout, workdir, script.parent)
-    scaled = try_scale_down(normalize(source), traced, _counted(oracle.test_many, progress), say)
+
+    def judge(sources: list[str]) -> list[bool]:
+        """Fails the same where the script fails, and (where --good-python names the fixed world) runs to its end
+        there: a twin that crashes otherwise where the bug is fixed (E4B's per-layer vocabulary shrunk below the
+        prompt's ids: an IndexError) is an artifact of the shrink, not a faithful twin."""
+        answers = oracle.test_many(sources)
+        for python_ in opts.good_pythons:
+            alive = [i for i, yes in enumerate(answers) if yes]
+            for i, run in zip(alive, _run_sources([sources[i] for i in alive], python_, workdir / "good", timeout,
+                                                  script.parent)):
+                answers[i] = run.signature is None
+        return answers
+
+    scaled = try_scale_down(normalize(source), traced, _counted(judge, progress), say)
     if scaled is None:
         return None
     scaled.path, scaled.original = workdir / "twin.py", _digest(source)
@@ -455,6 +469,14 @@ def statement_facts(source: str, run: RunResult, profile: dict) -> dict:
     heavy = [ast.unparse(s) for s in body if cost(s) >= max(HEAVY_SECONDS, 0.1 * total)]
     return {"failing_statement": failing, "values": profile.get("values", {}), "heavy": heavy,
             "executed": sorted(seconds)}  # the module-level lines that ran
+
+
+def _run_sources(sources: list[str], python: str, folder: Path, timeout: float, home: Path) -> list[RunResult]:
+    folder.mkdir(exist_ok=True)
+    paths = [folder / f"{_digest(text)[:16]}.py" for text in sources]
+    for path, text in zip(paths, sources):
+        path.write_text(text, encoding="utf-8")
+    return ColdExecutor(python, len(paths)).run_many(paths, timeout, home)
 
 
 def _counted(test_many, progress: Progress):

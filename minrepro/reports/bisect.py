@@ -22,7 +22,8 @@ from typing import Callable
 from packaging.version import InvalidVersion, Version
 
 from minrepro.catalog.manifest import LIBRARIES, Case, script_pins
-from minrepro.envs.venvs import EnvCreationError, create_env
+from minrepro.envs.refs import RepoRef, commits_between, overlay_env, pr_number
+from minrepro.envs.venvs import EnvCreationError, create_env, env_python
 from minrepro.errors import MinreproError
 from minrepro.catalog.run import observe
 from minrepro.harness.runner import RunResult, run_script
@@ -95,14 +96,23 @@ class Judge:
             raise  # the machine's problem, not the release's: nothing is cached
         except MinreproError as exc:  # a release that will not install is a skip, not a crash
             return {"headline": str(exc), "signature": None, "install_error": True}
-        run = run_script(self.case.script, python=str(python), timeout=self.timeout, isolated=not self.case.user_script)
-        return {"headline": run.raw_headline.split("\n", 1)[0], "raw_headline": run.raw_headline,
-                "signature": run.signature.to_dict() if run.signature else None}
+        return _seen(run_script(self.case.script, python=str(python), timeout=self.timeout,
+                                isolated=not self.case.user_script))
 
     def _verdict(self, seen: dict) -> Outcome:
-        signature = Signature.from_dict(seen["signature"]) if seen["signature"] else None
-        observed, _ = observe(self.case, RunResult(1 if signature else 0, "", "", 0.0, signature, seen["raw_headline"]))
-        return {"fail": "bad", "pass": "good"}.get(observed, "skip")
+        return verdict(self.case, seen)
+
+
+def verdict(case: Case, seen: dict) -> Outcome:
+    """bad: the case's own failure; good: a pass; skip: anything else (an import error, another failure)."""
+    signature = Signature.from_dict(seen["signature"]) if seen["signature"] else None
+    observed, _ = observe(case, RunResult(1 if signature else 0, "", "", 0.0, signature, seen["raw_headline"]))
+    return {"fail": "bad", "pass": "good"}.get(observed, "skip")
+
+
+def _seen(run: RunResult) -> dict:
+    return {"headline": run.raw_headline.split("\n", 1)[0], "raw_headline": run.raw_headline,
+            "signature": run.signature.to_dict() if run.signature else None}
 
 
 def judge_for(case: Case, packages: list[str], envs: Path, timeout: float, wheelhouse: Path | None,
@@ -201,3 +211,91 @@ def minimal_upgrades(judge: Judge, packages: list[str], targets: dict[str, Versi
             if judge({p: targets[p] for p in subset}) == "good":
                 minimal.append(subset)
     return minimal
+
+
+@dataclass
+class CommitJudge:
+    """Runs a case with `repo`'s package at each commit laid over one env (the case's pins, the library at the
+    release the range starts from); what each commit did is cached by its hash."""
+
+    case: Case
+    repo: RepoRef
+    env: Path
+    cache_file: Path
+    timeout: float
+    log: Callable[[str], None] = lambda _: None
+
+    def __post_init__(self) -> None:
+        self.cache: dict[str, dict] = json.loads(self.cache_file.read_text()) if self.cache_file.is_file() else {}
+
+    def __call__(self, commit: str) -> Outcome:
+        if "signature" not in self.cache.get(commit, {}):
+            self.cache[commit] = self._observe(commit)
+            self.cache_file.parent.mkdir(parents=True, exist_ok=True)
+            self.cache_file.write_text(json.dumps(self.cache, indent=1))
+        seen = self.cache[commit]
+        outcome = "skip" if seen.get("install_error") else verdict(self.case, seen)
+        self.log(f"{commit[:10]} {seen.get('subject', '')[:60]}: {outcome} {seen['headline'][:70]}")
+        return outcome
+
+    def _observe(self, commit: str) -> dict:
+        try:
+            (record,) = overlay_env(self.env, [self.repo], {self.repo.library: commit})
+        except MinreproError as exc:  # a commit without the package (a reorganised tree) is a skip
+            return {"headline": str(exc), "signature": None, "install_error": True}
+        run = run_script(self.case.script, python=str(env_python(self.env)), timeout=self.timeout,
+                         isolated=not self.case.user_script)
+        return {**_seen(run), "subject": record["subject"]}
+
+
+@dataclass
+class CommitBisect:
+    library: str
+    older: str
+    newer: str
+    direction: str  # "fixed" (fails at older, passes at newer) or "broke"
+    commit: str | None  # the first commit with newer's outcome
+    subject: str = ""
+    pr: int | None = None
+    last_before: str | None = None  # the last commit judged with older's outcome
+    undecided: list[str] = field(default_factory=list)  # skipped commits between the two: the change is among them
+    judged: dict[str, str] = field(default_factory=dict)
+    commits: int = 0  # commits in the range
+
+    def sentence(self) -> str:
+        where = f"{self.commit[:12]} \"{self.subject}\"" + (f" (PR #{self.pr})" if self.pr else "")
+        span = (f"; {len(self.undecided)} commit(s) before it could not be judged, the change may be among them"
+                if self.undecided else "")
+        return f"first {self.direction} at {where}, {len(self.judged)} of {self.commits} commits judged{span}"
+
+
+def bisect_commits(judge: CommitJudge, older: str, newer: str) -> CommitBisect:
+    """The first commit between two refs whose outcome is newer's (a fix or a break), skips stepped over."""
+    commits = commits_between(judge.repo, older, newer)
+    judged: dict[str, str] = {}
+
+    def at(commit: str) -> Outcome:
+        judged[commit] = judge(commit)
+        return judged[commit]
+
+    start, end = at(commits[0]), at(commits[-1])
+    if "skip" in (start, end) or start == end:
+        raise MinreproError(f"{judge.case.id}: {judge.repo.library} at {older} is {start} and at {newer} {end}: "
+                            "bisection needs a failing and a passing end")
+    flipped = first_flip(commits, at, start)
+    before = [c for c in commits[:commits.index(flipped)] if judged.get(c) == start]
+    undecided = [c for c in commits if before and commits.index(before[-1]) < commits.index(c) < commits.index(flipped)]
+    subject = judge.repo.subject(flipped)
+    return CommitBisect(judge.repo.library, older, newer, "fixed" if start == "bad" else "broke", flipped, subject,
+                        pr_number(subject), before[-1] if before else None, undecided, judged, len(commits))
+
+
+def release_tag(repo: RepoRef, version: str) -> str:
+    """The tag of a release in its repository (`v1.14.0` for accelerate, peft, transformers; `0.50.0` too)."""
+    for tag in (f"v{version}", version):
+        try:
+            repo.commit(tag)
+            return tag
+        except MinreproError:
+            continue
+    raise MinreproError(f"no tag for {repo.library} {version} in {repo.gitdir}")
