@@ -48,8 +48,14 @@ class RepoRef:
         return self.git("log", "-1", "--format=%s", commit).strip()
 
     def describe(self, commit: str) -> dict:
+        """What a record says of a commit: its subject and PR, its date and the version its code calls itself (a
+        fetched snapshot's main can predate the newest release: the page must say so)."""
         subject = self.subject(commit)
+        init = self.git("show", f"{commit}:{PACKAGE_DIRS[self.library]}/__init__.py")
+        version = re.search(r"^__version__\s*=\s*['\"]([^'\"]+)", init, re.M)
         return {"library": self.library, "commit": commit, "subject": subject, "pr": pr_number(subject),
+                "date": self.git("log", "-1", "--format=%cs", commit).strip(),
+                "version": version[1] if version else None,
                 "how": "Python package over the release's wheel" + (" (native library from the wheel)"
                                                                      if self.library == "bitsandbytes" else "")}
 
@@ -143,7 +149,8 @@ def refs_page(catalog, document: dict) -> str:
              f"{document['date']} ({document['machine']}, {'CUDA' if document.get('gpu') else 'no CUDA'}). "
              f"Each library below is its repository's code at the commit, laid over the {document['set']} set's "
              "release (metadata and dependencies stay the release's).", ""]
-    lines += [f"- {r['library']}: `{r['commit'][:12]}` {r['subject']} ({r['how']})" for r in document["refs"]]
+    lines += [f"- {r['library']}: `{r['commit'][:12]}` of {r.get('date')}, version {r.get('version')}: {r['subject']} "
+              f"({r['how']}); the set has {document['versions'].get(r['library'])}" for r in document["refs"]]
     lines += ["", f"| case | family | {document['set']} (declared) | on main | signature on main |", "|---|---|---|---|---|"]
     for row in document["cases"]:
         detail = row["reason"] if row["observed"] in ("skipped", "fail-other") else row["headline"]
