@@ -42,7 +42,10 @@ class RepoRef:
         return proc.stdout
 
     def commit(self, ref: str | None = None) -> str:
-        return self.git("rev-parse", "--verify", f"{ref or self.ref}^{{commit}}").strip()
+        try:
+            return self.git("rev-parse", "--verify", f"{ref or self.ref}^{{commit}}").strip()
+        except MinreproError:
+            raise MinreproError(f"no commit {ref or self.ref!r} in {self.gitdir} ({self.library})") from None
 
     def subject(self, commit: str) -> str:
         return self.git("log", "-1", "--format=%s", commit).strip()
@@ -150,7 +153,8 @@ def refs_page(catalog, document: dict) -> str:
              f"Each library below is its repository's code at the commit, laid over the {document['set']} set's "
              "release (metadata and dependencies stay the release's).", ""]
     lines += [f"- {r['library']}: `{r['commit'][:12]}` of {r.get('date')}, version {r.get('version')}: {r['subject']} "
-              f"({r['how']}); the set has {document['versions'].get(r['library'])}" for r in document["refs"]]
+              f"({r['how']}); the set has {document['versions'].get(r['library'])}{_older(r, document)}"
+              for r in document["refs"]]
     lines += ["", f"| case | family | {document['set']} (declared) | on main | signature on main |", "|---|---|---|---|---|"]
     for row in document["cases"]:
         detail = row["reason"] if row["observed"] in ("skipped", "fail-other") else row["headline"]
@@ -158,3 +162,14 @@ def refs_page(catalog, document: dict) -> str:
         lines.append(f"| {row['case']} | {row['family']} | {row['expected'] or '-'} | {still} | "
                      f"{detail[:90].replace('|', '/')} |")
     return "\n".join(lines) + "\n"
+
+
+def _older(record: dict, document: dict) -> str:
+    """A fetched snapshot's main can be older than the newest release: then a fix made since would not show."""
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        older = Version(record.get("version") or "") < Version(document["versions"][record["library"]])
+    except (InvalidVersion, KeyError, TypeError):
+        return ""
+    return " (this main predates that release: a fix merged since would not show here)" if older else ""
