@@ -143,6 +143,32 @@ def _bisect_git(args: argparse.Namespace, case, envs: Path, wheelhouse: Path | N
     return 0
 
 
+def cmd_kit(args: argparse.Namespace) -> int:
+    from minrepro.envs.refs import parse_repo
+    from minrepro.reports.kit import (build_branch, describe_pr, kit_env, patch_for, prove, read_test, ruff_requirement,
+                                      write_kit)
+
+    catalog = load_catalog(args.manifest)
+    (case,) = catalog.select([args.case])
+    repo = parse_repo(args.repo)
+    diff, test_path = patch_for(case, catalog, repo.library)
+    out = Path(args.out) / case.id
+    out.mkdir(parents=True, exist_ok=True)
+    work = cache("kits", case.id)
+    proof = build_branch(case, repo, diff, read_test(test_path), work)
+    _progress(f"{case.id}: branch {proof.branch} on {repo.library} {proof.base['commit'][:12]}: {proof.port}")
+    envs = Path(args.envs).resolve() if args.envs else cache("envs")
+    env = kit_env(catalog, repo.library, envs, ruff_requirement(work))
+    proof = prove(proof, case, repo, work, env, args.timeout, _progress)
+    why = diff.read_text(encoding="utf-8").split("\n---\n")[0].split("\n\n", 1)[-1]
+    write_kit(proof, work, out, describe_pr(case, proof, why))
+    print(f"{case.id}: {'green' if proof.green else 'NOT green'}: new test {proof.test_before} -> {proof.test_after}, "
+          f"case '{proof.case_before[:60]}' -> {proof.case_after[:60]}, {len(proof.file_new_failures)} new failure(s) "
+          f"in {proof.test.split('::')[0]}, lint: {', '.join(f'{k} {v[:60]}' for k, v in proof.lint.items())}")
+    print(f"written: {out}/series, PR.md, proof.json; branch {proof.branch} in {work}", file=sys.stderr)
+    return 0 if proof.green else 1
+
+
 def cmd_report(args: argparse.Namespace) -> int:
     from minrepro.reports.report import draft, render_markdown
 
@@ -192,6 +218,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     bisect.add_argument("--record", action="store_true", help="write fixed_in into the manifest")
     bisect.add_argument("--readme", default="docs/catalog.md", help="the file whose matrix --record regenerates")
     bisect.set_defaults(func=cmd_bisect)
+
+    kit = sub.add_parser("kit", help="a PR kit: the family's fix ported to the library's main with a regression test, "
+                         "proved there (the test fails before, passes after; no new failure in its file; ruff)")
+    kit.add_argument("case", help="a catalog case with a patch and a regression test (patches/<lib>/<name>.test)")
+    kit.add_argument("--repo", required=True, metavar="LIB=GITDIR[@REF]", help="the fetched repository (default ref: "
+                     "its HEAD, main)")
+    kit.add_argument("--out", default="results/kits", help="where <case>/ is written (default results/kits)")
+    kit.add_argument("--envs", help="where the kit's env lives (default: ~/.cache/minrepro/envs)")
+    kit.add_argument("--timeout", type=float, default=1800, help="seconds per test run")
+    kit.set_defaults(func=cmd_kit)
 
     report = sub.add_parser("report", help="draft an issue for the right repository (never posts anything)")
     report.add_argument("cases", nargs="*", metavar="CASE|SCRIPT", help="catalog case ids or script paths")

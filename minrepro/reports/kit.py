@@ -1,0 +1,265 @@
+"""A PR kit: a catalog family's fix carried to the library's `main`, the way its maintainers take a contribution.
+
+From a fetched repository (`--repo LIB=GITDIR[@REF]`), a shared clone gets a branch with two commits: the
+regression test (`patches/<lib>/<name>.test`: the test file and class it goes into, then the method, written in
+the file's own style), then the fix (the family's diff, ported: applied to main with `patch`, offsets reported).
+The proof runs in a tool-made env of the newest set with the library's package laid over from the branch
+(`minrepro.envs.refs`): the new test fails at the test commit and passes at the fix commit; the touched test
+file's other tests show no new failure; the repository's own ruff config passes on the files the branch changes.
+Written under `results/kits/<case>/`: the patch series (`git format-patch`), the PR description, the proof.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+import shutil
+import subprocess
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from ..catalog.manifest import Case, Catalog
+from ..envs.patching import PATCHES_DIR
+from ..envs.refs import RepoRef, overlay_env
+from ..envs.upstream import TEST_REQUIREMENTS, TestRun, new_failures, run_tests
+from ..envs.venvs import create_env, env_python, wheelhouse_from_env
+from ..errors import MinreproError
+from ..harness.runner import run_script
+
+TEST_HEADER = re.compile(r"^# (Test-file|Test-class): (.+)$")
+
+
+@dataclass(frozen=True)
+class RegressionTest:
+    test_file: str  # in the repository: tests/test_modeling_utils.py
+    test_class: str | None  # the TestCase the method joins (None: a module-level test function)
+    body: str  # the method or function, indented as it will stand
+
+    @property
+    def name(self) -> str:
+        match = re.search(r"def (test_\w+)", self.body)
+        if not match:
+            raise MinreproError("a regression test defines no test_ function")
+        return match[1]
+
+    @property
+    def node_id(self) -> str:
+        return "::".join(p for p in (self.test_file, self.test_class, self.name) if p)
+
+
+def read_test(path: Path) -> RegressionTest:
+    """`patches/<lib>/<name>.test`: `# Test-file:` and `# Test-class:` lines, then the code."""
+    fields, lines = {}, path.read_text(encoding="utf-8").splitlines(keepends=True)
+    while lines and (match := TEST_HEADER.match(lines[0].rstrip())):
+        fields[match[1]] = match[2].strip()
+        lines.pop(0)
+    if "Test-file" not in fields:
+        raise MinreproError(f"{path}: no '# Test-file: tests/...' line at the top")
+    return RegressionTest(fields["Test-file"], fields.get("Test-class"), "".join(lines).rstrip() + "\n")
+
+
+def insert_test(source: str, test: RegressionTest) -> str:
+    """The test file with the test added at the end of its class (or of the module)."""
+    lines = source.splitlines(keepends=True)
+    if test.test_class is None:
+        return source.rstrip() + "\n\n\n" + test.body
+    classes = [n for n in ast.parse(source).body if isinstance(n, ast.ClassDef) and n.name == test.test_class]
+    if not classes:
+        raise MinreproError(f"{test.test_file} has no class {test.test_class}")
+    end = classes[0].end_lineno
+    return "".join(lines[:end]) + "\n" + test.body + "".join(lines[end:])
+
+
+@dataclass
+class KitProof:
+    case: str
+    library: str
+    base: dict  # the main commit the branch starts from (refs record)
+    branch: str
+    title: str  # the fix commit's subject: the PR's title
+    commits: list[str] = field(default_factory=list)
+    port: str = ""  # how the fix went onto main (patch's own words: offsets, fuzz)
+    test: str = ""
+    case_before: str = ""  # the catalog case's own run at the test commit (main's code): its failure
+    case_after: str = ""  # and at the fix commit ("passes")
+    test_before: str = ""  # failed | passed | skipped, at the test commit
+    test_after: str = ""  # at the fix commit
+    file_new_failures: list[str] = field(default_factory=list)  # the touched test file, fix vs test commit
+    file_counts: dict = field(default_factory=dict)
+    lint: dict = field(default_factory=dict)  # command -> "ok" or what the branch adds
+    lint_tool: str = ""  # the ruff that judged it (the repository's pin)
+
+    @property
+    def green(self) -> bool:
+        return (self.test_before == "failed" and self.test_after == "passed" and not self.file_new_failures
+                and self.case_after == "passes" and all(v == "ok" for v in self.lint.values()))
+
+
+def _git(work: Path, *args: str) -> str:
+    proc = subprocess.run(["git", "-C", str(work), "-c", "user.name=minrepro", "-c", "user.email=minrepro@localhost",
+                           *args], capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise MinreproError(f"git {args[0]} in {work}: {proc.stderr.strip()[-300:]}")
+    return proc.stdout
+
+
+def patch_for(case: Case, catalog: Catalog, library: str) -> tuple[Path, Path]:
+    """The family's diff for `library` (its newest variant) and its regression test beside it."""
+    names = [p.split("/", 1)[1] for p in case.patches if p.startswith(library + "/")]
+    if not names:
+        raise MinreproError(f"{case.id} has no {library} patch (its patches: {', '.join(case.patches) or 'none'})")
+    root = PATCHES_DIR / library
+    diff, test = root / f"{names[0]}.diff", root / f"{names[0]}.test"
+    if not test.is_file():
+        raise MinreproError(f"no regression test for {case.id}: write {test.relative_to(root.parent.parent)} "
+                            "(# Test-file:, # Test-class:, then the test in the library's style)")
+    return diff, test
+
+
+def build_branch(case: Case, repo: RepoRef, diff: Path, test: RegressionTest, work: Path) -> KitProof:
+    """A shared clone of the repository at the ref, with the test commit and the fix commit on a branch."""
+    if work.exists():
+        shutil.rmtree(work)
+    subprocess.run(["git", "clone", "-q", "--shared", "--no-checkout", str(repo.gitdir), str(work)], check=True)
+    base = repo.commit()
+    branch = f"minrepro/{case.id}"
+    _git(work, "checkout", "-q", "-b", branch, base)
+    target = work / test.test_file
+    target.write_text(insert_test(target.read_text(encoding="utf-8"), test), encoding="utf-8")
+    _git(work, "commit", "-q", "-am", f"Add a regression test: {test.name}\n\nIt fails on main: {case.id} "
+         f"({', '.join(case.upstream) or 'no upstream thread yet'}).")
+    text = diff.read_text(encoding="utf-8")
+    body = text[text.index("\n---\n") + 5:]
+    applied = subprocess.run(["patch", "-p1", "--no-backup-if-mismatch", "-d", str(work)], input=body,
+                             capture_output=True, text=True)
+    if applied.returncode != 0:
+        raise MinreproError(f"{diff.name} does not apply to {repo.library}@{base[:12]}: "
+                            f"{applied.stdout.strip().splitlines()[-1:]}")
+    header = text[:text.index("\n---\n")]
+    subject = re.search(r"^Subject: (?:\[PATCH\] )?(.+)$", header, re.M)[1]
+    description = header.split("\n\n", 1)[1].strip() if "\n\n" in header else ""
+    _git(work, "commit", "-q", "-am", f"{subject}\n\n{description}")
+    commits = _git(work, "rev-list", "--reverse", f"{base}..HEAD").split()
+    return KitProof(case.id, repo.library, repo.describe(base), branch, subject, commits,
+                    " ".join(applied.stdout.split()) or "applied as is", test.node_id)
+
+
+RUFF_PIN = re.compile(r"""["'](ruff\s*(?:[=~<>!]=|[<>])\s*[\w.]+)["']""")
+
+
+def ruff_requirement(work: Path) -> str:
+    """The ruff the repository pins for `make quality` (setup.py's or pyproject's extras); a newer ruff has rules
+    that flag code the branch never touched."""
+    for name in ("setup.py", "pyproject.toml"):
+        path = work / name
+        if path.is_file() and (match := RUFF_PIN.search(path.read_text(encoding="utf-8"))):
+            return match[1].replace(" ", "")
+    return "ruff"
+
+
+def kit_env(catalog: Catalog, library: str, envs: Path, ruff: str = "ruff") -> Path:
+    """A tool-made env of the newest set with the library's test requirements and its ruff."""
+    env = envs / f"kit-{library}"
+    requirements = [str(r) for r in catalog.version_set("newest").requirements] + TEST_REQUIREMENTS[library] + [ruff]
+    create_env(env, requirements, wheelhouse_from_env(), label=f"kit {library}")
+    return env
+
+
+def _ruff_findings(ruff: str, work: Path, files: list[str]) -> dict[tuple[str, str], int]:
+    """(file, rule) -> count, from `ruff check` under the repository's own config."""
+    done = subprocess.run([ruff, "check", "--output-format=concise", *files], cwd=work, capture_output=True, text=True)
+    found: dict[tuple[str, str], int] = {}
+    for line in done.stdout.splitlines():
+        match = re.match(r"^(.+?):\d+:\d+: (\S+)", line)
+        if match:
+            found[(match[1], match[2])] = found.get((match[1], match[2]), 0) + 1
+    return found
+
+
+def _outcome(run: TestRun, node_id: str) -> str:
+    name = node_id.rsplit("::", 1)[-1]
+    found = [o for t, o in run.outcomes.items() if t.endswith("::" + name)]
+    return found[0] if found else "not collected"
+
+
+def prove(proof: KitProof, case: Case, repo: RepoRef, work: Path, env: Path, timeout: float,
+          log: Callable[[str], None]) -> KitProof:
+    """Before/after the fix, in `env` with the branch's package laid over: the new test, its whole file, ruff."""
+    clone = RepoRef(repo.library, work, proof.branch)
+    test_file = proof.test.split("::")[0]
+    runs = {}
+    for label, commit in (("before", proof.commits[0]), ("after", proof.commits[-1])):
+        overlay_env(env, [clone], {repo.library: commit})
+        _git(work, "checkout", "-q", commit)
+        log(f"{proof.case}: {test_file} at the {label} commit {commit[:10]}")
+        runs[label] = run_tests(env, work, [test_file], work.parent / f"{proof.case}-junit-{label}.xml", timeout)
+        run = run_script(case.script, python=str(env_python(env)), timeout=timeout, isolated=True)
+        setattr(proof, f"case_{label}", run.raw_headline.splitlines()[0] if run.signature else "passes")
+    _git(work, "checkout", "-q", proof.branch)
+    proof.test_before, proof.test_after = _outcome(runs["before"], proof.test), _outcome(runs["after"], proof.test)
+    proof.file_new_failures = new_failures(runs["before"], runs["after"])
+    proof.file_counts = {label: {o: run.count(o) for o in ("passed", "failed", "skipped")} for label, run in runs.items()}
+    changed = [n for n in _git(work, "diff", "--name-only", f"{proof.commits[0]}~1", "HEAD").split() if n.endswith(".py")]
+    ruff = str(env_python(env).with_name("ruff"))
+    # `ruff check`: only what the branch adds counts (main may carry findings of its own)
+    _git(work, "checkout", "-q", f"{proof.commits[0]}~1")
+    before = _ruff_findings(ruff, work, changed)
+    _git(work, "checkout", "-q", proof.branch)
+    added = {key: n - before.get(key, 0) for key, n in _ruff_findings(ruff, work, changed).items() if n > before.get(key, 0)}
+    proof.lint["ruff check"] = "ok" if not added else "; ".join(f"{f}: {rule} +{n}" for (f, rule), n in added.items())
+    done = subprocess.run([ruff, "format", "--check", *changed], cwd=work, capture_output=True, text=True)
+    proof.lint["ruff format --check"] = "ok" if done.returncode == 0 else (done.stdout + done.stderr).strip()[:600]
+    proof.lint_tool = subprocess.run([ruff, "--version"], capture_output=True, text=True).stdout.strip()
+    return proof
+
+
+def standalone(script: str) -> str:
+    """The case as a maintainer runs it on main: without its PEP 723 block (it pins the release it was found on)."""
+    return re.sub(r"\A# /// script\n(?:#.*\n)*?# ///\n", "", script).strip()
+
+
+def describe_pr(case: Case, proof: KitProof, why: str) -> str:
+    """The PR description, as the libraries' templates ask: what and why (the fix commit's message), the repro on
+    main, before and after, the tests, the related threads."""
+    threads = "\n".join(f"- {u}" for u in case.upstream) or "- none found"
+    return f"""# {proof.title}
+
+## What does this PR do?
+
+{why.strip()}
+
+Fixes the failure below on `main` ({proof.base['commit'][:12]}, {proof.base['date']}). The fix is in the second
+commit; the first adds `{proof.test.split('::')[-1]}` to `{proof.test.split('::')[0]}`, which fails without it.
+
+## Reproduction (fails on `main` and on the latest release)
+
+```python
+{standalone(case.script.read_text(encoding="utf-8"))}
+```
+
+On `main` without the fix: `{proof.case_before}`
+With the fix: {proof.case_after}.
+
+## Tests
+
+- new test at the test commit: **{proof.test_before}**; with the fix: **{proof.test_after}**
+- `{proof.test.split('::')[0]}` before/after: {proof.file_counts.get('before')} / {proof.file_counts.get('after')};
+  new failures: {', '.join(proof.file_new_failures) or 'none'}
+- lint ({proof.lint_tool}, the repository's config): {'; '.join(f'{k}: {v}' for k, v in proof.lint.items())}
+
+## Related
+
+{threads}
+"""
+
+
+def write_kit(proof: KitProof, work: Path, out: Path, description: str) -> None:
+    series = out / "series"
+    if series.exists():
+        shutil.rmtree(series)
+    _git(work, "format-patch", "-q", "-o", str(series.absolute()), f"{proof.commits[0]}~1..{proof.commits[-1]}")
+    (out / "PR.md").write_text(description, encoding="utf-8")
+    (out / "proof.json").write_text(json.dumps({**asdict(proof), "green": proof.green}, indent=2) + "\n",
+                                    encoding="utf-8")
