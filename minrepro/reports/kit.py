@@ -194,7 +194,10 @@ def prove(proof: KitProof, case: Case, repo: RepoRef, work: Path, env: Path, tim
         overlay_env(env, [clone], {repo.library: commit})
         _git(work, "checkout", "-q", commit)
         log(f"{proof.case}: {test_file} at the {label} commit {commit[:10]}")
-        runs[label] = run_tests(env, work, [test_file], work.parent / f"{proof.case}-junit-{label}.xml", timeout)
+        # `-o addopts=`: a repository's own pytest options (peft's --cov) need plugins its CI has and the env lacks
+        # offline: a test that needs the hub fails (or skips) alike before and after, and costs no downloads
+        runs[label] = run_tests(env, work, ["-o", "addopts=", test_file], work.parent / f"{proof.case}-junit-{label}.xml",
+                                timeout, offline=True)
         run = run_script(case.script, python=str(env_python(env)), timeout=timeout, isolated=True)
         setattr(proof, f"case_{label}", run.raw_headline.splitlines()[0] if run.signature else "passes")
     _git(work, "checkout", "-q", proof.branch)
