@@ -253,3 +253,35 @@ def test_the_twin_is_memoised_per_script_apart_from_the_search_state_and_fresh_d
     scale("a = 2\n", fresh=True)
     assert len(traced) == 3
     assert not (tmp_path / "w" / "twin.json").exists()  # the search's own work dir holds no twin state
+
+
+def test_with_a_good_python_a_twin_must_also_pass_where_the_bug_is_fixed(tmp_path, monkeypatch):
+    """Same failure where the script fails is not enough: the E4B twin with its per-layer vocabulary shrunk failed
+    the same way unpatched, and with IndexError where the bug is fixed; the guard then sent the reduction back to
+    real scale (664 s a run). A twin that does not run to its end in the good env is an artifact of the shrink."""
+    import sys
+
+    from minrepro.reduction import driver
+    from minrepro.reduction.scale import ScaleDown
+
+    class Fails:  # where the script fails, every candidate fails the same way
+        def __init__(self, *args, **kwargs):
+            pass
+
+        def test_many(self, sources):
+            return [True] * len(sources)
+
+    judged = []
+
+    def search(source, run, test_many, log):
+        judged.extend(test_many(["raise IndexError('index out of range in self')\n", "x = 1\n"]))
+        return ScaleDown("x = 1\n", "scaled down: T", [], 2)
+
+    monkeypatch.setattr(driver, "SignatureOracle", Fails)
+    monkeypatch.setattr(driver, "traced_run", lambda *a: None)
+    monkeypatch.setattr(driver, "try_scale_down", search)
+    script = tmp_path / "job.py"
+    opts = driver.ReduceOptions(script, workdir=tmp_path / "w", good_pythons=[sys.executable])
+    driver._scale_down(opts, script, "a = 1\n", "python", 60.0, None, None, driver.RunResult(1, "", "", 1.0, None, ""),
+                       driver.Progress(1, print, live=False), print)
+    assert judged == [False, True]
