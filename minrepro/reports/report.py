@@ -170,6 +170,7 @@ def draft(case: Case, catalog: Catalog, results_dir: Path, python: Path | None =
                               for ref in case.upstream] + _known_cases(case, catalog, signature, headline))
                    or "- none found",
         "Suggested fix": _patches(case),
+        "On main": on_main(case, results_dir),
     }
     if case.outcomes and all(o == "unreproduced" for o in case.outcomes.values()):
         title = f"[not reproduced yet] {summary}"
@@ -180,6 +181,28 @@ def draft(case: Case, catalog: Catalog, results_dir: Path, python: Path | None =
         title = f"{headline.split(':', 1)[0] or 'Wrong result'} in {where}: {summary}"
     return {"case": case.id, "repository": repo, "title": title, "template": TEMPLATES[library] if library in TEMPLATES else TEMPLATES["transformers"],
             "sections": sections, "extra": extra}
+
+
+def on_main(case: Case, results_dir: Path) -> str:
+    """Where the libraries' main was checked (`minrepro run --repo ... --results results/main/...`): the commits and
+    the outcome there; and the PR kit, if one was proved (`minrepro kit`). Maintainers ask this first."""
+    lines = []
+    for path in sorted((results_dir / "main").glob("*.json")):
+        document = json.loads(path.read_text(encoding="utf-8"))
+        row = next((r for r in document.get("cases", []) if r["case"] == case.id), None)
+        if row is None or row["observed"] == "skipped":
+            continue
+        refs = ", ".join(f"{r['library']} `{r['commit'][:12]}` ({r.get('date')})" for r in document.get("refs", []))
+        said = {"fail": "still fails", "pass": "passes"}.get(row["observed"], row["observed"])
+        lines.append(f"- {said} on main ({refs}; the {document['set']} set's other libraries, {document['machine']}, "
+                     f"{document['date']})")
+    kit = results_dir / "kits" / case.id / "proof.json"
+    if kit.is_file():
+        proof = json.loads(kit.read_text(encoding="utf-8"))
+        lines.append(f"- a fix with its regression test, against {proof['library']} main `{proof['base']['commit'][:12]}`: "
+                     f"`{proof['test']}` fails before and passes after ({'green' if proof['green'] else 'not green'}); "
+                     f"the series is in `results/kits/{case.id}/series/`")
+    return "\n".join(lines) or "- not checked on main yet (`minrepro run --set newest --repo LIB=GITDIR`)"
 
 
 def _last_statement(source: str) -> str:
