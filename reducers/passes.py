@@ -17,6 +17,7 @@ from typing import Callable, Iterator
 
 from minrepro.harness._bootstrap import read_key  # the profile's rule for a config read: one definition
 
+from .scale import SHRINK
 from .ddmin import ddmin
 from .search import Problem, seeding_calls
 
@@ -470,13 +471,18 @@ def simplify_constants(tree: ast.Module) -> Iterator[ast.Module]:
     and they are tolerances (`max_loss_drift: 1e-3` shrunk to 0.0 made a check that fails on rounding noise)."""
     in_calls = {id(a) for call in ast.walk(tree) if isinstance(call, ast.Call)
                 for a in [*call.args, *(k.value for k in call.keywords)]}
+    # a twin's dimension fields (`{'hidden_size': 64}`) stay at their tiny value: `hidden_size: 0` passed the oracle
+    # where the failure never reads it, and reads as a broken model to a maintainer
+    dimensions = {id(v): SHRINK[k.value] for d in ast.walk(tree) if isinstance(d, ast.Dict)
+                  for k, v in zip(d.keys, d.values) if isinstance(k, ast.Constant) and k.value in SHRINK}
 
     def smaller(node: ast.AST) -> list:
         value = node.value
         if isinstance(value, bool) or not isinstance(value, int):
             return []
         floor = (1,) if id(node) in in_calls and value > 0 else (0, 1)
-        return [ast.Constant(v) for v in dict.fromkeys((*floor, value // 2)) if abs(v) < abs(value) and v >= min(floor)]
+        least = max(min(floor), dimensions.get(id(node), min(floor)))
+        return [ast.Constant(v) for v in dict.fromkeys((*floor, least, value // 2)) if abs(v) < abs(value) and v >= least]
 
     # the call-argument test needs the node identities of this tree, which _edits copies: filter here instead
     nodes = [n for n in ast.walk(tree) if isinstance(n, ast.Constant)]
@@ -496,6 +502,26 @@ def drop_dict_entries(tree: ast.Module) -> Iterator[ast.Module]:
             return []
         return [ast.Dict(node.keys[:i] + node.keys[i + 1:], node.values[:i] + node.values[i + 1:])
                 for i in range(len(node.keys))]
+
+    yield from _edits(tree, ast.Dict, fewer)
+
+
+def drop_dict_runs(tree: ast.Module) -> Iterator[ast.Module]:
+    """A dict literal of 4 or more entries loses a run of them, halves first, then quarters, down to pairs: a twin's
+    config of 12 fields of which the failure reads 2 goes in a few candidates, where one entry at a time
+    (`drop_dict_entries`, after it) takes one candidate per field."""
+
+    def fewer(node: ast.AST) -> list:
+        n = len(node.keys)
+        if n < 4 or any(k is None for k in node.keys):
+            return []
+        out, size = [], n // 2
+        while size >= 2:
+            for start in range(0, n, size):
+                keep = [i for i in range(n) if not start <= i < start + size]
+                out.append(ast.Dict([node.keys[i] for i in keep], [node.values[i] for i in keep]))
+            size //= 2
+        return out
 
     yield from _edits(tree, ast.Dict, fewer)
 
@@ -1021,6 +1047,7 @@ PASSES: list[Pass] = [
     greedy(prune_imports),
     greedy(drop_arguments),
     greedy(coarsen_device_maps),  # before entries go one by one
+    greedy(drop_dict_runs),
     greedy(drop_dict_entries),
     greedy(simplify_constants),
     greedy(simplify_idioms),  # what a maintainer would not write (issue: `os.path.join(x)`, a no-op `.to()`)

@@ -329,3 +329,48 @@ def test_an_empty_class_goes_with_the_arguments_that_name_it():
     source = "class WorkerConfig:\n    pass\n\nclass Real:\n    x = 1\njob = Job(1, WorkerConfig, cfg=WorkerConfig())\n"
     (proposal,) = [ast.unparse(t) for t in drop_empty_classes(ast.parse(source))]
     assert "WorkerConfig" not in proposal and "Job(1)" in proposal and "class Real" in proposal
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 24), st.data())
+def test_dict_runs_then_entries_keep_exactly_the_needed_keys_in_fewer_candidates(size, data):
+    """A dict of `size` fields of which the failure reads a few: runs then single entries end at exactly those,
+    and (for a big dict with few needed) in fewer candidates than single entries alone."""
+    from minrepro.reducers.passes import drop_dict_entries, drop_dict_runs, greedy
+
+    keys = [f"f{i}" for i in range(size)]
+    needed = set(data.draw(st.lists(st.sampled_from(keys), min_size=1, max_size=3, unique=True)))
+    source = "config = {" + ", ".join(f"'{k}': {i}" for i, k in enumerate(keys)) + "}\n"
+
+    def kept(text: str) -> set[str]:
+        return {k.value for k in ast.parse(text).body[0].value.keys}
+
+    def run(passes) -> tuple[set[str], int]:
+        judged = [0]
+
+        def test_many(batch):
+            judged[0] += len(batch)
+            return [needed <= kept(s) for s in batch]
+
+        problem = Problem(source, test_many)
+        for one in passes:
+            greedy(one)(problem)
+        return kept(problem.current), judged[0]
+
+    both, with_runs = run([drop_dict_runs, drop_dict_entries])
+    alone, entries_only = run([drop_dict_entries])
+    assert both == alone == needed
+    if size >= 16 and len(needed) == 1:
+        assert with_runs < entries_only
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.sampled_from(["hidden_size", "intermediate_size", "head_dim"]), st.integers(0, 5000))
+def test_a_twins_dimension_field_never_shrinks_below_its_tiny_value(field, value):
+    from minrepro.reducers.passes import simplify_constants
+    from minrepro.reducers.scale import SHRINK
+
+    source = f"cfg = {{'{field}': {value}, 'other': {value}}}\n"
+    for tree in simplify_constants(ast.parse(source)):
+        config = ast.literal_eval(tree.body[0].value)
+        assert config[field] >= min(value, SHRINK[field])
