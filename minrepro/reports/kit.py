@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ast
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -99,9 +100,11 @@ class KitProof:
                 and self.case_after_outcome in ("pass", "fail-other") and all(v == "ok" for v in self.lint.values()))
 
 
-def _git(work: Path, *args: str) -> str:
+def _git(work: Path, *args: str, date: str | None = None) -> str:
+    # `date`: the base commit's, for the kit's own commits, so that a rerun writes the same series byte for byte
+    env = {**os.environ, "GIT_AUTHOR_DATE": date, "GIT_COMMITTER_DATE": date} if date else None
     proc = subprocess.run(["git", "-C", str(work), "-c", "user.name=minrepro", "-c", "user.email=minrepro@localhost",
-                           *args], capture_output=True, text=True)
+                           *args], capture_output=True, text=True, env=env)
     if proc.returncode != 0:
         raise MinreproError(f"git {args[0]} in {work}: {proc.stderr.strip()[-300:]}")
     return proc.stdout
@@ -130,8 +133,9 @@ def build_branch(case: Case, repo: RepoRef, diff: Path, test: RegressionTest, wo
     _git(work, "checkout", "-q", "-b", branch, base)
     target = work / test.test_file
     target.write_text(insert_test(target.read_text(encoding="utf-8"), test), encoding="utf-8")
+    date = _git(work, "log", "-1", "--format=%cI", base).strip()
     _git(work, "commit", "-q", "-am", f"Add a regression test: {test.name}\n\nIt fails on main: {case.id} "
-         f"({', '.join(case.upstream) or 'no upstream thread yet'}).")
+         f"({', '.join(case.upstream) or 'no upstream thread yet'}).", date=date)
     text = diff.read_text(encoding="utf-8")
     body = text[text.index("\n---\n") + 5:]
     applied = subprocess.run(["patch", "-p1", "--no-backup-if-mismatch", "-d", str(work)], input=body,
@@ -142,7 +146,7 @@ def build_branch(case: Case, repo: RepoRef, diff: Path, test: RegressionTest, wo
     header = text[:text.index("\n---\n")]
     subject = re.search(r"^Subject: (?:\[PATCH\] )?(.+)$", header, re.M)[1]
     description = header.split("\n\n", 1)[1].strip() if "\n\n" in header else ""
-    _git(work, "commit", "-q", "-am", f"{subject}\n\n{description}")
+    _git(work, "commit", "-q", "-am", f"{subject}\n\n{description}", date=date)
     commits = _git(work, "rev-list", "--reverse", f"{base}..HEAD").split()
     return KitProof(case.id, repo.library, repo.describe(base), branch, subject, commits,
                     " ".join(applied.stdout.split()) or "applied as is", test.node_id)
