@@ -53,7 +53,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.results:
         write_results(Path(args.results), document)
     if args.doc:
-        Path(args.doc).write_text(refs_page(catalog, document), encoding="utf-8")
+        Path(args.doc).write_text(refs_page(document), encoding="utf-8")
     differs = [r.case for r in results if r.verdict == "differs"]
     if args.json:
         print(json.dumps(document))

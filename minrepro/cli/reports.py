@@ -151,7 +151,7 @@ def cmd_kit(args: argparse.Namespace) -> int:
     catalog = load_catalog(args.manifest)
     (case,) = catalog.select([args.case])
     repo = parse_repo(args.repo)
-    diff, test_path = patch_for(case, catalog, repo.library)
+    diff, test_path = patch_for(case, repo.library)
     out = Path(args.out) / case.id
     out.mkdir(parents=True, exist_ok=True)
     work = cache("kits", case.id)

@@ -68,7 +68,7 @@ def parse_repo(spec: str) -> RepoRef:
     library, sep, where = spec.partition("=")
     if not sep or library not in PACKAGE_DIRS:
         raise MinreproError(f"--repo takes LIB=GITDIR[@REF] with LIB one of {', '.join(PACKAGE_DIRS)}: got {spec!r}")
-    path, at, ref = where.rpartition("@") if "@" in where else (where, "", "")
+    path, _, ref = where.rpartition("@") if "@" in where else (where, "", "")
     gitdir = Path(path).expanduser().absolute()
     if not (gitdir / "HEAD").is_file() and not (gitdir / ".git").exists():
         raise MinreproError(f"{gitdir} is not a git repository (--repo {library}=...)")
@@ -144,7 +144,7 @@ def ref_env(catalog, set_name: str, repos: list[RepoRef]) -> Path:
     return env_python(env)
 
 
-def refs_page(catalog, document: dict) -> str:
+def refs_page(document: dict) -> str:
     """Markdown: each case's outcome on the set's releases (declared, checked by `nox -s minrepro`) and with the
     libraries at the refs (observed in this run), with the commits."""
     lines = ["# The catalog on the libraries' main", "",

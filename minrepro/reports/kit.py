@@ -110,7 +110,7 @@ def _git(work: Path, *args: str, date: str | None = None) -> str:
     return proc.stdout
 
 
-def patch_for(case: Case, catalog: Catalog, library: str) -> tuple[Path, Path]:
+def patch_for(case: Case, library: str) -> tuple[Path, Path]:
     """The family's diff for `library` (its newest variant) and its regression test beside it."""
     names = [p.split("/", 1)[1] for p in case.patches if p.startswith(library + "/")]
     if not names:
