@@ -276,7 +276,7 @@ def test_proof_runs_cases_at_once_and_keeps_their_order(monkeypatch):
     running, peak = [0], [0]
     lock = threading.Lock()
 
-    def outcome(case, env, timeout):
+    def outcome(case, env, timeout, absent=()):
         with lock:
             running[0] += 1
             peak[0] = max(peak[0], running[0])
@@ -313,10 +313,32 @@ def test_a_patch_that_breaks_a_case_whose_precondition_is_absent_is_harm(monkeyp
 
     outcomes = {("clean", "h"): ("pass", ""), ("patched", "h"): ("fail", "AssertionError: max error 2.74"),
                 ("clean", "x"): ("fail", "E"), ("patched", "x"): ("fail", "E")}
-    monkeypatch.setattr(proof, "_outcome", lambda case, env, timeout: outcomes[(env, case.id)])
+    monkeypatch.setattr(proof, "_outcome", lambda case, env, timeout, absent=(): outcomes[(env, case.id)])
     rows = {c: proof.ProofRow(c, "H", [], "fail", "skipped", "", "pass", "skipped", "", "skipped") for c in "hx"}
     cases = [SimpleNamespace(id="h"), SimpleNamespace(id="x")]
     proof._prove_no_harm(cases, rows, "clean", "patched", 1.0, 1, lambda _: None)
     assert rows["h"].no_harm.startswith("harm: pass -> fail") and "2.74" in rows["h"].no_harm
     assert rows["x"].no_harm == "no harm: fail -> fail"
     assert rows["h"].verdict == "skipped"  # the case's own proof is still not claimed here
+
+
+def test_an_emulable_precondition_present_here_is_proved_without_it_as_well(monkeypatch):
+    """On an AVX512-BF16 CPU the H case runs as declared and again with the feature emulated absent; the emulated
+    comparison is recorded apart and counts as harm the same way."""
+    from types import SimpleNamespace
+
+    from minrepro.catalog import proof
+
+    seen = []
+
+    def outcome(case, env, timeout, absent=()):
+        seen.append((env, case.id, absent))
+        return ("fail", "AssertionError: max error 2.74") if env == "patched" else ("pass", "")
+
+    monkeypatch.setattr(proof, "_outcome", outcome)
+    rows = {"h": proof.ProofRow("h", "H", [], "fail", "fail", "", "pass", "pass", "", "proved")}
+    case = SimpleNamespace(id="h", requires_cpu_flags=("avx512_bf16", "avx512f"))
+    proof._prove_no_harm([case], rows, "clean", "patched", 1.0, 1, lambda _: None, emulated=True)
+    assert seen == [("clean", "h", ("avx512_bf16",)), ("patched", "h", ("avx512_bf16",))]  # avx512f: not emulable
+    assert rows["h"].no_harm == "" and rows["h"].no_harm_emulated.startswith("harm: pass -> fail")
+    assert "emulated without its CPU feature, harm" in proof.format_proof({"cases": [{**vars(rows["h"])}]})

@@ -191,3 +191,19 @@ def test_a_relative_interpreter_path_works_from_anywhere(tmp_path, write_script,
     monkeypatch.chdir(tmp_path)
     result = run_script(write_script("raise KeyError(1)\n"), python="env/bin/python", isolated=True)
     assert result.raw_headline == "KeyError: 1"
+
+
+def test_a_cpu_feature_can_be_emulated_absent_before_the_library_reads_it(tmp_path, write_script):
+    # bitsandbytes asks its native library once, when its CPU backend registers kernels at import: the answer must
+    # be False by then, or the no-harm proof of H's patch runs with the AVX512-BF16 kernel registered anyway
+    site = tmp_path / "site" / "bitsandbytes"
+    site.mkdir(parents=True)
+    (site / "__init__.py").write_text("from .cextension import lib\nAT_IMPORT = bool(lib.has_avx512bf16_cpu())\n")
+    (site / "cextension.py").write_text("class _Lib:\n    def has_avx512bf16_cpu(self):\n        return 1\n\nlib = _Lib()\n")
+    script = write_script("import bitsandbytes\nprint('avx512bf16 at import:', bitsandbytes.AT_IMPORT)\n")
+    pythonpath = {"PYTHONPATH": str(tmp_path / "site")}
+    assert "at import: True" in run_script(script, env=pythonpath, isolated=True).stdout
+    emulated = run_script(script, env={**pythonpath, "MINREPRO_EMULATE_ABSENT": "avx512_bf16"}, isolated=True)
+    assert "at import: False" in emulated.stdout, emulated.stderr
+    unknown = run_script(script, env={**pythonpath, "MINREPRO_EMULATE_ABSENT": "amx_tile"}, isolated=True)
+    assert "cannot emulate a CPU without amx_tile" in unknown.stderr

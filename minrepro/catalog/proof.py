@@ -37,10 +37,18 @@ class ProofRow:
     # where the case's precondition is absent here (a CPU flag, the device): unpatched -> patched outcome, and
     # whether the patches did harm ("harm": a pass they turn into a failure); "" where the case ran as declared
     no_harm: str = ""
+    # where the precondition is a CPU feature this machine has and minrepro can emulate away
+    # (`EMULABLE_ABSENT`): the same comparison with the feature emulated absent
+    no_harm_emulated: str = ""
 
 
-def _outcome(case: Case, env: Environment, timeout: float) -> tuple[str, str]:
-    run = run_script(case.script, python=env.python, timeout=timeout, isolated=True)
+# CPU features the bootstrap can make a library believe absent (`MINREPRO_EMULATE_ABSENT`, see _bootstrap.py)
+EMULABLE_ABSENT = ("avx512_bf16",)
+
+
+def _outcome(case: Case, env: Environment, timeout: float, absent: tuple[str, ...] = ()) -> tuple[str, str]:
+    emulate = {"MINREPRO_EMULATE_ABSENT": ",".join(absent)} if absent else None
+    run = run_script(case.script, python=env.python, timeout=timeout, isolated=True, env=emulate)
     observed, _ = observe(case, run)
     return observed, run.raw_headline.split("\n", 1)[0]
 
@@ -71,11 +79,17 @@ def prepare(catalog: Catalog, set_name: str, envs: Path, wheelhouse: Path | None
     return clean, patched
 
 
-def _outcomes(cases: list[Case], env: Environment, timeout: float, jobs: int) -> list[tuple[str, str]]:
+def _outcomes(cases: list[Case], env: Environment, timeout: float, jobs: int,
+              absent: bool = False) -> list[tuple[str, str]]:
     """Each case's outcome in `env`, `jobs` cold runs at a time (each case is its own process: the pinned proof
-    ran them one by one and did not finish in 570 s on the H100)."""
+    ran them one by one and did not finish in 570 s on the H100); `absent`: with its emulable CPU features
+    emulated absent."""
     with ThreadPoolExecutor(max(1, jobs)) as pool:
-        return list(pool.map(lambda case: _outcome(case, env, timeout), cases))
+        return list(pool.map(lambda case: _outcome(case, env, timeout, _emulable(case) if absent else ()), cases))
+
+
+def _emulable(case: Case) -> tuple[str, ...]:
+    return tuple(flag for flag in case.requires_cpu_flags if flag in EMULABLE_ABSENT)
 
 
 def prove(catalog: Catalog, cases: tuple[Case, ...], set_name: str, clean: Path, patched: Path,
@@ -117,6 +131,8 @@ def prove(catalog: Catalog, cases: tuple[Case, ...], set_name: str, clean: Path,
     # a CUDA case cannot run at all without CUDA: nothing to compare there
     absent = [c for c in patched_cases if c not in runnable and not (c.device == "cuda" and not clean_env.cuda)]
     _prove_no_harm(absent, rows, clean_env, patched_env, timeout, jobs, log)
+    emulable = [c for c in runnable if _emulable(c)]
+    _prove_no_harm(emulable, rows, clean_env, patched_env, timeout, jobs, log, emulated=True)
     return {
         "set": set_name, "machine": clean_env.machine, "gpu": clean_env.gpu, "gpus": clean_env.gpus, "python": clean_env.python_version,
         "versions": versions, "date": _dt.date.today().isoformat(),
@@ -127,18 +143,23 @@ def prove(catalog: Catalog, cases: tuple[Case, ...], set_name: str, clean: Path,
 
 
 def _prove_no_harm(absent: list[Case], rows: dict[str, ProofRow], clean: Environment, patched: Environment,
-                   timeout: float, jobs: int, log: Callable[[str], None]) -> None:
+                   timeout: float, jobs: int, log: Callable[[str], None], emulated: bool = False) -> None:
     """A patch is proved twice: it fixes its case, and it changes nothing where the case's precondition is absent.
     Such a case (skipped above: no AVX512-BF16 here, CUDA present, one GPU) runs anyway, without and with every
-    patch; a pass that the patches turn into a failure is harm, and `patch prove` says so and fails."""
+    patch; a pass that the patches turn into a failure is harm, and `patch prove` says so and fails. `emulated`:
+    the case ran above; here its CPU features are emulated absent (a machine without them is not at hand)."""
     if not absent:
         return
-    before, after = _outcomes(absent, clean, timeout, jobs), _outcomes(absent, patched, timeout, jobs)
+    before = _outcomes(absent, clean, timeout, jobs, emulated)
+    after = _outcomes(absent, patched, timeout, jobs, emulated)
     for case, (unpatched, _), (observed, headline) in zip(absent, before, after):
         harm = _passes(unpatched) and not _passes(observed)
-        rows[case.id].no_harm = f"{'harm' if harm else 'no harm'}: {unpatched} -> {observed}" + (
-            f" ({headline[:80]})" if harm else "")
-        log(f"{case.id}: precondition absent here; {rows[case.id].no_harm}")
+        verdict = f"{'harm' if harm else 'no harm'}: {unpatched} -> {observed}" + (f" ({headline[:80]})" if harm else "")
+        if emulated:
+            rows[case.id].no_harm_emulated = verdict
+        else:
+            rows[case.id].no_harm = verdict
+        log(f"{case.id}: precondition {'emulated ' if emulated else ''}absent here; {verdict}")
 
 
 def _skip(row: ProofRow, case: Case, env: Environment) -> bool:
@@ -168,7 +189,8 @@ def format_proof(document: dict[str, Any]) -> str:
                      f"{c['unpatched']}" + (f" ({c['unpatched_headline'][:50]})" if c["unpatched"] != "pass" and c["unpatched"] != "skipped" else ""),
                      f"{c['patched']}" + (f" ({c['patched_headline'][:50]})" if c["patched"] not in ("pass", "skipped") else ""),
                      c["verdict"] + (f": {c['reason']}" if c["reason"] else "")
-                     + (f"; {c['no_harm']}" if c.get("no_harm") else "")))
+                     + (f"; {c['no_harm']}" if c.get("no_harm") else "")
+                     + (f"; emulated without its CPU feature, {c['no_harm_emulated']}" if c.get("no_harm_emulated") else "")))
         for step in c["chain"]:
             rows.append(("", f"  chain: {step['patches']}", "", f"{step['observed']} ({step['headline'][:50]})"
                          if step["observed"] != "pass" else "pass", ""))

@@ -267,23 +267,23 @@ _TRACED = {_TRACED_MODULE: _wrap_dispatch, "transformers.modeling_utils": _wrap_
            "peft.peft_model": _wrap_peft_from_pretrained}
 
 
-class _TraceFinder(importlib.abc.MetaPathFinder):
-    """Wraps what is traced as its module finishes importing, before anyone binds the name."""
+class _AfterImport(importlib.abc.MetaPathFinder):
+    """Calls `after[name](module)` as each named module finishes importing, before anyone binds or reads it."""
 
-    def __init__(self, path):
-        self.path = path
+    def __init__(self, after):
+        self.after = after
 
     def find_spec(self, name, search_path, target=None):
-        if name not in _TRACED:
+        if name not in self.after:
             return None
         spec = importlib.machinery.PathFinder.find_spec(name, search_path)
         if spec is None or spec.loader is None:
             return spec
-        run_module, path, wrap = spec.loader.exec_module, self.path, _TRACED[name]
+        run_module, then = spec.loader.exec_module, self.after[name]
 
         def exec_module(module):
             run_module(module)
-            wrap(module, path)
+            then(module)
 
         spec.loader.exec_module = exec_module
         return spec
@@ -293,7 +293,7 @@ def install_trace(path):
     for name, wrap in _TRACED.items():
         if name in sys.modules:
             wrap(sys.modules[name], path, loaded=True)
-    sys.meta_path.insert(0, _TraceFinder(path))
+    sys.meta_path.insert(0, _AfterImport({name: functools.partial(wrap, path=path) for name, wrap in _TRACED.items()}))
 
 
 # --- profile of the original (for the reducer's static passes and prefix snapshots) ------------------
@@ -415,12 +415,34 @@ def run_profiled(script, out_path):
         dump()
 
 
+# --- an absent CPU feature, emulated -------------------------------------------------------------------
+# `MINREPRO_EMULATE_ABSENT=avx512_bf16` runs the script as the libraries run on a CPU without that feature, so a
+# patch's no-harm proof can cover such a CPU here. Only where a library asks in one place: bitsandbytes decides on
+# AVX512-BF16 by its native `has_avx512bf16_cpu()`, read when its CPU backend registers kernels and when a
+# Linear4bit is built; it must answer False before `bitsandbytes.cextension` is used. A cold run only: a fork
+# server that preloaded bitsandbytes has already asked.
+
+def _no_avx512_bf16(module):
+    module.lib.has_avx512bf16_cpu = lambda: False
+
+
+_EMULATIONS = {"avx512_bf16": ("bitsandbytes.cextension", _no_avx512_bf16)}
+
+
+def emulate_absent(flags):
+    for flag in filter(None, flags.split(",")):
+        if flag not in _EMULATIONS:
+            raise SystemExit(f"minrepro: cannot emulate a CPU without {flag} (known: {', '.join(_EMULATIONS)})")
+        sys.meta_path.insert(0, _AfterImport(dict([_EMULATIONS[flag]])))
+
+
 def prepare(script, args, path0=None):
     """The process as a script expects it: argv, its directory first on sys.path, stacks on crashes and on the
     runner's SIGUSR1, and the placement trace when asked for."""
     sys.argv = [script, *args]
     sys.path.insert(0, path0 or os.path.dirname(os.path.abspath(script)))
     faulthandler.enable()  # segfaults and aborts leave a Python stack on stderr
+    emulate_absent(os.environ.get("MINREPRO_EMULATE_ABSENT", ""))
     if os.environ.get("MINREPRO_TRACE"):
         install_trace(os.environ["MINREPRO_TRACE"])
     if hasattr(signal, "SIGUSR1"):

@@ -8,7 +8,8 @@ On a CPU with AVX512-BF16, a no-grad eval forward of `Linear4bit` repacks `weigh
 its quant_state `packing_format_for_cpu` (absmax cast to bf16). accelerate's offload hooks write the stored
 weight back with `set_module_tensor_to_device` before every forward; the new parameter carries the repacked
 quant_state but the original data layout. No error; the output is wrong. Reference: the same layer with the
-AVX512-BF16 path turned off.
+AVX512-BF16 path turned off. The tested layer keeps bitsandbytes' own choice of that path: forced on where the CPU
+lacks AVX512-BF16, the repacked layout meets a kernel that was never registered and even the first forward is wrong.
 """
 import bitsandbytes as bnb
 import torch
@@ -16,15 +17,15 @@ from accelerate.utils import set_module_tensor_to_device
 
 torch.manual_seed(0)
 reference, x = torch.nn.Linear(64, 64), torch.randn(4, 64)
-layers = {}
-for avx512bf16 in (False, True):
-    layers[avx512bf16] = bnb.nn.Linear4bit(64, 64, compute_dtype=torch.float32)
-    layers[avx512bf16].load_state_dict(reference.state_dict())
-    layers[avx512bf16] = layers[avx512bf16].to("cpu").eval()  # quantizes
-    layers[avx512bf16].support_avx512bf16_for_cpu = avx512bf16
-lin, stored = layers[True], layers[True].weight.data.clone()  # what an offload hook keeps
+layers = []
+for _ in range(2):
+    layers.append(bnb.nn.Linear4bit(64, 64, compute_dtype=torch.float32))
+    layers[-1].load_state_dict(reference.state_dict())
+    layers[-1] = layers[-1].to("cpu").eval()  # quantizes
+layers[0].support_avx512bf16_for_cpu = False  # the reference never repacks; the other keeps bitsandbytes' choice
+lin, stored = layers[1], layers[1].weight.data.clone()  # what an offload hook keeps
 with torch.no_grad():
-    expected = layers[False](x)
+    expected = layers[0](x)
     lin(x)  # repacks in place
     set_module_tensor_to_device(lin, "weight", "cpu", value=stored)  # what the hook does before a forward
     out = lin(x)
