@@ -248,3 +248,19 @@ def test_a_failed_env_install_can_be_retried(tmp_path, monkeypatch):
         with pytest.raises(MinreproError, match="nosuchpkg") as failed:
             envs.create_env(tmp_path / "env", ["nosuchpkg==1.0"], wheelhouse=wheels)
         assert "not created by minrepro" not in str(failed.value)
+
+
+@pytest.mark.parametrize("returncode, stderr, said", [
+    (1, "ERROR: No matching distribution found for peft==9\nWARNING: Location 'file:///x' is ignored\n",
+     "ERROR: No matching distribution found for peft==9"),
+    (-15, "WARNING: Location 'file:///x' is ignored\n", "pip was killed by signal 15"),
+    (2, "Traceback (most recent call last):\nOSError: [Errno 28] No space left on device\nWARNING: Location x\n",
+     "OSError: [Errno 28] No space left on device"),
+])
+def test_a_failed_pip_says_why_not_its_last_warning(returncode, stderr, said):
+    # CI's newest-patched env failed with "... failed under ...: WARNING: Location ... is ignored": pip had been killed
+    import subprocess
+
+    from minrepro.envs.venvs import _pip_failure
+
+    assert _pip_failure(subprocess.CompletedProcess([], returncode, "", stderr)) == said

@@ -127,8 +127,17 @@ def _pip_with(python: Path, args: Sequence[str], wheelhouse: Path | None) -> Non
     cmd = [str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check", *index, *args]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
-        last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
-        raise MinreproError(f"pip install {' '.join(args)} failed under {python}: {last}")
+        raise MinreproError(f"pip install {' '.join(args)} failed under {python}: {_pip_failure(proc)}")
+
+
+def _pip_failure(proc: subprocess.CompletedProcess[str]) -> str:
+    """The line that says why: pip's last ERROR line, not an index WARNING that happens to come last; a pip that
+    was killed says so."""
+    if proc.returncode < 0:
+        return f"pip was killed by signal {-proc.returncode}"
+    lines = proc.stderr.strip().splitlines()
+    errors = [line for line in lines if line.startswith("ERROR:")]
+    return (errors or [line for line in lines if not line.startswith("WARNING:")] or lines or ["no output"])[-1]
 
 
 def create_env(env: Path, requirements: Sequence[str], wheelhouse: Path | None = None,
