@@ -70,3 +70,14 @@ def test_the_repositorys_ruff_pin_is_used(tmp_path):
 def test_the_repro_in_a_pr_has_no_release_pins():
     script = '# /// script\n# dependencies = ["accelerate==1.13.0"]\n# ///\n"""Doc."""\nimport torch\n'
     assert standalone(script) == '"""Doc."""\nimport torch'
+
+
+def test_a_parametrized_regression_test_fails_if_any_of_its_cases_fails():
+    from minrepro.envs.upstream import TestRun
+    from minrepro.reports.kit import _outcome
+
+    run = TestRun({"tests.test_other.TestX::test_merge[4bit]": "passed", "tests.test_other.TestX::test_merge[8bit]": "failed",
+                   "tests.test_other.TestX::test_merge_more": "passed"}, 1.0)
+    assert _outcome(run, "tests/test_other.py::test_merge") == "failed"
+    assert _outcome(run, "tests/test_other.py::test_merge_more") == "passed"
+    assert _outcome(run, "tests/test_other.py::test_missing") == "not collected"

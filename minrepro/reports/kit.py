@@ -185,9 +185,12 @@ def _ruff_findings(ruff: str, work: Path, files: list[str]) -> dict[tuple[str, s
 
 
 def _outcome(run: TestRun, node_id: str) -> str:
+    """The test's outcome; a parametrized test (`name[4bit]`, `name[8bit]`) failed if any of its cases failed."""
     name = node_id.rsplit("::", 1)[-1]
-    found = [o for t, o in run.outcomes.items() if t.endswith("::" + name)]
-    return found[0] if found else "not collected"
+    found = [o for t, o in run.outcomes.items() if t.endswith("::" + name) or re.search(rf"::{name}\[.*\]$", t)]
+    if not found:
+        return "not collected"
+    return next((o for o in ("failed", "passed") if o in found), found[0])
 
 
 def prove(proof: KitProof, case: Case, repo: RepoRef, work: Path, env: Path, timeout: float,
