@@ -81,3 +81,39 @@ def test_a_parametrized_regression_test_fails_if_any_of_its_cases_fails():
     assert _outcome(run, "tests/test_other.py::test_merge") == "failed"
     assert _outcome(run, "tests/test_other.py::test_merge_more") == "passed"
     assert _outcome(run, "tests/test_other.py::test_missing") == "not collected"
+
+
+def test_a_fix_that_needs_an_earlier_familys_goes_in_as_a_series(tmp_path, monkeypatch):
+    # F's fix (merge_and_unload(dequantize=True)) needs G's float-base merge: the kit applies both, one commit each
+    import subprocess
+    from types import SimpleNamespace
+
+    from minrepro.envs.refs import RepoRef
+    from minrepro.reports import kit
+
+    repo = tmp_path / "peft"
+    (repo / "src" / "peft").mkdir(parents=True)
+    (repo / "tests").mkdir()
+    (repo / "src" / "peft" / "__init__.py").write_text('__version__ = "0.20.1.dev0"\n')
+    (repo / "src" / "peft" / "bnb.py").write_text("def merge():\n    return 1\n")
+    (repo / "tests" / "test_other.py").write_text("import torch\n")
+    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "commit", "-q", "-m", "Base (#1)"], check=True)
+    patches = tmp_path / "patches" / "peft"
+    patches.mkdir(parents=True)
+    for name, old, new in (("g", "    return 1", "    return 2"), ("f", "    return 2", "    return 3")):
+        (patches / f"{name}.diff").write_text(
+            f"Subject: [PATCH] peft: fix {name}\nCase: {name}\n\nWhy {name}.\n---\n--- a/src/peft/bnb.py\n+++ b/src/peft/bnb.py\n"
+            f"@@ -1,2 +1,2 @@\n def merge():\n-{old}\n+{new}\n")
+    (patches / "f.test").write_text("# Test-file: tests/test_other.py\ndef test_f():\n    assert True\n")
+    monkeypatch.setattr(kit, "PATCHES_DIR", tmp_path / "patches")
+    case = SimpleNamespace(id="f-case", patches=("peft/g", "bitsandbytes/x", "peft/f"), upstream=())
+    diffs, test = kit.patch_for(case, "peft")
+    assert [d.stem for d in diffs] == ["g", "f"] and test.name == "f.test"
+    proof = kit.build_branch(case, RepoRef("peft", repo), diffs, kit.read_test(test), tmp_path / "work")
+    assert len(proof.commits) == 3 and proof.title == "peft: fix f"
+    log = subprocess.run(["git", "-C", str(tmp_path / "work"), "log", "--format=%s", "-3"], capture_output=True, text=True)
+    assert log.stdout.split("\n")[:3] == ["peft: fix f", "peft: fix g", "Add a regression test: test_f"]
+    assert (tmp_path / "work" / "src" / "peft" / "bnb.py").read_text() == "def merge():\n    return 3\n"

@@ -151,16 +151,16 @@ def cmd_kit(args: argparse.Namespace) -> int:
     catalog = load_catalog(args.manifest)
     (case,) = catalog.select([args.case])
     repo = parse_repo(args.repo)
-    diff, test_path = patch_for(case, repo.library)
+    diffs, test_path = patch_for(case, repo.library)
     out = Path(args.out) / case.id
     out.mkdir(parents=True, exist_ok=True)
     work = cache("kits", case.id)
-    proof = build_branch(case, repo, diff, read_test(test_path), work)
+    proof = build_branch(case, repo, diffs, read_test(test_path), work)
     _progress(f"{case.id}: branch {proof.branch} on {repo.library} {proof.base['commit'][:12]}: {proof.port}")
     envs = Path(args.envs).resolve() if args.envs else cache("envs")
     env = kit_env(catalog, repo.library, envs, ruff_requirement(work))
     proof = prove(proof, case, repo, work, env, args.timeout, _progress)
-    why = diff.read_text(encoding="utf-8").split("\n---\n")[0].split("\n\n", 1)[-1]
+    why = "\n\n".join(d.read_text(encoding="utf-8").split("\n---\n")[0].split("\n\n", 1)[-1] for d in diffs)
     write_kit(proof, work, out, describe_pr(case, proof, why))
     print(f"{case.id}: {'green' if proof.green else 'NOT green'}: new test {proof.test_before} -> {proof.test_after}, "
           f"case '{proof.case_before[:60]}' -> {proof.case_after[:60]}, {len(proof.file_new_failures)} new failure(s) "

@@ -12,6 +12,7 @@ Written under `results/kits/<case>/`: the patch series (`git format-patch`), the
 from __future__ import annotations
 
 import ast
+import hashlib
 import json
 import os
 import re
@@ -26,7 +27,7 @@ from ..catalog.run import observe
 from ..envs.patching import PATCHES_DIR
 from ..envs.refs import RepoRef, overlay_env
 from ..envs.upstream import TEST_REQUIREMENTS, TestRun, new_failures, run_tests
-from ..envs.venvs import create_env, env_python, wheelhouse_from_env
+from ..envs.venvs import create_env, env_python, read_marker, wheelhouse_from_env
 from ..errors import MinreproError
 from ..harness.runner import run_script
 
@@ -89,7 +90,7 @@ class KitProof:
     case_after_outcome: str = ""  # pass, or fail-other where another library's part of the fix is still missing
     test_before: str = ""  # failed | passed | skipped, at the test commit
     test_after: str = ""  # at the fix commit
-    file_new_failures: list[str] = field(default_factory=list)  # the touched test file, fix vs test commit
+    file_new_failures: list[str] = field(default_factory=list)  # the touched test file, fix commit vs main
     file_counts: dict = field(default_factory=dict)
     lint: dict = field(default_factory=dict)  # command -> "ok" or what the branch adds
     lint_tool: str = ""  # the ruff that judged it (the repository's pin)
@@ -110,21 +111,22 @@ def _git(work: Path, *args: str, date: str | None = None) -> str:
     return proc.stdout
 
 
-def patch_for(case: Case, library: str) -> tuple[Path, Path]:
-    """The family's diff for `library` (its newest variant) and its regression test beside it."""
+def patch_for(case: Case, library: str) -> tuple[list[Path], Path]:
+    """The family's diffs for `library` (newest variants, in stacking order) and the regression test beside the
+    last: a fix that needs an earlier family's (F on G) goes in as a series, one commit per diff."""
     names = [p.split("/", 1)[1] for p in case.patches if p.startswith(library + "/")]
     if not names:
         raise MinreproError(f"{case.id} has no {library} patch (its patches: {', '.join(case.patches) or 'none'})")
     root = PATCHES_DIR / library
-    diff, test = root / f"{names[0]}.diff", root / f"{names[0]}.test"
+    test = root / f"{names[-1]}.test"
     if not test.is_file():
         raise MinreproError(f"no regression test for {case.id}: write {test.relative_to(root.parent.parent)} "
                             "(# Test-file:, # Test-class:, then the test in the library's style)")
-    return diff, test
+    return [root / f"{name}.diff" for name in names], test
 
 
-def build_branch(case: Case, repo: RepoRef, diff: Path, test: RegressionTest, work: Path) -> KitProof:
-    """A shared clone of the repository at the ref, with the test commit and the fix commit on a branch."""
+def build_branch(case: Case, repo: RepoRef, diffs: list[Path], test: RegressionTest, work: Path) -> KitProof:
+    """A shared clone of the repository at the ref, with the test commit and one fix commit per diff on a branch."""
     if work.exists():
         shutil.rmtree(work)
     subprocess.run(["git", "clone", "-q", "--shared", "--no-checkout", str(repo.gitdir), str(work)], check=True)
@@ -136,20 +138,28 @@ def build_branch(case: Case, repo: RepoRef, diff: Path, test: RegressionTest, wo
     date = _git(work, "log", "-1", "--format=%cI", base).strip()
     _git(work, "commit", "-q", "-am", f"Add a regression test: {test.name}\n\nIt fails on main: {case.id} "
          f"({', '.join(case.upstream) or 'no upstream thread yet'}).", date=date)
+    ports, subject = [], ""
+    for diff in diffs:
+        subject, port = _commit_diff(diff, repo.library, base, work, date)
+        ports.append(port if len(diffs) == 1 else f"{diff.stem}: {port}")
+    commits = _git(work, "rev-list", "--reverse", f"{base}..HEAD").split()
+    return KitProof(case.id, repo.library, repo.describe(base), branch, subject, commits, "; ".join(ports), test.node_id)
+
+
+def _commit_diff(diff: Path, library: str, base: str, work: Path, date: str) -> tuple[str, str]:
+    """Apply one patch file to the work tree and commit it with its own subject and description."""
     text = diff.read_text(encoding="utf-8")
     body = text[text.index("\n---\n") + 5:]
     applied = subprocess.run(["patch", "-p1", "--no-backup-if-mismatch", "-d", str(work)], input=body,
                              capture_output=True, text=True)
     if applied.returncode != 0:
-        raise MinreproError(f"{diff.name} does not apply to {repo.library}@{base[:12]}: "
+        raise MinreproError(f"{diff.name} does not apply to {library}@{base[:12]}: "
                             f"{applied.stdout.strip().splitlines()[-1:]}")
     header = text[:text.index("\n---\n")]
     subject = re.search(r"^Subject: (?:\[PATCH\] )?(.+)$", header, re.M)[1]
     description = header.split("\n\n", 1)[1].strip() if "\n\n" in header else ""
     _git(work, "commit", "-q", "-am", f"{subject}\n\n{description}", date=date)
-    commits = _git(work, "rev-list", "--reverse", f"{base}..HEAD").split()
-    return KitProof(case.id, repo.library, repo.describe(base), branch, subject, commits,
-                    " ".join(applied.stdout.split()) or "applied as is", test.node_id)
+    return subject, " ".join(applied.stdout.split()) or "applied as is"
 
 
 RUFF_PIN = re.compile(r"""["'](ruff\s*(?:[=~<>!]=|[<>])\s*[\w.]+)["']""")
@@ -193,19 +203,43 @@ def _outcome(run: TestRun, node_id: str) -> str:
     return next((o for o in ("failed", "passed") if o in found), found[0])
 
 
+def _file_on_main(env: Path, clone: RepoRef, base: str, test_file: str, timeout: float,
+                  log: Callable[[str], None]) -> TestRun:
+    """The test file's outcomes at the base commit, in `env` with the base's package laid over; kept per (commit,
+    file, env's requirements): every kit of a library on the same main shares it (peft's test_other.py takes
+    minutes offline, most of it in tests that need the hub)."""
+    requirements = {k: v for k, v in (read_marker(env) or {}).items() if k != "refs"}  # the overlay is set below
+    key = hashlib.sha256(json.dumps([base, test_file, requirements], sort_keys=True).encode()).hexdigest()[:16]
+    cached = clone.gitdir.parent / "baselines" / f"{key}.json"
+    if cached.is_file():
+        data = json.loads(cached.read_text(encoding="utf-8"))
+        log(f"{test_file} at {base[:10]} (main): cached, {len(data['outcomes'])} tests")
+        return TestRun(data["outcomes"], data["seconds"])
+    overlay_env(env, [clone], {clone.library: base})
+    _git(clone.gitdir, "checkout", "-q", base)
+    log(f"{test_file} at {base[:10]} (main)")
+    run = run_tests(env, clone.gitdir, ["-o", "addopts=", test_file], cached.with_suffix(".xml"), timeout, offline=True)
+    cached.write_text(json.dumps({"base": base, "test_file": test_file, "outcomes": run.outcomes,
+                                  "seconds": run.seconds}), encoding="utf-8")
+    return run
+
+
 def prove(proof: KitProof, case: Case, repo: RepoRef, work: Path, env: Path, timeout: float,
           log: Callable[[str], None]) -> KitProof:
     """Before/after the fix, in `env` with the branch's package laid over: the new test, its whole file, ruff."""
     clone = RepoRef(repo.library, work, proof.branch)
-    test_file = proof.test.split("::")[0]
-    runs = {}
+    test_file, name = proof.test.split("::")[0], proof.test.rsplit("::", 1)[-1]
+    base = _git(work, "rev-parse", f"{proof.commits[0]}~1").strip()
+    runs = {"main": _file_on_main(env, clone, base, test_file, timeout, log)}
     for label, commit in (("before", proof.commits[0]), ("after", proof.commits[-1])):
         overlay_env(env, [clone], {repo.library: commit})
         _git(work, "checkout", "-q", commit)
-        log(f"{proof.case}: {test_file} at the {label} commit {commit[:10]}")
+        # before: only the new test (the file's other tests are main's, run once in `_file_on_main`); after: the file
+        selection = [test_file, "-k", name] if label == "before" else [test_file]
+        log(f"{proof.case}: {' '.join(selection)} at the {label} commit {commit[:10]}")
         # `-o addopts=`: a repository's own pytest options (peft's --cov) need plugins its CI has and the env lacks
         # offline: a test that needs the hub fails (or skips) alike before and after, and costs no downloads
-        runs[label] = run_tests(env, work, ["-o", "addopts=", test_file], work.parent / f"{proof.case}-junit-{label}.xml",
+        runs[label] = run_tests(env, work, ["-o", "addopts=", *selection], work.parent / f"{proof.case}-junit-{label}.xml",
                                 timeout, offline=True)
         run = run_script(case.script, python=str(env_python(env)), timeout=timeout, isolated=True)
         setattr(proof, f"case_{label}", run.raw_headline.splitlines()[0] if run.signature else "passes")
@@ -213,8 +247,9 @@ def prove(proof: KitProof, case: Case, repo: RepoRef, work: Path, env: Path, tim
             proof.case_after_outcome = observe(case, run)[0]
     _git(work, "checkout", "-q", proof.branch)
     proof.test_before, proof.test_after = _outcome(runs["before"], proof.test), _outcome(runs["after"], proof.test)
-    proof.file_new_failures = new_failures(runs["before"], runs["after"])
-    proof.file_counts = {label: {o: run.count(o) for o in ("passed", "failed", "skipped")} for label, run in runs.items()}
+    proof.file_new_failures = new_failures(runs["main"], runs["after"])
+    proof.file_counts = {label: {o: runs[label].count(o) for o in ("passed", "failed", "skipped")}
+                         for label in ("main", "after")}
     changed = [n for n in _git(work, "diff", "--name-only", f"{proof.commits[0]}~1", "HEAD").split() if n.endswith(".py")]
     ruff = str(env_python(env).with_name("ruff"))
     # `ruff check`: only what the branch adds counts (main may carry findings of its own)
@@ -244,8 +279,8 @@ def describe_pr(case: Case, proof: KitProof, why: str) -> str:
 
 {why.strip()}
 
-Fixes the failure below on `main` ({proof.base['commit'][:12]}, {proof.base['date']}). The fix is in the second
-commit; the first adds `{proof.test.split('::')[-1]}` to `{proof.test.split('::')[0]}`, which fails without it.
+Fixes the failure below on `main` ({proof.base['commit'][:12]}, {proof.base['date']}). The fix is in {'the second commit' if len(proof.commits) == 2 else f'commits 2 to {len(proof.commits)} (each a fix of its own; the last needs the earlier ones)'};
+the first adds `{proof.test.split('::')[-1]}` to `{proof.test.split('::')[0]}`, which fails without it.
 
 ## Reproduction (fails on `main` and on the latest release)
 
@@ -259,7 +294,7 @@ With the fix: {proof.case_after if proof.case_after == "passes" else f"`{proof.c
 ## Tests
 
 - new test at the test commit: **{proof.test_before}**; with the fix: **{proof.test_after}**
-- `{proof.test.split('::')[0]}` before/after: {proof.file_counts.get('before')} / {proof.file_counts.get('after')};
+- `{proof.test.split('::')[0]}` on `main` / with this PR: {proof.file_counts.get('main')} / {proof.file_counts.get('after')};
   new failures: {', '.join(proof.file_new_failures) or 'none'}
 - lint ({proof.lint_tool}, the repository's config): {'; '.join(f'{k}: {v}' for k, v in proof.lint.items())}
 
