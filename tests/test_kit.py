@@ -117,3 +117,14 @@ def test_a_fix_that_needs_an_earlier_familys_goes_in_as_a_series(tmp_path, monke
     log = subprocess.run(["git", "-C", str(tmp_path / "work"), "log", "--format=%s", "-3"], capture_output=True, text=True)
     assert log.stdout.split("\n")[:3] == ["peft: fix f", "peft: fix g", "Add a regression test: test_f"]
     assert (tmp_path / "work" / "src" / "peft" / "bnb.py").read_text() == "def merge():\n    return 3\n"
+
+
+def test_tests_that_fail_on_main_are_not_rerun_after_the_fix():
+    # they cannot be new failures; peft's hub tests sleep through retries for ~47 s each
+    from minrepro.envs.upstream import TestRun
+    from minrepro.reports.kit import _deselect, node_id
+
+    assert node_id("tests/test_other.py", "tests.test_other.TestX::test_y[a-b]") == "tests/test_other.py::TestX::test_y[a-b]"
+    assert node_id("tests/test_other.py", "tests.test_other::test_z") == "tests/test_other.py::test_z"
+    main = TestRun({"tests.test_other.TestX::test_hub[opt]": "failed", "tests.test_other::test_ok": "passed"}, 1.0)
+    assert _deselect(main, "tests/test_other.py") == ["--deselect", "tests/test_other.py::TestX::test_hub[opt]"]

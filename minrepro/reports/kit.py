@@ -203,6 +203,20 @@ def _outcome(run: TestRun, node_id: str) -> str:
     return next((o for o in ("failed", "passed") if o in found), found[0])
 
 
+def node_id(test_file: str, key: str) -> str:
+    """pytest's node id of a JUnit `classname::name` key: `tests.test_other.TestX::test_y[a]` in
+    `tests/test_other.py` -> `tests/test_other.py::TestX::test_y[a]`."""
+    classname, name = key.split("::", 1)
+    module = test_file[:-3].replace("/", ".")
+    classes = classname[len(module) + 1:].split(".") if classname.startswith(module + ".") else []
+    return "::".join([test_file, *classes, name])
+
+
+def _deselect(main: TestRun, test_file: str) -> list[str]:
+    return [arg for key, outcome in main.outcomes.items() if outcome == "failed"
+            for arg in ("--deselect", node_id(test_file, key))]
+
+
 def _file_on_main(env: Path, clone: RepoRef, base: str, test_file: str, timeout: float,
                   log: Callable[[str], None]) -> TestRun:
     """The test file's outcomes at the base commit, in `env` with the base's package laid over; kept per (commit,
@@ -235,7 +249,8 @@ def prove(proof: KitProof, case: Case, repo: RepoRef, work: Path, env: Path, tim
         overlay_env(env, [clone], {repo.library: commit})
         _git(work, "checkout", "-q", commit)
         # before: only the new test (the file's other tests are main's, run once in `_file_on_main`); after: the file
-        selection = [test_file, "-k", name] if label == "before" else [test_file]
+        # what fails on main cannot be a new failure: not rerun (peft's hub tests sleep through retries, ~47 s each)
+        selection = [test_file, "-k", name] if label == "before" else [test_file, *_deselect(runs["main"], test_file)]
         log(f"{proof.case}: {' '.join(selection)} at the {label} commit {commit[:10]}")
         # `-o addopts=`: a repository's own pytest options (peft's --cov) need plugins its CI has and the env lacks
         # offline: a test that needs the hub fails (or skips) alike before and after, and costs no downloads
@@ -250,6 +265,7 @@ def prove(proof: KitProof, case: Case, repo: RepoRef, work: Path, env: Path, tim
     proof.file_new_failures = new_failures(runs["main"], runs["after"])
     proof.file_counts = {label: {o: runs[label].count(o) for o in ("passed", "failed", "skipped")}
                          for label in ("main", "after")}
+    proof.file_counts["after"]["failing on main, not rerun"] = runs["main"].count("failed")
     changed = [n for n in _git(work, "diff", "--name-only", f"{proof.commits[0]}~1", "HEAD").split() if n.endswith(".py")]
     ruff = str(env_python(env).with_name("ruff"))
     # `ruff check`: only what the branch adds counts (main may carry findings of its own)
