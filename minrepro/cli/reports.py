@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import sys
 from pathlib import Path
 
@@ -156,6 +157,7 @@ def cmd_kit(args: argparse.Namespace) -> int:
     out.mkdir(parents=True, exist_ok=True)
     work = cache("kits", case.id)
     proof = build_branch(case, repo, diffs, read_test(test_path), work)
+    proof.pytest_args = shlex.split(args.pytest_args)
     _progress(f"{case.id}: branch {proof.branch} on {repo.library} {proof.base['commit'][:12]}: {proof.port}")
     envs = Path(args.envs).resolve() if args.envs else cache("envs")
     env = kit_env(catalog, repo.library, envs, ruff_requirement(work))
@@ -227,6 +229,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     kit.add_argument("--out", default="results/kits", help="where <case>/ is written (default results/kits)")
     kit.add_argument("--envs", help="where the kit's env lives (default: ~/.cache/minrepro/envs)")
     kit.add_argument("--timeout", type=float, default=1800, help="seconds per test run")
+    kit.add_argument("--pytest-args", default="", metavar="ARGS",
+                     help="extra pytest options for every run, recorded in the proof (e.g. \"-W ignore::FutureWarning:"
+                          "transformers\" where a fetched main predates the newest transformers' deprecations)")
     kit.set_defaults(func=cmd_kit)
 
     report = sub.add_parser("report", help="draft an issue for the right repository (never posts anything)")

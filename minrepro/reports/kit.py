@@ -94,6 +94,9 @@ class KitProof:
     file_counts: dict = field(default_factory=dict)
     lint: dict = field(default_factory=dict)  # command -> "ok" or what the branch adds
     lint_tool: str = ""  # the ruff that judged it (the repository's pin)
+    # extra pytest options every run got (`--pytest-args`), e.g. a warning filter for a stale main beside a newer
+    # release of another library; recorded because they are part of what was proved
+    pytest_args: list[str] = field(default_factory=list)
 
     @property
     def green(self) -> bool:
@@ -217,13 +220,13 @@ def _deselect(main: TestRun, test_file: str) -> list[str]:
             for arg in ("--deselect", node_id(test_file, key))]
 
 
-def _file_on_main(env: Path, clone: RepoRef, base: str, test_file: str, timeout: float,
+def _file_on_main(env: Path, clone: RepoRef, base: str, test_file: str, pytest_args: list[str], timeout: float,
                   log: Callable[[str], None]) -> TestRun:
     """The test file's outcomes at the base commit, in `env` with the base's package laid over; kept per (commit,
     file, env's requirements): every kit of a library on the same main shares it (peft's test_other.py takes
     minutes offline, most of it in tests that need the hub)."""
     requirements = {k: v for k, v in (read_marker(env) or {}).items() if k != "refs"}  # the overlay is set below
-    key = hashlib.sha256(json.dumps([base, test_file, requirements], sort_keys=True).encode()).hexdigest()[:16]
+    key = hashlib.sha256(json.dumps([base, test_file, requirements, pytest_args], sort_keys=True).encode()).hexdigest()[:16]
     cached = clone.gitdir.parent / "baselines" / f"{key}.json"
     if cached.is_file():
         data = json.loads(cached.read_text(encoding="utf-8"))
@@ -232,7 +235,8 @@ def _file_on_main(env: Path, clone: RepoRef, base: str, test_file: str, timeout:
     overlay_env(env, [clone], {clone.library: base})
     _git(clone.gitdir, "checkout", "-q", base)
     log(f"{test_file} at {base[:10]} (main)")
-    run = run_tests(env, clone.gitdir, ["-o", "addopts=", test_file], cached.with_suffix(".xml"), timeout, offline=True)
+    run = run_tests(env, clone.gitdir, ["-o", "addopts=", *pytest_args, test_file], cached.with_suffix(".xml"), timeout,
+                    offline=True)
     cached.write_text(json.dumps({"base": base, "test_file": test_file, "outcomes": run.outcomes,
                                   "seconds": run.seconds}), encoding="utf-8")
     return run
@@ -244,17 +248,19 @@ def prove(proof: KitProof, case: Case, repo: RepoRef, work: Path, env: Path, tim
     clone = RepoRef(repo.library, work, proof.branch)
     test_file, name = proof.test.split("::")[0], proof.test.rsplit("::", 1)[-1]
     base = _git(work, "rev-parse", f"{proof.commits[0]}~1").strip()
-    runs = {"main": _file_on_main(env, clone, base, test_file, timeout, log)}
+    runs = {"main": _file_on_main(env, clone, base, test_file, proof.pytest_args, timeout, log)}
     for label, commit in (("before", proof.commits[0]), ("after", proof.commits[-1])):
         overlay_env(env, [clone], {repo.library: commit})
         _git(work, "checkout", "-q", commit)
         # before: only the new test (the file's other tests are main's, run once in `_file_on_main`); after: the file
         # what fails on main cannot be a new failure: not rerun (peft's hub tests sleep through retries, ~47 s each)
-        selection = [test_file, "-k", name] if label == "before" else [test_file, *_deselect(runs["main"], test_file)]
-        log(f"{proof.case}: {' '.join(selection)} at the {label} commit {commit[:10]}")
+        deselect = _deselect(runs["main"], test_file)
+        selection = [test_file, "-k", name] if label == "before" else [test_file, *deselect]
+        log(f"{proof.case}: {' '.join(selection[:3])}{f' ({len(deselect) // 2} failing on main not rerun)' if label == 'after' else ''} "
+            f"at the {label} commit {commit[:10]}")
         # `-o addopts=`: a repository's own pytest options (peft's --cov) need plugins its CI has and the env lacks
         # offline: a test that needs the hub fails (or skips) alike before and after, and costs no downloads
-        runs[label] = run_tests(env, work, ["-o", "addopts=", *selection], work.parent / f"{proof.case}-junit-{label}.xml",
+        runs[label] = run_tests(env, work, ["-o", "addopts=", *proof.pytest_args, *selection], work.parent / f"{proof.case}-junit-{label}.xml",
                                 timeout, offline=True)
         run = run_script(case.script, python=str(env_python(env)), timeout=timeout, isolated=True)
         setattr(proof, f"case_{label}", run.raw_headline.splitlines()[0] if run.signature else "passes")
@@ -312,6 +318,7 @@ With the fix: {proof.case_after if proof.case_after == "passes" else f"`{proof.c
 - new test at the test commit: **{proof.test_before}**; with the fix: **{proof.test_after}**
 - `{proof.test.split('::')[0]}` on `main` / with this PR: {proof.file_counts.get('main')} / {proof.file_counts.get('after')};
   new failures: {', '.join(proof.file_new_failures) or 'none'}
+- pytest options beyond the repository's: {' '.join(proof.pytest_args) or 'none'}
 - lint ({proof.lint_tool}, the repository's config): {'; '.join(f'{k}: {v}' for k, v in proof.lint.items())}
 
 ## Related
