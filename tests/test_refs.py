@@ -108,3 +108,19 @@ def test_a_break_is_found_the_same_way_and_equal_ends_are_refused(tmp_path):
     assert bisect_commits(Inverted(repo), "v1.0.0", "v1.1.0").direction == "broke"
     with pytest.raises(MinreproError, match="needs a failing and a passing end"):
         bisect_commits(_Judge(repo), "v1.1.0~1", "v1.1.0")
+
+
+def test_a_root_level_package_checkout_gets_the_wheels_native_library(tmp_path):
+    # bitsandbytes' tests import the checkout's package (it sits at the repository root), which has no native
+    # library: the AVX512-BF16 check then answers False and J's kit test passed on main for that reason alone
+    from minrepro.envs.refs import native_into_checkout
+
+    site, checkout = tmp_path / "site", tmp_path / "checkout"
+    (site / "bitsandbytes").mkdir(parents=True)
+    (site / "bitsandbytes" / "libbitsandbytes_cpu.so").write_bytes(b"\x7fELF")
+    (site / "bitsandbytes" / "__init__.py").write_text("")
+    (checkout / "bitsandbytes").mkdir(parents=True)
+    copied = native_into_checkout(site, "bitsandbytes", checkout)
+    assert copied == [checkout / "bitsandbytes" / "libbitsandbytes_cpu.so"]
+    assert not (checkout / "bitsandbytes" / "__init__.py").exists()  # only native files
+    assert native_into_checkout(site, "bitsandbytes", checkout) == []  # nothing twice

@@ -117,6 +117,22 @@ def overlay(site: Path, repo: RepoRef, commit: str) -> dict:
     return repo.describe(commit)
 
 
+def native_into_checkout(site: Path, library: str, checkout: Path) -> list[Path]:
+    """Copy the wheel's native files into a checkout whose package sits at its root (bitsandbytes): tests run from
+    there import the checkout's package first, which without them has no native library and silently takes the
+    no-library path (the AVX512-BF16 check answers False). Untracked files: no commit picks them up."""
+    source, dest = site / library, checkout / PACKAGE_DIRS[library]
+    copied = []
+    for pattern in NATIVE:
+        for native in source.rglob(pattern):
+            target = dest / native.relative_to(source)
+            if dest.is_dir() and not target.exists():
+                target.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(native, target)
+                copied.append(target)
+    return copied
+
+
 def overlay_env(env: Path, repos: list[RepoRef], commits: dict[str, str] | None = None) -> list[dict]:
     """Lay each repo's ref (or `commits[library]`) over a tool-made env; the env's marker records what it holds."""
     marker = read_marker(env)

@@ -25,9 +25,9 @@ from typing import Callable
 from ..catalog.manifest import Case, Catalog
 from ..catalog.run import observe
 from ..envs.patching import PATCHES_DIR
-from ..envs.refs import RepoRef, overlay_env
+from ..envs.refs import RepoRef, native_into_checkout, overlay_env
 from ..envs.upstream import TEST_REQUIREMENTS, TestRun, new_failures, run_tests
-from ..envs.venvs import create_env, env_python, read_marker, wheelhouse_from_env
+from ..envs.venvs import create_env, env_python, read_marker, site_packages, wheelhouse_from_env
 from ..errors import MinreproError
 from ..harness.runner import run_script
 
@@ -246,6 +246,7 @@ def prove(proof: KitProof, case: Case, repo: RepoRef, work: Path, env: Path, tim
           log: Callable[[str], None]) -> KitProof:
     """Before/after the fix, in `env` with the branch's package laid over: the new test, its whole file, ruff."""
     clone = RepoRef(repo.library, work, proof.branch)
+    native_into_checkout(site_packages(env), repo.library, work)
     test_file, name = proof.test.split("::")[0], proof.test.rsplit("::", 1)[-1]
     base = _git(work, "rev-parse", f"{proof.commits[0]}~1").strip()
     runs = {"main": _file_on_main(env, clone, base, test_file, proof.pytest_args, timeout, log)}
