@@ -162,7 +162,10 @@ def cmd_kit(args: argparse.Namespace) -> int:
     envs = Path(args.envs).resolve() if args.envs else cache("envs")
     env = kit_env(catalog, repo.library, envs, ruff_requirement(work))
     proof = prove(proof, case, repo, work, env, args.timeout, _progress)
-    why = "\n\n".join(d.read_text(encoding="utf-8").split("\n---\n")[0].split("\n\n", 1)[-1] for d in diffs)
+    whys = [d.read_text(encoding="utf-8").split("\n---\n")[0].split("\n\n", 1)[-1].strip() for d in diffs]
+    # the PR's own fix first; a fix it builds on (F on G) after it, as the series' earlier commit
+    why = whys[-1] + "".join(f"\n\nIt builds on an earlier commit of this series ({d.stem}):\n\n{w}"
+                             for d, w in zip(diffs[:-1], whys[:-1]))
     write_kit(proof, work, out, describe_pr(case, proof, why))
     print(f"{case.id}: {'green' if proof.green else 'NOT green'}: new test {proof.test_before} -> {proof.test_after}, "
           f"case '{proof.case_before[:60]}' -> {proof.case_after[:60]}, {len(proof.file_new_failures)} new failure(s) "
