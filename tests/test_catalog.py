@@ -342,3 +342,19 @@ def test_an_emulable_precondition_present_here_is_proved_without_it_as_well(monk
     assert seen == [("clean", "h", ("avx512_bf16",)), ("patched", "h", ("avx512_bf16",))]  # avx512f: not emulable
     assert rows["h"].no_harm == "" and rows["h"].no_harm_emulated.startswith("harm: pass -> fail")
     assert "emulated without its CPU feature, harm" in proof.format_proof({"cases": [{**vars(rows["h"])}]})
+
+
+def test_an_emulation_that_did_not_take_effect_is_not_a_no_harm_proof(monkeypatch):
+    from types import SimpleNamespace
+
+    from minrepro.catalog import proof
+    from minrepro.harness.runner import RunResult
+
+    ran = RunResult(0, "", "", 0.1, None, "", emulated_absent=())  # the script never imported bitsandbytes
+    monkeypatch.setattr(proof, "run_script", lambda *a, **k: ran)
+    case = SimpleNamespace(id="h", script="h.py", requires_cpu_flags=("avx512_bf16",))
+    assert proof._outcome(case, SimpleNamespace(python="py"), 1.0, ("avx512_bf16",))[0] == proof.NOT_EMULATED
+    rows = {"h": proof.ProofRow("h", "H", [], "fail", "fail", "", "pass", "pass", "", "proved")}
+    proof._prove_no_harm([case], rows, SimpleNamespace(python="py"), SimpleNamespace(python="py"), 1.0, 1,
+                         lambda _: None, emulated=True)
+    assert rows["h"].no_harm_emulated.startswith("not checked: the emulation did not take effect")

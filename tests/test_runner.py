@@ -203,7 +203,27 @@ def test_a_cpu_feature_can_be_emulated_absent_before_the_library_reads_it(tmp_pa
     script = write_script("import bitsandbytes\nprint('avx512bf16 at import:', bitsandbytes.AT_IMPORT)\n")
     pythonpath = {"PYTHONPATH": str(tmp_path / "site")}
     assert "at import: True" in run_script(script, env=pythonpath, isolated=True).stdout
+    plain = run_script(script, env=pythonpath, isolated=True)
+    assert plain.emulated_absent == ()
     emulated = run_script(script, env={**pythonpath, "MINREPRO_EMULATE_ABSENT": "avx512_bf16"}, isolated=True)
     assert "at import: False" in emulated.stdout, emulated.stderr
+    assert emulated.emulated_absent == ("avx512_bf16",)  # it took effect, and the run says so
+    untouched = write_script("print('no bitsandbytes here')\n", "other.py")
+    assert run_script(untouched, env={"MINREPRO_EMULATE_ABSENT": "avx512_bf16"}, isolated=True).emulated_absent == ()
     unknown = run_script(script, env={**pythonpath, "MINREPRO_EMULATE_ABSENT": "amx_tile"}, isolated=True)
     assert "cannot emulate a CPU without amx_tile" in unknown.stderr
+
+
+def test_an_emulation_refuses_a_library_imported_before_the_script():
+    # a warm executor preloads bitsandbytes, which asks for AVX512-BF16 at import: emulating after that is a no-op
+    import sys as _sys
+
+    from minrepro.harness import _bootstrap
+
+    _sys.modules.setdefault("bitsandbytes.cextension", object())
+    try:
+        with pytest.raises(SystemExit, match="imported before the script"):
+            _bootstrap.emulate_absent("avx512_bf16")
+    finally:
+        if _sys.modules.get("bitsandbytes.cextension").__class__ is object:
+            del _sys.modules["bitsandbytes.cextension"]

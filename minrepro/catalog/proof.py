@@ -46,9 +46,14 @@ class ProofRow:
 EMULABLE_ABSENT = ("avx512_bf16",)
 
 
+NOT_EMULATED = "not emulated"  # the emulation was asked for and did not take effect: the run proves nothing
+
+
 def _outcome(case: Case, env: Environment, timeout: float, absent: tuple[str, ...] = ()) -> tuple[str, str]:
     emulate = {"MINREPRO_EMULATE_ABSENT": ",".join(absent)} if absent else None
     run = run_script(case.script, python=env.python, timeout=timeout, isolated=True, env=emulate)
+    if set(absent) - set(run.emulated_absent):
+        return NOT_EMULATED, run.raw_headline.split("\n", 1)[0]
     observed, _ = observe(case, run)
     return observed, run.raw_headline.split("\n", 1)[0]
 
@@ -80,12 +85,12 @@ def prepare(catalog: Catalog, set_name: str, envs: Path, wheelhouse: Path | None
 
 
 def _outcomes(cases: list[Case], env: Environment, timeout: float, jobs: int,
-              absent: bool = False) -> list[tuple[str, str]]:
+              emulate: bool = False) -> list[tuple[str, str]]:
     """Each case's outcome in `env`, `jobs` cold runs at a time (each case is its own process: the pinned proof
-    ran them one by one and did not finish in 570 s on the H100); `absent`: with its emulable CPU features
+    ran them one by one and did not finish in 570 s on the H100); `emulate`: with its emulable CPU features
     emulated absent."""
     with ThreadPoolExecutor(max(1, jobs)) as pool:
-        return list(pool.map(lambda case: _outcome(case, env, timeout, _emulable(case) if absent else ()), cases))
+        return list(pool.map(lambda case: _outcome(case, env, timeout, _emulable(case) if emulate else ()), cases))
 
 
 def _emulable(case: Case) -> tuple[str, ...]:
@@ -155,6 +160,8 @@ def _prove_no_harm(absent: list[Case], rows: dict[str, ProofRow], clean: Environ
     for case, (unpatched, _), (observed, headline) in zip(absent, before, after):
         harm = _passes(unpatched) and not _passes(observed)
         verdict = f"{'harm' if harm else 'no harm'}: {unpatched} -> {observed}" + (f" ({headline[:80]})" if harm else "")
+        if NOT_EMULATED in (unpatched, observed):
+            verdict = "not checked: the emulation did not take effect (the run never imported what it patches)"
         if emulated:
             rows[case.id].no_harm_emulated = verdict
         else:

@@ -233,8 +233,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     kit.add_argument("--envs", help="where the kit's env lives (default: ~/.cache/minrepro/envs)")
     kit.add_argument("--timeout", type=float, default=1800, help="seconds per test run")
     kit.add_argument("--pytest-args", default="", metavar="ARGS",
-                     help="extra pytest options for every run, recorded in the proof (e.g. \"-W ignore::FutureWarning:"
-                          "transformers\" where a fetched main predates the newest transformers' deprecations)")
+                     help="extra pytest options for every run, recorded in the proof (e.g. \"-W 'ignore:`is_gradient_"
+                          "checkpointing` is deprecated:FutureWarning'\" where a fetched main predates a deprecation of "
+                          "the newest transformers; -W escapes the module field, so match the message)")
     kit.set_defaults(func=cmd_kit)
 
     report = sub.add_parser("report", help="draft an issue for the right repository (never posts anything)")

@@ -422,8 +422,12 @@ def run_profiled(script, out_path):
 # Linear4bit is built; it must answer False before `bitsandbytes.cextension` is used. A cold run only: a fork
 # server that preloaded bitsandbytes has already asked.
 
+_EMULATED = []  # the features whose emulation took effect in this run (reported: a no-harm check must know)
+
+
 def _no_avx512_bf16(module):
     module.lib.has_avx512bf16_cpu = lambda: False
+    _EMULATED.append("avx512_bf16")
 
 
 _EMULATIONS = {"avx512_bf16": ("bitsandbytes.cextension", _no_avx512_bf16)}
@@ -433,7 +437,11 @@ def emulate_absent(flags):
     for flag in filter(None, flags.split(",")):
         if flag not in _EMULATIONS:
             raise SystemExit(f"minrepro: cannot emulate a CPU without {flag} (known: {', '.join(_EMULATIONS)})")
-        sys.meta_path.insert(0, _AfterImport(dict([_EMULATIONS[flag]])))
+        name, then = _EMULATIONS[flag]
+        if name in sys.modules:  # a warm executor preloaded it: it has asked already, the emulation would be a no-op
+            raise SystemExit(f"minrepro: cannot emulate a CPU without {flag}: {name} was imported before the "
+                             "script (run it cold)")
+        sys.meta_path.insert(0, _AfterImport({name: then}))
 
 
 def prepare(script, args, path0=None):
@@ -506,7 +514,7 @@ def _peak_memory():
 
 
 def _ended(record):
-    return {**record, "loaded": _loaded(), "modules": _modules(), **_peak_memory()}
+    return {**record, "loaded": _loaded(), "modules": _modules(), "emulated_absent": _EMULATED, **_peak_memory()}
 
 
 def guarded(run, report):

@@ -64,6 +64,7 @@ class RunResult:
     modules: tuple[str, ...] = ()  # every module of an installed package it imported, in order (fork server preload)
     peak_rss_mb: float = 0.0  # the run's peak resident memory (0: not recorded)
     peak_gpu_mb: float = 0.0  # what torch reserved on its busiest GPU at most (0: no CUDA, or not recorded)
+    emulated_absent: tuple[str, ...] = ()  # CPU features whose absence was emulated and took effect (MINREPRO_EMULATE_ABSENT)
 
     @property
     def failed(self) -> bool:
@@ -157,7 +158,8 @@ def run_script(
     signature, headline = classify_run(proc.returncode, stderr, report, timed_out, timeout)
     return RunResult(proc.returncode, stdout, stderr, seconds, signature, headline, records, script_lines(report),
                      tuple(report.get("loaded", ())), written, tuple(report.get("modules", ())),
-                     report.get("peak_rss_mb", 0.0), report.get("peak_gpu_mb", 0.0))
+                     report.get("peak_rss_mb", 0.0), report.get("peak_gpu_mb", 0.0),
+                     tuple(report.get("emulated_absent", ())))
 
 
 def cwd_entries(cwd: str | os.PathLike[str]) -> tuple[str, ...]:

@@ -250,19 +250,17 @@ def prove(proof: KitProof, case: Case, repo: RepoRef, work: Path, env: Path, tim
     test_file, name = proof.test.split("::")[0], proof.test.rsplit("::", 1)[-1]
     base = _git(work, "rev-parse", f"{proof.commits[0]}~1").strip()
     runs = {"main": _file_on_main(env, clone, base, test_file, proof.pytest_args, timeout, log)}
+    # before: only the new test (the file's other tests are main's, run once in `_file_on_main`); after: the file,
+    # less what fails on main, which cannot be a new failure (peft's hub tests sleep through retries, ~47 s each)
+    selections = {"before": [test_file, "-k", name], "after": [test_file, *_deselect(runs["main"], test_file)]}
     for label, commit in (("before", proof.commits[0]), ("after", proof.commits[-1])):
         overlay_env(env, [clone], {repo.library: commit})
         _git(work, "checkout", "-q", commit)
-        # before: only the new test (the file's other tests are main's, run once in `_file_on_main`); after: the file
-        # what fails on main cannot be a new failure: not rerun (peft's hub tests sleep through retries, ~47 s each)
-        deselect = _deselect(runs["main"], test_file)
-        selection = [test_file, "-k", name] if label == "before" else [test_file, *deselect]
-        log(f"{proof.case}: {' '.join(selection[:3])}{f' ({len(deselect) // 2} failing on main not rerun)' if label == 'after' else ''} "
-            f"at the {label} commit {commit[:10]}")
+        log(f"{proof.case}: {' '.join(selections[label][:3])} at the {label} commit {commit[:10]}")
         # `-o addopts=`: a repository's own pytest options (peft's --cov) need plugins its CI has and the env lacks
         # offline: a test that needs the hub fails (or skips) alike before and after, and costs no downloads
-        runs[label] = run_tests(env, work, ["-o", "addopts=", *proof.pytest_args, *selection], work.parent / f"{proof.case}-junit-{label}.xml",
-                                timeout, offline=True)
+        runs[label] = run_tests(env, work, ["-o", "addopts=", *proof.pytest_args, *selections[label]],
+                                work.parent / f"{proof.case}-junit-{label}.xml", timeout, offline=True)
         run = run_script(case.script, python=str(env_python(env)), timeout=timeout, isolated=True)
         setattr(proof, f"case_{label}", run.raw_headline.splitlines()[0] if run.signature else "passes")
         if label == "after":  # a family fixed in two libraries (A: accelerate and bitsandbytes) fails otherwise
