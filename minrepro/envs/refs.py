@@ -123,10 +123,10 @@ def native_into_checkout(site: Path, library: str, checkout: Path) -> list[Path]
     no-library path (the AVX512-BF16 check answers False). Untracked files: no commit picks them up."""
     source, dest = site / library, checkout / PACKAGE_DIRS[library]
     copied = []
-    for pattern in NATIVE:
+    for pattern in NATIVE if dest.is_dir() else ():
         for native in source.rglob(pattern):
             target = dest / native.relative_to(source)
-            if dest.is_dir() and not target.exists():
+            if not target.exists():
                 target.parent.mkdir(parents=True, exist_ok=True)
                 shutil.copy2(native, target)
                 copied.append(target)
