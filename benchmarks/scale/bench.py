@@ -11,8 +11,10 @@ edited; minrepro's output goes beside the copy."""
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
+import pickle
 import shutil
 import subprocess
 import sys
@@ -42,6 +44,8 @@ def main() -> int:
     parser.add_argument("--limit", type=float, default=None, help="stop reduce (SIGTERM) after this many seconds")
     parser.add_argument("--results", help="append the row as a JSON line here")
     parser.add_argument("--resume", action="store_true", help="continue a stopped reduce (its work dir is kept)")
+    parser.add_argument("--setup", action="store_true", help="only build the checkpoint and run the original (kept for "
+                        "the next call on this machine: a GPU call is 10 minutes, and the reduce should have them)")
     args = parser.parse_args()
     arch, script_name, env_var = CASES[args.case]
     work = Path(args.workdir).resolve()
@@ -55,7 +59,10 @@ def main() -> int:
     script = job / script_name
     shutil.copy(HERE / script_name, script)
     os.environ[env_var] = str(checkpoint)
-    original = run_script(script, python=args.python, timeout=1800, isolated=True)
+    original = _original(script, args.python, job)
+    if args.setup:
+        print(f"original: {original.raw_headline.splitlines()[0] if original.raw_headline else 'pass'} in {original.seconds:.0f} s")
+        return 0
     command = [sys.executable, "-m", "minrepro", "reduce", str(script), "--python", args.python, "--jobs", str(args.jobs),
                "--json", *([] if args.resume else ["--fresh"]), "--workdir", str(job / "work"), *[a for g in args.good_python for a in ("--good-python", g)]]
     began = time.monotonic()
@@ -89,6 +96,17 @@ def main() -> int:
         with open(args.results, "a") as fh:
             fh.write(json.dumps(row) + "\n")
     return 0 if proc.returncode == 0 else 1
+
+
+def _original(script: Path, python: str, job: Path):
+    """The user's script run once as it is; kept beside the job for the same script and interpreter."""
+    key = hashlib.sha256(f"{script.read_text()}\0{python}".encode()).hexdigest()[:16]
+    kept = job / f"original-{key}.pickle"
+    if kept.exists():
+        return pickle.loads(kept.read_bytes())
+    result = run_script(script, python=python, timeout=1800, isolated=True)
+    kept.write_bytes(pickle.dumps(result))
+    return result
 
 
 if __name__ == "__main__":

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The GPU box's scale-down round (one H100, offline, the wheelhouse carried): envs for newest and pinned, each with
 # a patched twin (the family's fixed world), then bench.py on each "CASE SET" given after $1 (default: E4B newest).
-# Writes under $1 (default /tmp/w).
+# JOBS (default 4) and LIMIT (SIGTERM the reduce after LIMIT s) go to bench.py. Writes under $1 (default /tmp/w). With --setup first: only the envs, each job's checkpoint and its original's run (for a later call).
 set -u
+SETUP_ONLY=0; [ "${1:-}" = --setup ] && { SETUP_ONLY=1; shift; }
 W=${1:-/tmp/w}; mkdir -p "$W"
 export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD MINREPRO_WHEELHOUSE=$PWD/wheelhouse
 envs() {  # only the sets a job names, when it starts: each pair costs minutes of device time
@@ -15,8 +16,12 @@ shift || true
 for job in "$@"; do
   set -- $job
   envs "$2" >> "$W/envs.log" 2>&1
+  if [ $SETUP_ONLY = 1 ]; then
+    python3 benchmarks/scale/bench.py --setup --case "$1" --python "$W/env-$2/bin/python" --workdir "$W" >> "$W/envs.log" 2>&1
+    continue
+  fi
   python3 benchmarks/scale/bench.py --case "$1" --python "$W/env-$2/bin/python" --good-python "$W/env-$2-fixed/bin/python" \
-    --jobs 4 --workdir "$W" --results "$W/scale.jsonl" > "$W/bench-$1-$2.log" 2>&1
+    --jobs "${JOBS:-4}" ${LIMIT:+--limit "$LIMIT"} --workdir "$W" --results "$W/scale.jsonl" > "$W/bench-$1-$2.log" 2>&1
   cp "$W/jobs/$1/"*.min.py "$W/$1-$2.min.py" 2>/dev/null
 done
 touch "$W/DONE"
