@@ -8,7 +8,8 @@ import pytest
 
 from minrepro.envs.patching import PATCHES_DIR
 from minrepro.errors import MinreproError
-from minrepro.reports.kit import insert_test, read_test, ruff_requirement, standalone
+from minrepro.catalog.manifest import load_catalog
+from minrepro.reports.kit import KitProof, describe_pr, insert_test, read_test, ruff_requirement, standalone
 
 TEST_FILE = '''import unittest
 
@@ -128,3 +129,12 @@ def test_tests_that_fail_on_main_are_not_rerun_after_the_fix():
     assert node_id("tests/test_other.py", "tests.test_other::test_z") == "tests/test_other.py::test_z"
     main = TestRun({"tests.test_other.TestX::test_hub[opt]": "failed", "tests.test_other::test_ok": "passed"}, 1.0)
     assert _deselect(main, "tests/test_other.py") == ["--deselect", "tests/test_other.py::TestX::test_hub[opt]"]
+
+
+def test_a_pr_says_where_its_tests_ran():
+    # a GPU-only regression test "proved" on a CPU box is two skips: the description must say which box it was
+    (case,) = load_catalog().select(["int8-offload-backward-scb"])
+    proof = KitProof(case=case.id, library="accelerate", base={"commit": "0" * 40, "date": "2026-07-24"}, branch="b",
+                     title="t", commits=["a", "b"], test="tests/test_x.py::T::test_y",
+                     machine="1 x NVIDIA H100 80GB HBM3, torch 2.11.0")
+    assert "- ran on: 1 x NVIDIA H100 80GB HBM3, torch 2.11.0\n" in describe_pr(case, proof, "why")

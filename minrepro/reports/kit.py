@@ -29,6 +29,7 @@ from ..envs.refs import RepoRef, native_into_checkout, overlay_env
 from ..envs.upstream import TEST_REQUIREMENTS, TestRun, new_failures, run_tests
 from ..envs.venvs import create_env, env_python, read_marker, site_packages, wheelhouse_from_env
 from ..errors import MinreproError
+from ..harness.probe import probe
 from ..harness.runner import run_script
 
 TEST_HEADER = re.compile(r"^# (Test-file|Test-class): (.+)$")
@@ -97,6 +98,7 @@ class KitProof:
     # extra pytest options every run got (`--pytest-args`), e.g. a warning filter for a stale main beside a newer
     # release of another library; recorded because they are part of what was proved
     pytest_args: list[str] = field(default_factory=list)
+    machine: str = ""  # where the tests ran: a GPU test proved on a CPU box is only a skip
 
     @property
     def green(self) -> bool:
@@ -246,6 +248,8 @@ def prove(proof: KitProof, case: Case, repo: RepoRef, work: Path, env: Path, tim
           log: Callable[[str], None]) -> KitProof:
     """Before/after the fix, in `env` with the branch's package laid over: the new test, its whole file, ruff."""
     clone = RepoRef(repo.library, work, proof.branch)
+    where = probe(str(env_python(env)))
+    proof.machine = (f"{where.gpus} x {where.gpu}" if where.cuda else "CPU only") + f", torch {where.versions.get('torch')}"
     native_into_checkout(site_packages(env), repo.library, work)
     test_file, name = proof.test.split("::")[0], proof.test.rsplit("::", 1)[-1]
     base = _git(work, "rev-parse", f"{proof.commits[0]}~1").strip()
@@ -317,6 +321,7 @@ With the fix: {proof.case_after if proof.case_after == "passes" else f"`{proof.c
 - new test at the test commit: **{proof.test_before}**; with the fix: **{proof.test_after}**
 - `{proof.test.split('::')[0]}` on `main` / with this PR: {proof.file_counts.get('main')} / {proof.file_counts.get('after')};
   new failures: {', '.join(proof.file_new_failures) or 'none'}
+- ran on: {proof.machine or 'not recorded'}
 - pytest options beyond the repository's: {' '.join(proof.pytest_args) or 'none'}
 - lint ({proof.lint_tool}, the repository's config): {'; '.join(f'{k}: {v}' for k, v in proof.lint.items())}
 
