@@ -398,3 +398,35 @@ def test_timeouts_and_parallel_runs_follow_what_the_original_cost():
     assert resources.fits(10_000.0, 25_000.0) == 2 and resources.fits(0.0, 25_000.0) is None
     assert resources.fits(30_000.0, 25_000.0) == 1  # one run always goes
     assert resources.parallel_runs([run(1.0)], 4) == 4  # nothing recorded: what was asked
+
+
+def test_a_time_budget_ends_the_search_with_a_verified_best(tmp_path, capsys):
+    # a GPU user's job has 10 minutes: past --max-seconds no candidate runs, and what was reached is verified and
+    # written, said to be maybe not minimal (here the budget ends before the first proposal: the original stands)
+    script = tmp_path / "job.py"
+    script.write_text(DECOY)
+    original = run_script(script).signature
+    argv = ["reduce", str(script), "--json", "--workdir", str(tmp_path / "work"), "--max-seconds", "0.001"]
+    assert main(argv) == 0
+    summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert any("stopped at --max-seconds 0.001" in note for note in summary["notes"])
+    text = Path(summary["output"]).read_text()
+    assert "maybe not minimal" in text and "NOT VERIFIED" not in text
+    assert run_script(Path(summary["output"])).signature == original
+
+
+def test_past_the_budget_no_candidate_runs():
+    from minrepro.reduction.driver import _within
+
+    ran, unjudged = [], [0]
+    assert _within(lambda sources: ran.extend(sources) or [True] * len(sources), 0.0, unjudged)(["a", "b"]) == [False] * 2
+    assert ran == [] and unjudged == [2]
+    assert _within(lambda sources: [True] * len(sources), None, unjudged)(["a"]) == [True]
+
+
+@pytest.mark.parametrize("argv", [["--max-seconds", "0"], ["--max-seconds", "5", "--scenario", "r03-peft-spill"]])
+def test_a_bad_time_budget_is_a_one_line_error(argv, tmp_path, capsys):
+    script = tmp_path / "job.py"
+    script.write_text(DECOY)
+    assert main(["reduce", *([] if "--scenario" in argv else [str(script)]), *argv]) == 2
+    assert "--max-seconds" in capsys.readouterr().err

@@ -60,7 +60,11 @@ def cmd_reduce(args: argparse.Namespace) -> int:
         raise MinreproError("--jobs must be at least 1")
     if sum(x is not None for x in (args.script, args.scenario, args.spec)) != 1:
         raise MinreproError("give one of: a SCRIPT to reduce, --scenario PRESET, --spec FILE")
+    if args.max_seconds is not None and args.max_seconds <= 0:
+        raise MinreproError("--max-seconds must be positive")
     if args.scenario is not None or args.spec is not None:
+        if args.max_seconds is not None:
+            raise MinreproError("--max-seconds applies to a SCRIPT's reduction, not to --scenario or --spec")
         return _reduce_scenario(args)
     if args.oracle and (args.good_python or args.guard != "auto" or args.good_runs is not None):
         raise MinreproError("--good-python, --good-runs and --guard judge signatures; a command --oracle decides by itself")
@@ -76,6 +80,7 @@ def cmd_reduce(args: argparse.Namespace) -> int:
         executor=args.executor, workdir=Path(args.workdir) if args.workdir else None, fresh=args.fresh,
         good_pythons=list(args.good_python), guard=args.guard, confirm_runs=args.confirm_runs,
         good_runs=args.good_runs, triggers=not args.no_triggers, scale_down=not args.no_scale_down,
+        max_seconds=args.max_seconds,
     )
     summary = reduce_script(options, log=_progress if args.verbose else lambda _: None, say=_progress if args.verbose else AfterAWhile())
     print_summary(summary, args.json)
@@ -153,6 +158,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                         help="seconds per run (default: 3x the slowest cold run of the original, at least "
                              f"{DEFAULT_TIMEOUT:g}; its first run may take {FIRST_RUN_TIMEOUT:g})")
     reduce.add_argument("--seed", type=int, default=0, help="order in which proposals are tried")
+    reduce.add_argument("--max-seconds", type=float, default=None, metavar="S",
+                        help="a SCRIPT's reduction runs no candidate after S seconds (counted from its start); the "
+                             "best so far is then verified and written, with a note that it may not be minimal")
     reduce.add_argument("--executor", default="forkserver", choices=["forkserver", "warm-pool", "cold"],
                         help="how candidates run (each in its own process either way)")
     reduce.add_argument("--good-python", action="append", default=[], metavar="PY",

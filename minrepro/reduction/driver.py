@@ -74,6 +74,7 @@ class ReduceOptions:
     good_runs: int | None = None  # None: default_good_runs
     triggers: bool = True
     scale_down: bool = True  # rebuild loaded checkpoints as tiny twins before the text passes
+    max_seconds: float | None = None  # after this long (from the start) no candidate is run; the best is verified
 
 
 @dataclass
@@ -293,9 +294,15 @@ def _reduce_script(opts: ReduceOptions, log: Callable[[str], None], say: Callabl
             _rebudget(oracle, executor, begin, workdir, script.parent, timeout)
 
         measure = None if opts.oracle else _facts(python, oracle.timeout, workdir, script.parent, executor)
-        result = reduce_source(begin, _counted(oracle.test_many, progress), PASSES, FINAL_PASSES, opts.jobs,
+        unjudged = [0]
+        until = None if opts.max_seconds is None else start + opts.max_seconds
+        test_many = _within(_counted(oracle.test_many, progress), until, unjudged)
+        result = reduce_source(begin, test_many, PASSES, FINAL_PASSES, opts.jobs,
                                opts.seed, save, on_pass=progress.phase, freeze_check_data=not guard.guarded,
                                facts=measure, keep_seeds=keep_seeds)
+        if unjudged[0]:
+            notes.append(f"the search stopped at --max-seconds {opts.max_seconds:g}: {unjudged[0]} proposals were left "
+                         "unjudged, so a smaller script may exist (resume with a larger budget)")
         if getattr(executor, "snapshots_refused", ""):
             notes.append("prefix snapshots stopped: a prefix initialized CUDA, which forked children cannot use; "
                          "candidates ran whole")
@@ -327,7 +334,7 @@ def _reduce_script(opts: ReduceOptions, log: Callable[[str], None], say: Callabl
                 used.close()
 
     text = _write(out, result, source, script, headline, owner, guard, versions, verified=not opts.oracle,
-                  found=found, loaded=loaded)
+                  found=found, loaded=loaded, budget=opts.max_seconds if unjudged[0] else None)
     return ReduceSummary(code_lines(source), code_lines(text), oracle.stats.calls, oracle.stats.cache_hits,
                          round(time.monotonic() - start, 1), headline, str(out),
                          executor.name if executor else "command", resumed, guard.kind, guard.why, good_pass,
@@ -479,6 +486,18 @@ def _run_sources(sources: list[str], python: str, folder: Path, timeout: float, 
     return ColdExecutor(python, len(paths)).run_many(paths, timeout, home)
 
 
+def _within(test_many, until: float | None, unjudged: list[int]):
+    """Past `until` (--max-seconds) every proposal is answered "not interesting" without a run: the search runs out of
+    proposals at once and its best goes to verification like one that ended by itself (the seam: no pass knows)."""
+    def run(sources: list[str]) -> list[bool]:
+        if until is not None and time.monotonic() >= until:
+            unjudged[0] += len(sources)
+            return [False] * len(sources)
+        return test_many(sources)
+
+    return run
+
+
 def _counted(test_many, progress: Progress):
     def run(sources: list[str]) -> list[bool]:
         began = time.monotonic()
@@ -490,13 +509,16 @@ def _counted(test_many, progress: Progress):
 
 
 def _write(out: Path, result: str, source: str, script: Path, headline: str, owner: str, guard: Guard,
-           versions: dict, verified: bool, found: list[triggers.Trigger] = (), loaded: tuple[str, ...] = ()) -> str:
+           versions: dict, verified: bool, found: list[triggers.Trigger] = (), loaded: tuple[str, ...] = (),
+           budget: float | None = None) -> str:
     body = triggers.annotate(output.layout(result), list(found))
     status = "" if verified else "INTERRUPTED, NOT VERIFIED: "
     header = (output.pep723(body, versions, loaded) if versions else "") + (
         f"# {status}reduced by minrepro from {script.name}: {code_lines(source)} -> {code_lines(body)} code lines.\n"
         f"# Fails with: {headline}" + (f"  (in {owner})" if owner else "") + "\n"
-        f"# Guard: {guard.why}\n")
+        f"# Guard: {guard.why}\n"
+        + (f"# The search stopped at its time budget (--max-seconds {budget:g}): verified, maybe not minimal.\n"
+           if budget is not None else ""))
     text = header + body
     out.write_text(text, encoding="utf-8")
     return text
