@@ -558,6 +558,69 @@ def _collapsed(device_map: dict[str, object]) -> dict[str, object]:
         device_map = folded
 
 
+_LAYER_KEY = re.compile(r"^(.*\.)?layers\.(\d+)$")
+
+
+def _layer_runs(device_map: dict[str, object]) -> tuple[str, int, list[int]] | None:
+    """(prefix, L, the first layer of each run of one device) where the map places `PREFIX.layers.N`, N = 0..L-1,
+    in fewer runs than layers; None otherwise."""
+    stacks: dict[str, dict[int, str]] = {}
+    for key, device in device_map.items():
+        if match := _LAYER_KEY.match(key):
+            stacks.setdefault(match[1] or "", {})[int(match[2])] = repr(device)
+    for prefix, layers in stacks.items():
+        order = [layers.get(i) for i in range(len(layers))]
+        firsts = [i for i, device in enumerate(order) if i == 0 or device != order[i - 1]]
+        if None not in order and len(firsts) < len(order):
+            return prefix, len(order), firsts
+    return None
+
+
+def _cut_stack(tree: ast.Module, layers: int, keep: list[int]) -> bool:
+    """`num_hidden_layers=L` (a keyword or a dict entry) becomes len(keep), and the lists of L entries beside it
+    (`layer_types`) keep the same layers. False where no such count is written."""
+    found = False
+    for node in ast.walk(tree):
+        pairs = ([(ast.Constant(k.arg), k.value) for k in node.keywords] if isinstance(node, ast.Call)
+                 else list(zip(node.keys, node.values)) if isinstance(node, ast.Dict) else [])
+        if not any(isinstance(k, ast.Constant) and k.value == "num_hidden_layers" and isinstance(v, ast.Constant)
+                   and v.value == layers for k, v in pairs):
+            continue
+        found = True
+        for key, value in pairs:
+            if isinstance(key, ast.Constant) and key.value == "num_hidden_layers":
+                value.value = len(keep)
+            elif isinstance(value, ast.List) and len(value.elts) == layers:
+                value.elts = [value.elts[i] for i in keep]
+    return found
+
+
+def fewer_layers(tree: ast.Module) -> Iterator[ast.Module]:
+    """A stack of L layers that a literal device map places in runs (a twin's 12 layers: 6 on cpu, then 6 on disk)
+    cut to one layer per run: the config's `num_hidden_layers` and its lists of L entries (`layer_types`) cut to
+    match, the map's layer entries renumbered. One candidate per map; each run's device is kept, so the placement
+    the failure needs survives (the oracle says whether it does)."""
+    maps = [n for n in ast.walk(tree) if isinstance(n, ast.Dict)]
+    for index, node in enumerate(maps):
+        device_map = _device_map(node)
+        runs = _layer_runs(device_map) if device_map else None
+        if runs is None:
+            continue
+        prefix, layers, keep = runs
+        new = copy.deepcopy(tree)
+        if not _cut_stack(new, layers, keep):
+            continue
+        renamed = {}
+        for key, device in device_map.items():
+            match = _LAYER_KEY.match(key)
+            if match is None or (match[1] or "") != prefix:
+                renamed[key] = device
+            elif int(match[2]) in keep:
+                renamed[f"{prefix}layers.{keep.index(int(match[2]))}"] = device
+        if _replace(new, _nth(new, ast.Dict, index), ast.parse(repr(renamed), mode="eval").body):
+            yield new
+
+
 def coarsen_device_maps(tree: ast.Module) -> Iterator[ast.Module]:
     """A literal device map (what the scale-down phase writes: 27 entries for a 12-layer model) in fewer entries: the
     most common device as the root entry `""` with the others kept, or siblings on one device folded into their
@@ -1046,6 +1109,7 @@ PASSES: list[Pass] = [
     greedy(constant_attributes),
     greedy(prune_imports),
     greedy(drop_arguments),
+    greedy(fewer_layers),  # a literal map's layers, one per run of its devices: fewer entries for what follows
     greedy(coarsen_device_maps),  # before entries go one by one
     greedy(drop_dict_runs),
     greedy(drop_dict_entries),

@@ -145,6 +145,37 @@ def test_a_literal_device_map_is_proposed_in_fewer_entries_with_the_same_devices
     assert len(proposals) == 2  # the config dict is no device map: left to drop_dict_entries
 
 
+def test_a_layer_stack_placed_in_runs_is_cut_to_one_layer_per_run():
+    from minrepro.reducers.passes import fewer_layers
+
+    source = ("config = {'hidden_size': 8, 'num_hidden_layers': 4, 'layer_types': ['s', 's', 'f', 'f']}\n"
+              "m = dispatch_model(x, device_map={'a.emb': 'cpu', 'a.layers.0': 'cpu', 'a.layers.1': 'cpu', "
+              "'a.layers.2': 'disk', 'a.layers.3': 'disk', 'a.norm': 'disk'})\n")
+    (proposal,) = [ast.unparse(t) for t in fewer_layers(ast.parse(source))]
+    assert "{'hidden_size': 8, 'num_hidden_layers': 2, 'layer_types': ['s', 'f']}" in proposal
+    assert "{'a.emb': 'cpu', 'a.layers.0': 'cpu', 'a.layers.1': 'disk', 'a.norm': 'disk'}" in proposal
+    # no count of those layers written anywhere (a checkpoint loaded by path): nothing to cut consistently
+    assert list(fewer_layers(ast.parse(source.replace("'num_hidden_layers': 4", "'num_hidden_layers': 9")))) == []
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.sampled_from(["cpu", "disk", 0]), min_size=2, max_size=12))
+def test_cutting_a_stack_keeps_the_order_of_its_devices(devices):
+    from minrepro.reducers.passes import fewer_layers
+
+    placement = {f"m.layers.{i}": d for i, d in enumerate(devices)}
+    source = f"c = dict(num_hidden_layers={len(devices)})\nm = dispatch_model(x, device_map={placement!r})\n"
+    runs = [d for i, d in enumerate(devices) if i == 0 or d != devices[i - 1]]
+    proposals = [ast.unparse(t) for t in fewer_layers(ast.parse(source))]
+    if len(runs) == len(devices):
+        assert proposals == []  # nothing to cut
+        return
+    (proposal,) = proposals
+    assert f"num_hidden_layers={len(runs)}" in proposal
+    cut = ast.literal_eval(_calls(proposal, "dispatch_model")[0].keywords[0].value)
+    assert list(cut.values()) == runs and list(cut) == [f"m.layers.{i}" for i in range(len(runs))]
+
+
 LOCAL_JOB = '''\
 import argparse
 import os
