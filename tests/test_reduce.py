@@ -430,3 +430,21 @@ def test_a_bad_time_budget_is_a_one_line_error(argv, tmp_path, capsys):
     script.write_text(DECOY)
     assert main(["reduce", *([] if "--scenario" in argv else [str(script)]), *argv]) == 2
     assert "--max-seconds" in capsys.readouterr().err
+
+
+def test_the_twins_time_budget_is_measured_as_many_at_once_as_the_search_runs(tmp_path):
+    # a twin that ran 0.5 s alone took 2.6 s two at once on 2 cores: a budget from the lone run refused candidates
+    # that failed the same way, depending on what ran beside them
+    from types import SimpleNamespace
+
+    from minrepro.reduction import driver
+
+    class Contended:
+        jobs = 2
+
+        def run_many(self, paths, timeout, home):
+            return [SimpleNamespace(seconds=0.5 * len(paths) ** 2) for _ in paths]
+
+    oracle = SimpleNamespace(max_seconds=None, timeout=100.0, matches=lambda run: True)
+    driver._rebudget(oracle, Contended(), "x = 1\n", tmp_path, tmp_path, 100.0)
+    assert oracle.max_seconds == driver._budget(2.0)
