@@ -558,19 +558,20 @@ def _collapsed(device_map: dict[str, object]) -> dict[str, object]:
         device_map = folded
 
 
-_LAYER_KEY = re.compile(r"^(.*\.)?layers\.(\d+)$")
+_LAYER_KEY = re.compile(r"^(.*\.)?layers\.(\d+)(\..+)?$")
 
 
 def _layer_runs(device_map: dict[str, object]) -> tuple[str, int, list[int]] | None:
-    """(prefix, L, the first layer of each run of one device) where the map places `PREFIX.layers.N`, N = 0..L-1,
-    in fewer runs than layers; None otherwise."""
-    stacks: dict[str, dict[int, str]] = {}
+    """(prefix, L, the first layer of each run) where the map places `PREFIX.layers.N` (whole, or split into
+    submodule entries), N = 0..L-1, in fewer runs than layers: a run is consecutive layers placed alike (a split
+    layer is alike only to one split the same way). None otherwise."""
+    stacks: dict[str, dict[int, list]] = {}
     for key, device in device_map.items():
         if match := _LAYER_KEY.match(key):
-            stacks.setdefault(match[1] or "", {})[int(match[2])] = repr(device)
+            stacks.setdefault(match[1] or "", {}).setdefault(int(match[2]), []).append((match[3] or "", repr(device)))
     for prefix, layers in stacks.items():
-        order = [layers.get(i) for i in range(len(layers))]
-        firsts = [i for i, device in enumerate(order) if i == 0 or device != order[i - 1]]
+        order = [tuple(sorted(layers[i])) if i in layers else None for i in range(len(layers))]
+        firsts = [i for i, placed in enumerate(order) if i == 0 or placed != order[i - 1]]
         if None not in order and len(firsts) < len(order):
             return prefix, len(order), firsts
     return None
@@ -616,7 +617,7 @@ def fewer_layers(tree: ast.Module) -> Iterator[ast.Module]:
             if match is None or (match[1] or "") != prefix:
                 renamed[key] = device
             elif int(match[2]) in keep:
-                renamed[f"{prefix}layers.{keep.index(int(match[2]))}"] = device
+                renamed[f"{prefix}layers.{keep.index(int(match[2]))}{match[3] or ''}"] = device
         if _replace(new, _nth(new, ast.Dict, index), ast.parse(repr(renamed), mode="eval").body):
             yield new
 

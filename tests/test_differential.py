@@ -363,3 +363,27 @@ def test_a_reduction_never_starts_writing_into_the_directory_it_is_run_from(worl
     assert "mkdtemp" in text
     run = run_script(tmp_path / "job.min.py", python=bad, isolated=True)
     assert run.signature is not None and run.cwd_writes == ()
+
+
+class _SlowOnce(_Table):
+    """Each candidate's first run is slow (a busy box), later ones take their usual time; "slow = ..." always is."""
+
+    def __init__(self, table):
+        super().__init__(table)
+        self.seen = set()
+
+    def run_many(self, scripts, timeout, home=None):
+        out = []
+        for s in scripts:
+            text = Path(s).read_text()
+            seconds = 5.0 if text.startswith("slow") or text not in self.seen else self.SECONDS
+            self.seen.add(text)
+            out.append(RunResult(1, "", "", seconds, self.table[text], ""))
+        return out
+
+
+def test_a_slow_run_is_confirmed_before_it_refuses_a_candidate(tmp_path):
+    sources = ["busy = 1\n", "slow = 1\n"]
+    oracle = SignatureOracle(Cache(tmp_path / "c.jsonl", "k"), tmp_path, 10, executor=_SlowOnce(dict.fromkeys(sources, SIG)),
+                             original=SIG, max_seconds=1.0)
+    assert oracle.test_many(sources) == [True, False]  # the candidate that really is slower is still refused

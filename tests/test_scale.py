@@ -154,6 +154,11 @@ def test_a_layer_stack_placed_in_runs_is_cut_to_one_layer_per_run():
     (proposal,) = [ast.unparse(t) for t in fewer_layers(ast.parse(source))]
     assert "{'hidden_size': 8, 'num_hidden_layers': 2, 'layer_types': ['s', 'f']}" in proposal
     assert "{'a.emb': 'cpu', 'a.layers.0': 'cpu', 'a.layers.1': 'disk', 'a.norm': 'disk'}" in proposal
+    # a layer split into submodule entries is a run of its own, and keeps its entries
+    split = source.replace("'a.layers.2': 'disk'", "'a.layers.2.q': 'cpu', 'a.layers.2.k': 'disk'")
+    (proposal,) = [ast.unparse(t) for t in fewer_layers(ast.parse(split))]
+    assert "'num_hidden_layers': 3, 'layer_types': ['s', 'f', 'f']" in proposal
+    assert "'a.layers.1.q': 'cpu', 'a.layers.1.k': 'disk', 'a.layers.2': 'disk'" in proposal
     # no count of those layers written anywhere (a checkpoint loaded by path): nothing to cut consistently
     assert list(fewer_layers(ast.parse(source.replace("'num_hidden_layers': 4", "'num_hidden_layers': 9")))) == []
 

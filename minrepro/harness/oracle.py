@@ -149,6 +149,13 @@ class SignatureOracle(_Base):
 
     def _judge(self, paths: list[Path]) -> list[Answer]:
         results = self.executor.run_many(paths, self.timeout, self.home)
+        # a slow run is confirmed before it refuses a candidate: on 2 busy cores a run of the CPU bench's twin took
+        # 0.6 s or 2.7 s, and the slow ones refused candidates that were no slower (the faster of the two counts)
+        slow = [i for i, r in enumerate(results) if self.max_seconds is not None and self.matches(r)
+                and r.seconds > self.max_seconds]
+        for i, again in zip(slow, self.executor.run_many([paths[i] for i in slow], self.timeout, self.home)):
+            if self.matches(again) and again.seconds < results[i].seconds:
+                results[i] = again
         answers = [self._answer(r) for r in results]
         for guard in self.good:  # only what is still interesting runs there
             # all of a candidate's good runs at once: one accepted candidate's two runs used one core of two, in turn
