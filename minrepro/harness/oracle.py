@@ -153,10 +153,15 @@ class SignatureOracle(_Base):
         # 0.6 s or 2.7 s, and the slow ones refused candidates that were no slower (the faster of the two counts)
         slow = [i for i, r in enumerate(results) if self.max_seconds is not None and self.matches(r)
                 and r.seconds > self.max_seconds]
+        spent = dict.fromkeys(range(len(results)), 0.0)  # the first, slower run's seconds count too
         for i, again in zip(slow, self.executor.run_many([paths[i] for i in slow], self.timeout, self.home)):
             if self.matches(again) and again.seconds < results[i].seconds:
-                results[i] = again
+                results[i], spent[i] = again, results[i].seconds
+            else:
+                spent[i] = again.seconds
         answers = [self._answer(r) for r in results]
+        for i, answer in enumerate(answers):
+            answer.seconds += spent[i]
         for guard in self.good:  # only what is still interesting runs there
             # all of a candidate's good runs at once: one accepted candidate's two runs used one core of two, in turn
             alive = [i for i, a in enumerate(answers) if a.interesting for _ in range(self.good_runs)]
