@@ -577,9 +577,26 @@ def _layer_runs(device_map: dict[str, object]) -> tuple[str, int, list[int]] | N
     return None
 
 
+def _cut_layer_field(key: str, value: ast.expr, layers: int, keep: list[int]) -> None:
+    """One field beside `num_hidden_layers`, made to describe the kept layers: a list of L entries (`layer_types`)
+    keeps theirs; a dict keyed by layer index (Gemma 4's `per_layer_config`, '05') keeps theirs, renumbered; a
+    count of trailing layers (`num_kv_shared_layers`: Gemma 4 shares the KV of its last K layers) counts the kept
+    ones among them. Gemma 4's config refuses a twin whose fields name layers it no longer has."""
+    if isinstance(value, ast.List) and len(value.elts) == layers:
+        value.elts = [value.elts[i] for i in keep]
+    elif isinstance(value, ast.Dict) and value.keys and all(isinstance(k, ast.Constant) and isinstance(k.value, str)
+                                                            and k.value.isdigit() for k in value.keys):
+        pairs = [(int(k.value), len(k.value), v) for k, v in zip(value.keys, value.values) if int(k.value) in keep]
+        value.keys = [ast.Constant(f"{keep.index(i):0{width}d}") for i, width, _ in pairs]
+        value.values = [v for _, _, v in pairs]
+    elif (key.startswith("num_") and key.endswith("_layers") and isinstance(value, ast.Constant)
+          and type(value.value) is int and 0 < value.value < layers):
+        value.value = sum(i >= layers - value.value for i in keep)
+
+
 def _cut_stack(tree: ast.Module, layers: int, keep: list[int]) -> bool:
-    """`num_hidden_layers=L` (a keyword or a dict entry) becomes len(keep), and the lists of L entries beside it
-    (`layer_types`) keep the same layers. False where no such count is written."""
+    """`num_hidden_layers=L` (a keyword or a dict entry) becomes len(keep), and the fields beside it that name layers
+    follow (`_cut_layer_field`). False where no such count is written."""
     found = False
     for node in ast.walk(tree):
         pairs = ([(ast.Constant(k.arg), k.value) for k in node.keywords] if isinstance(node, ast.Call)
@@ -591,8 +608,8 @@ def _cut_stack(tree: ast.Module, layers: int, keep: list[int]) -> bool:
         for key, value in pairs:
             if isinstance(key, ast.Constant) and key.value == "num_hidden_layers":
                 value.value = len(keep)
-            elif isinstance(value, ast.List) and len(value.elts) == layers:
-                value.elts = [value.elts[i] for i in keep]
+            elif isinstance(key, ast.Constant) and isinstance(key.value, str):
+                _cut_layer_field(key.value, value, layers, keep)
     return found
 
 

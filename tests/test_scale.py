@@ -159,6 +159,10 @@ def test_a_layer_stack_placed_in_runs_is_cut_to_one_layer_per_run():
     (proposal,) = [ast.unparse(t) for t in fewer_layers(ast.parse(split))]
     assert "'num_hidden_layers': 3, 'layer_types': ['s', 'f', 'f']" in proposal
     assert "'a.layers.1.q': 'cpu', 'a.layers.1.k': 'disk', 'a.layers.2': 'disk'" in proposal
+    # fields that name layers follow: a dict keyed by layer index is renumbered, a count of trailing layers recounted
+    gemma4 = source.replace("'layer_types'", "'num_kv_shared_layers': 2, 'per_layer_config': {'00': 1, '02': 2, '03': 3}, 'layer_types'")
+    (proposal,) = [ast.unparse(t) for t in fewer_layers(ast.parse(gemma4))]
+    assert "'num_kv_shared_layers': 1, 'per_layer_config': {'00': 1, '01': 2}" in proposal
     # no count of those layers written anywhere (a checkpoint loaded by path): nothing to cut consistently
     assert list(fewer_layers(ast.parse(source.replace("'num_hidden_layers': 4", "'num_hidden_layers': 9")))) == []
 
