@@ -561,20 +561,30 @@ def _collapsed(device_map: dict[str, object]) -> dict[str, object]:
 _LAYER_KEY = re.compile(r"^(.*\.)?layers\.(\d+)(\..+)?$")
 
 
-def _layer_runs(device_map: dict[str, object]) -> tuple[str, int, list[int]] | None:
-    """(prefix, L, the first layer of each run) where the map places `PREFIX.layers.N` (whole, or split into
-    submodule entries), N = 0..L-1, in fewer runs than layers: a run is consecutive layers placed alike (a split
-    layer is alike only to one split the same way). None otherwise."""
+def _layer_stack(device_map: dict[str, object]) -> tuple[str, list[tuple]] | None:
+    """(prefix, each layer's placement) where the map places `PREFIX.layers.N` (whole, or split into submodule
+    entries) for every N = 0..L-1; None otherwise."""
     stacks: dict[str, dict[int, list]] = {}
     for key, device in device_map.items():
         if match := _LAYER_KEY.match(key):
             stacks.setdefault(match[1] or "", {}).setdefault(int(match[2]), []).append((match[3] or "", repr(device)))
     for prefix, layers in stacks.items():
-        order = [tuple(sorted(layers[i])) if i in layers else None for i in range(len(layers))]
-        firsts = [i for i, placed in enumerate(order) if i == 0 or placed != order[i - 1]]
-        if None not in order and len(firsts) < len(order):
-            return prefix, len(order), firsts
+        if sorted(layers) == list(range(len(layers))):
+            return prefix, [tuple(sorted(layers[i])) for i in range(len(layers))]
     return None
+
+
+def _layer_kinds(tree: ast.Module, layers: int) -> list[str | None]:
+    """The `layer_types` written beside `num_hidden_layers=L` (a layer of another kind is not interchangeable: Gemma 4
+    forces its last layer to full attention and wants each shared kind produced before), or no kinds."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Dict):
+            fields = {k.value: v for k, v in zip(node.keys, node.values) if isinstance(k, ast.Constant)}
+            count, kinds = fields.get("num_hidden_layers"), fields.get("layer_types")
+            if (isinstance(count, ast.Constant) and count.value == layers and isinstance(kinds, ast.List)
+                    and len(kinds.elts) == layers and all(isinstance(e, ast.Constant) for e in kinds.elts)):
+                return [e.value for e in kinds.elts]
+    return [None] * layers
 
 
 def _cut_layer_field(key: str, value: ast.expr, layers: int, keep: list[int]) -> None:
@@ -615,16 +625,21 @@ def _cut_stack(tree: ast.Module, layers: int, keep: list[int]) -> bool:
 
 def fewer_layers(tree: ast.Module) -> Iterator[ast.Module]:
     """A stack of L layers that a literal device map places in runs (a twin's 12 layers: 6 on cpu, then 6 on disk)
-    cut to one layer per run: the config's `num_hidden_layers` and its lists of L entries (`layer_types`) cut to
-    match, the map's layer entries renumbered. One candidate per map; each run's device is kept, so the placement
-    the failure needs survives (the oracle says whether it does)."""
+    cut to one layer per run (of one placement and one `layer_type`): the config's `num_hidden_layers` and the
+    fields naming layers cut to match, the map's layer entries renumbered. One candidate per map; each run's device
+    is kept, so the placement the failure needs survives (the oracle says whether it does)."""
     maps = [n for n in ast.walk(tree) if isinstance(n, ast.Dict)]
     for index, node in enumerate(maps):
         device_map = _device_map(node)
-        runs = _layer_runs(device_map) if device_map else None
-        if runs is None:
+        stack = _layer_stack(device_map) if device_map else None
+        if stack is None:
             continue
-        prefix, layers, keep = runs
+        prefix, placed = stack
+        layers = len(placed)
+        order = list(zip(placed, _layer_kinds(tree, layers)))
+        keep = [i for i in range(layers) if i == 0 or order[i] != order[i - 1]]
+        if len(keep) == layers:
+            continue
         new = copy.deepcopy(tree)
         if not _cut_stack(new, layers, keep):
             continue

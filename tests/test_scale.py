@@ -163,6 +163,10 @@ def test_a_layer_stack_placed_in_runs_is_cut_to_one_layer_per_run():
     gemma4 = source.replace("'layer_types'", "'num_kv_shared_layers': 2, 'per_layer_config': {'00': 1, '02': 2, '03': 3}, 'layer_types'")
     (proposal,) = [ast.unparse(t) for t in fewer_layers(ast.parse(gemma4))]
     assert "'num_kv_shared_layers': 1, 'per_layer_config': {'00': 1, '01': 2}" in proposal
+    # a run is one placement and one layer type: Gemma 4's 5 sliding + 1 full pattern keeps a full layer per block
+    kinds = source.replace("['s', 's', 'f', 'f']", "['s', 'f', 'f', 'f']")
+    (proposal,) = [ast.unparse(t) for t in fewer_layers(ast.parse(kinds))]
+    assert "'num_hidden_layers': 3, 'layer_types': ['s', 'f', 'f']" in proposal
     # no count of those layers written anywhere (a checkpoint loaded by path): nothing to cut consistently
     assert list(fewer_layers(ast.parse(source.replace("'num_hidden_layers': 4", "'num_hidden_layers': 9")))) == []
 
