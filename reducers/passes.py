@@ -574,16 +574,30 @@ def _layer_stack(device_map: dict[str, object]) -> tuple[str, list[tuple]] | Non
     return None
 
 
+def _stack_configs(tree: ast.Module, layers: int) -> Iterator[dict[str, ast.expr]]:
+    """The configs written with `num_hidden_layers=L`, as field -> value node: a dict literal's string keys or a
+    call's keywords (`{'num_hidden_layers': 12}`, `LlamaConfig(num_hidden_layers=12)`)."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            fields = {k.arg: k.value for k in node.keywords if k.arg}
+        elif isinstance(node, ast.Dict):
+            fields = {k.value: v for k, v in zip(node.keys, node.values) if isinstance(k, ast.Constant)
+                      and isinstance(k.value, str)}
+        else:
+            continue
+        count = fields.get("num_hidden_layers")
+        if isinstance(count, ast.Constant) and count.value == layers:
+            yield fields
+
+
 def _layer_kinds(tree: ast.Module, layers: int) -> list[str | None]:
     """The `layer_types` written beside `num_hidden_layers=L` (a layer of another kind is not interchangeable: Gemma 4
     forces its last layer to full attention and wants each shared kind produced before), or no kinds."""
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Dict):
-            fields = {k.value: v for k, v in zip(node.keys, node.values) if isinstance(k, ast.Constant)}
-            count, kinds = fields.get("num_hidden_layers"), fields.get("layer_types")
-            if (isinstance(count, ast.Constant) and count.value == layers and isinstance(kinds, ast.List)
-                    and len(kinds.elts) == layers and all(isinstance(e, ast.Constant) for e in kinds.elts)):
-                return [e.value for e in kinds.elts]
+    for fields in _stack_configs(tree, layers):
+        kinds = fields.get("layer_types")
+        if isinstance(kinds, ast.List) and len(kinds.elts) == layers and all(isinstance(e, ast.Constant)
+                                                                              for e in kinds.elts):
+            return [e.value for e in kinds.elts]
     return [None] * layers
 
 
@@ -607,20 +621,14 @@ def _cut_layer_field(key: str, value: ast.expr, layers: int, keep: list[int]) ->
 def _cut_stack(tree: ast.Module, layers: int, keep: list[int]) -> bool:
     """`num_hidden_layers=L` (a keyword or a dict entry) becomes len(keep), and the fields beside it that name layers
     follow (`_cut_layer_field`). False where no such count is written."""
-    found = False
-    for node in ast.walk(tree):
-        pairs = ([(ast.Constant(k.arg), k.value) for k in node.keywords] if isinstance(node, ast.Call)
-                 else list(zip(node.keys, node.values)) if isinstance(node, ast.Dict) else [])
-        if not any(isinstance(k, ast.Constant) and k.value == "num_hidden_layers" and isinstance(v, ast.Constant)
-                   and v.value == layers for k, v in pairs):
-            continue
-        found = True
-        for key, value in pairs:
-            if isinstance(key, ast.Constant) and key.value == "num_hidden_layers":
+    configs = list(_stack_configs(tree, layers))
+    for fields in configs:
+        for key, value in fields.items():
+            if key == "num_hidden_layers":
                 value.value = len(keep)
-            elif isinstance(key, ast.Constant) and isinstance(key.value, str):
-                _cut_layer_field(key.value, value, layers, keep)
-    return found
+            else:
+                _cut_layer_field(key, value, layers, keep)
+    return bool(configs)
 
 
 def fewer_layers(tree: ast.Module) -> Iterator[ast.Module]:

@@ -167,6 +167,11 @@ def test_a_layer_stack_placed_in_runs_is_cut_to_one_layer_per_run():
     kinds = source.replace("['s', 's', 'f', 'f']", "['s', 'f', 'f', 'f']")
     (proposal,) = [ast.unparse(t) for t in fewer_layers(ast.parse(kinds))]
     assert "'num_hidden_layers': 3, 'layer_types': ['s', 'f', 'f']" in proposal
+    # a config written as keywords reads and cuts alike (the kinds too)
+    call = kinds.replace("config = {'hidden_size': 8, 'num_hidden_layers': 4, 'layer_types': ['s', 'f', 'f', 'f']}",
+                         "config = Config(hidden_size=8, num_hidden_layers=4, layer_types=['s', 'f', 'f', 'f'])")
+    (proposal,) = [ast.unparse(t) for t in fewer_layers(ast.parse(call))]
+    assert "Config(hidden_size=8, num_hidden_layers=3, layer_types=['s', 'f', 'f'])" in proposal
     # no count of those layers written anywhere (a checkpoint loaded by path): nothing to cut consistently
     assert list(fewer_layers(ast.parse(source.replace("'num_hidden_layers': 4", "'num_hidden_layers': 9")))) == []
 
