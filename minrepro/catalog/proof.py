@@ -52,9 +52,7 @@ NOT_EMULATED = "not emulated"  # the emulation was asked for and did not take ef
 def _outcome(case: Case, env: Environment, timeout: float, absent: tuple[str, ...] = ()) -> tuple[str, str]:
     emulate = {"MINREPRO_EMULATE_ABSENT": ",".join(absent)} if absent else None
     run = run_script(case.script, python=env.python, timeout=timeout, isolated=True, env=emulate)
-    if set(absent) - set(run.emulated_absent):
-        return NOT_EMULATED, run.raw_headline.split("\n", 1)[0]
-    observed, _ = observe(case, run)
+    observed = NOT_EMULATED if set(absent) - set(run.emulated_absent) else observe(case, run)[0]
     return observed, run.raw_headline.split("\n", 1)[0]
 
 
