@@ -136,5 +136,9 @@ def test_a_pr_says_where_its_tests_ran():
     (case,) = load_catalog().select(["int8-offload-backward-scb"])
     proof = KitProof(case=case.id, library="accelerate", base={"commit": "0" * 40, "date": "2026-07-24"}, branch="b",
                      title="t", commits=["a", "b"], test="tests/test_x.py::T::test_y",
-                     machine="1 x NVIDIA H100 80GB HBM3, torch 2.11.0")
-    assert "- ran on: 1 x NVIDIA H100 80GB HBM3, torch 2.11.0\n" in describe_pr(case, proof, "why")
+                     machine="1 x NVIDIA H100 80GB HBM3, torch 2.11.0", case_after="passes",
+                     case_after_printed=["offload hooks on ['1']", "input grad on cuda:0"])
+    text = describe_pr(case, proof, "why")
+    assert "- ran on: 1 x NVIDIA H100 80GB HBM3, torch 2.11.0\n" in text
+    # and what the passing case reached: the offloaded INT8 layer, not a path around it
+    assert "With the fix: passes.\nIt printed:\n\n```\noffload hooks on ['1']\ninput grad on cuda:0\n```" in text

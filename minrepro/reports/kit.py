@@ -89,6 +89,9 @@ class KitProof:
     case_before: str = ""  # the catalog case's own run at the test commit (main's code): its failure
     case_after: str = ""  # and at the fix commit ("passes")
     case_after_outcome: str = ""  # pass, or fail-other where another library's part of the fix is still missing
+    # what the case printed with the fix: the cases print the branch they reached (the offload hooks, the devices), so
+    # a pass says it exercised the bug's path rather than skipped it
+    case_after_printed: list[str] = field(default_factory=list)
     test_before: str = ""  # failed | passed | skipped, at the test commit
     test_after: str = ""  # at the fix commit
     file_new_failures: list[str] = field(default_factory=list)  # the touched test file, fix commit vs main
@@ -269,6 +272,7 @@ def prove(proof: KitProof, case: Case, repo: RepoRef, work: Path, env: Path, tim
         setattr(proof, f"case_{label}", run.raw_headline.splitlines()[0] if run.signature else "passes")
         if label == "after":  # a family fixed in two libraries (A: accelerate and bitsandbytes) fails otherwise
             proof.case_after_outcome = observe(case, run)[0]
+            proof.case_after_printed = run.stdout.strip().splitlines()[-3:]
     _git(work, "checkout", "-q", proof.branch)
     proof.test_before, proof.test_after = _outcome(runs["before"], proof.test), _outcome(runs["after"], proof.test)
     proof.file_new_failures = new_failures(runs["main"], runs["after"])
@@ -294,6 +298,10 @@ def standalone(script: str) -> str:
     return re.sub(r"\A# /// script\n(?:#.*\n)*?# ///\n", "", script).strip()
 
 
+def _printed(lines: list[str]) -> str:
+    return "\nIt printed:\n\n```\n" + "\n".join(lines) + "\n```" if lines else ""
+
+
 def describe_pr(case: Case, proof: KitProof, why: str) -> str:
     """The PR description, as the libraries' templates ask: what and why (the fix commit's message), the repro on
     main, before and after, the tests, the related threads."""
@@ -314,7 +322,7 @@ the first adds `{proof.test.split('::')[-1]}` to `{proof.test.split('::')[0]}`, 
 ```
 
 On `main` without the fix: `{proof.case_before}`
-With the fix: {proof.case_after if proof.case_after == "passes" else f"`{proof.case_after}` (another library's part of the fix; the failure above is gone)"}.
+With the fix: {proof.case_after if proof.case_after == "passes" else f"`{proof.case_after}` (another library's part of the fix; the failure above is gone)"}.{_printed(proof.case_after_printed)}
 
 ## Tests
 
