@@ -366,3 +366,28 @@ def test_a_candidate_never_sees_what_another_wrote_into_their_shared_prefix_file
     assert [r.raw_headline for r in results] == ["ValueError: saved", "ValueError: saved",
                                                  "ValueError: False", "ValueError: False"]
     assert executor.refused_prefixes  # the branch in question: a child changed the snapshot's files
+
+
+@pytest.mark.parametrize("make", [lambda jobs: ColdExecutor(jobs=jobs), lambda jobs: ForkServerExecutor(None, [], jobs)])
+def test_runs_side_by_side_share_the_cores_and_a_users_own_cap_stays(tmp_path, monkeypatch, make):
+    """Each of `jobs` runs at once gets cores // jobs intra-op threads (torch's default of one per core in every
+    process oversubscribes the CPU); a lone run and a user's own OMP_NUM_THREADS are left as they are."""
+    import os
+
+    script = tmp_path / "threads.py"
+    script.write_text("import os\nprint(os.environ.get('OMP_NUM_THREADS', 'unset'))\n")
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    monkeypatch.delenv("MKL_NUM_THREADS", raising=False)
+    cores = len(os.sched_getaffinity(0))
+
+    def seen(jobs: int) -> str:
+        executor = make(jobs)
+        try:
+            return executor.run_many([script], 30)[0].stdout.strip()
+        finally:
+            executor.close()
+
+    assert seen(1) == "unset"
+    assert seen(2) == str(max(1, cores // 2))
+    monkeypatch.setenv("OMP_NUM_THREADS", "3")
+    assert seen(2) == "3"

@@ -448,3 +448,33 @@ def test_the_twins_time_budget_is_measured_as_many_at_once_as_the_search_runs(tm
     oracle = SimpleNamespace(max_seconds=None, timeout=100.0, matches=lambda run: True)
     driver._rebudget(oracle, Contended(), "x = 1\n", tmp_path, tmp_path, 100.0)
     assert oracle.max_seconds == driver._budget(2.0)
+
+
+def test_establish_runs_the_traced_run_beside_its_confirmations_where_memory_holds_it(tmp_path, monkeypatch):
+    """At E4B the scale-down's traced run is a load of 40 s: it goes with the original's confirming runs, not after
+    them; where memory holds no run more it goes after them, and never for a script that fails flakily."""
+    import time
+
+    from minrepro.errors import MinreproError
+    from minrepro.reduction import driver
+
+    script = tmp_path / "job.py"
+    script.write_text("import time\ntime.sleep(1)\nraise ValueError('boom')\n")
+    began = time.monotonic()
+    beside = lambda timeout: time.monotonic() - began  # noqa: E731 (when it started, after the first run)
+    first, _, runs, started = driver.establish(script, sys.executable, 60, tmp_path, 3, beside=beside)
+    assert first.type == "ValueError" and len(runs) == 3
+    assert started < runs[0].seconds + 0.5  # beside the two others, not after them
+
+    monkeypatch.setattr(driver, "parallel_runs", lambda runs, wanted: wanted - 1)  # no room for one more
+    _, _, runs, started = driver.establish(script, sys.executable, 60, tmp_path, 3,
+                                           beside=lambda timeout: time.monotonic() - began)
+    assert started > sum(r.seconds for r in runs[:2])  # after them
+
+    marker = tmp_path / "ran-once"  # the first run fails, the others pass
+    script.write_text(f"import pathlib\nm = pathlib.Path({str(marker)!r})\nif not m.exists():\n"
+                      "    m.touch()\n    raise ValueError('boom')\n")
+    called = []
+    with pytest.raises(MinreproError, match="flakily"):
+        driver.establish(script, sys.executable, 60, tmp_path, 3, beside=called.append)
+    assert not called

@@ -290,10 +290,12 @@ def test_the_twin_is_memoised_per_script_apart_from_the_search_state_and_fresh_d
     monkeypatch.setattr(driver, "try_scale_down", lambda source, *a: ScaleDown("twin = 1\n", "scaled down: T", [], 1))
     script = tmp_path / "job.py"
 
-    def scale(source: str, fresh: bool = False):
+    def scale(source: str, fresh: bool = False):  # as the driver does: the traced run only where no memo holds
         opts = driver.ReduceOptions(script, workdir=tmp_path / "w", fresh=fresh)
-        return driver._scale_down(opts, script, source, "python", 10.0, None, None,
-                                  driver.RunResult(1, "", "", 1.0, None, ""), driver.Progress(1, print, live=False), print)
+        workdir, memo = driver._scale_workdir(opts, script, source, "python")
+        return memo or driver._scale_down(opts, workdir, script, source, "python", 10.0, None, None,
+                                          driver.RunResult(1, "", "", 1.0, None, ""), driver.traced_run(source),
+                                          driver.Progress(1, print, live=False), print)
 
     first = scale("a = 1\n")
     assert first.path == tmp_path / "w" / "scale" / "twin.py" and first.path.read_text() == "twin = 1\n"
@@ -310,7 +312,9 @@ def test_with_a_good_python_a_twin_must_also_pass_where_the_bug_is_fixed(tmp_pat
     real scale (664 s a run). A twin that does not run to its end in the good env is an artifact of the shrink."""
     import sys
 
+    import minrepro.reduction.guard as guard_module
     from minrepro.reduction import driver
+    from minrepro.reduction.guard import GuardSearch
     from minrepro.reduction.scale import ScaleDown
 
     class Fails:  # where the script fails, every candidate fails the same way
@@ -331,6 +335,15 @@ def test_with_a_good_python_a_twin_must_also_pass_where_the_bug_is_fixed(tmp_pat
     monkeypatch.setattr(driver, "try_scale_down", search)
     script = tmp_path / "job.py"
     opts = driver.ReduceOptions(script, workdir=tmp_path / "w", good_pythons=[sys.executable])
-    driver._scale_down(opts, script, "a = 1\n", "python", 60.0, None, None, driver.RunResult(1, "", "", 1.0, None, ""),
-                       driver.Progress(1, print, live=False), print)
+    workdir, _ = driver._scale_workdir(opts, script, "a = 1\n", "python")
+    scaled = driver._scale_down(opts, workdir, script, "a = 1\n", "python", 60.0, None, None,
+                                driver.RunResult(1, "", "", 1.0, None, ""), None, driver.Progress(1, print, live=False),
+                                print)
     assert judged == [False, True]
+    # the twin's two runs where the bug is fixed go to the guard, which takes them instead of running it again
+    runs = scaled.good_runs[sys.executable]
+    assert len(runs) == 2 and all(run.signature is None for run in runs)
+    search = GuardSearch(scaled.path, scaled.source, None, "", lambda run: False, None, 60.0, print,
+                         known=scaled.good_runs)
+    monkeypatch.setattr(guard_module, "ColdExecutor", None)  # any run here would be a third one: an error
+    assert search.passes_in(sys.executable)

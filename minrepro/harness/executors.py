@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Protocol, Sequence
 
 from minrepro.errors import MinreproError
+from minrepro.harness.resources import thread_cap
 from minrepro.harness.runner import (STACK_GRACE, RunResult, classify_run, cwd_entries, read_report, resolve_python,
                                      run_script, script_lines)
 
@@ -62,7 +63,7 @@ class ColdExecutor:
     def _one(self, script: Path, timeout: float, home: Path | None, profile: Path | None = None) -> RunResult:
         with tempfile.TemporaryDirectory(prefix="minrepro-cwd-") as scratch:
             return run_script(script, python=self.python, timeout=timeout, cwd=scratch,
-                              path0=home or Path(script).parent, profile=profile)
+                              path0=home or Path(script).parent, profile=profile, env=thread_cap(self.jobs))
 
     def close(self) -> None:
         pass
@@ -179,15 +180,16 @@ def _await_ready(lines: _Lines, what: str) -> dict:
     raise MinreproError(f"{what} did not start in time")
 
 
-def _start_worker(python: str, mode: str, preload: Sequence[str], log) -> subprocess.Popen:
+def _start_worker(python: str, mode: str, preload: Sequence[str], log, jobs: int) -> subprocess.Popen:
     names = "\n".join(preload)
     if len(names) > 8192:  # a run's recorded modules (thousands) exceed what one argument may hold
         listing = Path(log.name).with_name(f"preload-{hashlib.sha1(names.encode()).hexdigest()[:12]}.txt")
         if not listing.is_file():  # a warm pool starts a worker per candidate: one listing serves them all
             listing.write_text(names, encoding="utf-8")
         names = f"@{listing}"
-    return subprocess.Popen([python, str(FORKSERVER), mode, names], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, stderr=log, start_new_session=True)
+    # the server imports torch with the cap set: each child it forks inherits its share of the cores
+    return subprocess.Popen([python, str(FORKSERVER), mode, names], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=log, start_new_session=True, env={**os.environ, **thread_cap(jobs)})
 
 
 class _WarmExecutor:
@@ -231,7 +233,7 @@ class ForkServerExecutor(_WarmExecutor):
 
     def __init__(self, python: str | None = None, preload: Sequence[str] = (), jobs: int = 1,
                  recorded: Sequence[str] = ()):
-        self.jobs = max(1, jobs)
+        self.python, self.jobs = resolve_python(python), max(1, jobs)
         self.heavy: set[str] = set()
         self.asked: dict[str, int] = {}
         self.snapshot_runs = 0
@@ -245,7 +247,8 @@ class ForkServerExecutor(_WarmExecutor):
         while True:
             began = time.monotonic()
             # "--": the recorded modules follow, imported in the server itself (see `_forkserver._preload`)
-            self.proc = _start_worker(resolve_python(python), "fork", [*preload, "--", *recorded], self._log)
+            self.proc = _start_worker(self.python, "fork", [*preload, "--", *recorded], self._log,
+                                      self.jobs)
             self._lines = _Lines(self.proc.stdout.fileno())
             try:
                 ready = _await_ready(self._lines, "the fork server")
@@ -375,7 +378,7 @@ class WarmPoolExecutor(_WarmExecutor):
         self._idle = [self._spawn() for _ in range(self.jobs)]
 
     def _spawn(self) -> tuple[subprocess.Popen, _Lines]:
-        proc = _start_worker(self.python, "single", self.preload, self._log)
+        proc = _start_worker(self.python, "single", self.preload, self._log, self.jobs)
         return proc, _Lines(proc.stdout.fileno())
 
     def _take(self) -> subprocess.Popen:

@@ -3,6 +3,7 @@ measured cold run (an E4B load takes 38 s and gigabytes; a tiny script 2 s and 3
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 
@@ -11,6 +12,7 @@ from .runner import DEFAULT_TIMEOUT, RunResult
 FIRST_RUN_TIMEOUT = 1800.0  # the original's first run, before anything is known of its cost
 TIMEOUT_FACTOR = 3.0  # a later run may take this multiple of the slowest cold run of the original
 HEADROOM = 0.8  # the share of free memory that runs side by side may fill
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
 
 
 def timeout_for(runs: list[RunResult], given: float | None) -> float:
@@ -53,3 +55,13 @@ def parallel_runs(runs: list[RunResult], wanted: int) -> int:
     limits = [wanted, fits(max((r.peak_rss_mb for r in runs), default=0.0), available_ram_mb()),
               fits(max((r.peak_gpu_mb for r in runs), default=0.0), free_gpu_mb())]
     return max(1, min(n for n in limits if n is not None))
+
+
+def thread_cap(jobs: int) -> dict[str, str]:
+    """The environment that gives each of `jobs` runs at once its share of the cores. Unset, every torch process
+    starts one intra-op thread per core: eight candidates on 16 cores run 128 threads, and two runs of the E4B twin
+    at once took twice as long as one alone. A share the user set (OMP_NUM_THREADS) is theirs and stays."""
+    if jobs <= 1 or any(name in os.environ for name in THREAD_VARIABLES):
+        return {}
+    share = max(1, len(os.sched_getaffinity(0)) // jobs)
+    return {name: str(share) for name in THREAD_VARIABLES}

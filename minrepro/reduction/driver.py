@@ -17,9 +17,10 @@ import re
 import shlex
 import sys
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 from ..dirs import cache
 from ..errors import MinreproError
@@ -117,17 +118,24 @@ def refuse_missing_libraries(result: RunResult, source: str, python: str) -> Non
 
 
 def establish(script: Path, python: str, timeout: float | None, home: Path, runs: int,
-              log: Callable[[str], None] = lambda _: None) -> tuple[Signature, RunResult, list[RunResult]]:
+              log: Callable[[str], None] = lambda _: None, beside: Callable[[float], Any] | None = None,
+              ) -> tuple[Signature, RunResult, list[RunResult], Any]:
     """Run the original `runs` times, cold: its signature if every run agrees, else a one-line error. The first run
     goes alone (under --timeout, or FIRST_RUN_TIMEOUT: nothing is known of its cost yet); the others as many at
-    once as its memory allows, under a timeout that follows its time."""
+    once as its memory allows, under a timeout that follows its time. `beside(timeout)` (the scale-down's traced
+    run) goes with them where memory holds one run more, else after them: at E4B it is a 40 s load of its own."""
     results = ColdExecutor(python, 1).run_many([script], timeout or FIRST_RUN_TIMEOUT, home)
-    at_once = parallel_runs(results, runs - 1)
+    at_once = parallel_runs(results, runs - 1 + (beside is not None))
     log(f"establish: run 1 of {runs} took {results[0].seconds:.1f} s"
         + (f" ({results[0].peak_rss_mb:.0f} MB RAM" + (f", {results[0].peak_gpu_mb:.0f} MB GPU" if results[0].peak_gpu_mb
                                                           else "") + ")" if results[0].peak_rss_mb else "")
-        + f"; {runs - 1} more, {at_once} at once")
-    results += ColdExecutor(python, at_once).run_many([script] * (runs - 1), timeout_for(results, timeout), home)
+        + f"; {runs - 1} more, {min(at_once, runs - 1)} at once"
+        + (", the traced run beside them" if beside is not None and at_once >= runs else ""))
+    later = timeout_for(results, timeout)
+    with ThreadPoolExecutor(1) as pool:
+        extra = pool.submit(beside, later) if beside is not None and at_once >= runs else None
+        results += ColdExecutor(python, min(at_once, runs - 1)).run_many([script] * (runs - 1), later, home)
+        beside_result = extra.result() if extra is not None else None
     failing = [r for r in results if r.signature is not None]
     if not failing:
         raise MinreproError(f"nothing to reduce: {script} does not fail (passed {runs} of {runs} runs)")
@@ -136,7 +144,9 @@ def establish(script: Path, python: str, timeout: float | None, home: Path, runs
     if same < runs:
         raise MinreproError(f"{script} fails flakily: '{first.headline}' in {same} of {runs} runs (n={runs}, "
                             "all must agree); make it deterministic, or reduce with --oracle and your own retries")
-    return first, failing[0], results
+    if beside is not None and extra is None:
+        beside_result = beside(later)
+    return first, failing[0], results, beside_result
 
 
 def default_workdir(script: Path, source: str, key: str) -> Path:
@@ -195,6 +205,8 @@ def _reduce_script(opts: ReduceOptions, log: Callable[[str], None], say: Callabl
     state_path: Path | None = None
     timeout = opts.timeout or DEFAULT_TIMEOUT
     scaled: ScaleDown | None = None
+    started: list[Future] = []  # executors started in the background
+    measured_on = source  # the program the time budget was measured on
 
     try:
         if opts.oracle:
@@ -207,7 +219,11 @@ def _reduce_script(opts: ReduceOptions, log: Callable[[str], None], say: Callabl
             headline, owner = f"oracle: {opts.oracle}", ""
         else:
             progress.phase("establish", f"{opts.confirm_runs} cold runs of the original")
-            original, first_run, cold = establish(script, python, opts.timeout, script.parent, opts.confirm_runs, say)
+            scale_dir, memo = _scale_workdir(opts, script, source, python) if opts.scale_down else (None, None)
+            trace = None if scale_dir is None or memo is not None else functools.partial(
+                traced_run, normalize(source), python, workdir=scale_dir, home=script.parent)
+            original, first_run, cold, traced = establish(script, python, opts.timeout, script.parent,
+                                                          opts.confirm_runs, say, beside=trace)
             timeout = timeout_for(cold, opts.timeout)
             if opts.timeout is None:
                 say(f"timeout per run: {timeout:.0f} s ({TIMEOUT_FACTOR:g}x the slowest cold run, at least "
@@ -228,16 +244,22 @@ def _reduce_script(opts: ReduceOptions, log: Callable[[str], None], say: Callabl
             # every patch, against 36 s to fail), so the good env judges the twin, not the checkpoint. Its few
             # candidates run cold: the warm executor is tried on what the search will stand on (two more loads of
             # the checkpoint would cost as much as the whole search on the twin).
-            if opts.scale_down:
+            if scale_dir is not None:
                 progress.phase("scale-down", "a tiny twin of each loaded model, judged where the script fails")
-                scaled = _scale_down(opts, script, source, python, timeout, ColdExecutor(python, jobs), original,
-                                     first_run, progress, say)
+                scaled = memo or _scale_down(opts, scale_dir, script, source, python, timeout,
+                                             ColdExecutor(python, jobs), original, first_run, traced, progress, say)
             subject, subject_path = (scaled.source, scaled.path) if scaled else (source, script)
             progress.phase("guard", ("the tiny twin" if scaled else "the original") + " where the bug is fixed")
+            # the search's executors start while the guard runs: each fork server imports the libraries first
+            starting = ThreadPoolExecutor(1 + len(opts.good_pythons))
+            started.append(starting.submit(_start_executor, opts, python, source, first_run.modules, jobs, notes))
+            started += [starting.submit(_start_executor, opts, py, source, first_run.modules, jobs, notes,
+                                        f"guard env {py}: ") for py in opts.good_pythons]
+            starting.shutdown(wait=False)
             # the good run goes to the end: its cost is not known yet (FIRST_RUN_TIMEOUT)
             search = GuardSearch(subject_path, subject, original, first_run.raw_headline, matcher, env,
                                  opts.timeout or FIRST_RUN_TIMEOUT, log, notes=notes, jobs=parallel_runs(cold, 2),
-                                 home=script.parent)
+                                 home=script.parent, known=scaled.good_runs if scaled else {})
             guard = _choose_guard(search, opts, (script, source) if scaled else None)
             if scaled is not None and search.script != subject_path:  # the twin lost the bug: real scale after all
                 notes.append("the tiny twin does not pass where the bug is fixed: reduced at real scale")
@@ -252,11 +274,14 @@ def _reduce_script(opts: ReduceOptions, log: Callable[[str], None], say: Callabl
             key = json.dumps(["signature", opts.signature, python, opts.timeout, guard.key(), good_runs,
                               "twin" if scaled else "original"])  # a resumed state is of one or the other
             workdir = _workdir(opts, script, source, key)
-            guard_executors = [_guard_executor(opts, py, source, first_run.modules, notes, jobs) for py in guard.pythons]
+            early = dict(zip(opts.good_pythons, started[1:]))
+            guard_executors = [early[py].result() if py in early else
+                               _start_executor(opts, py, source, first_run.modules, jobs, notes, f"guard env {py}: ")
+                               for py in guard.pythons]
             stand_on = (scaled.source, scaled.path) if scaled else (source, script)
-            executor, baseline = _warm_executor(opts, python, stand_on[0], original, stand_on[1], first_run, notes,
-                                                log, timeout, jobs)
-            budget = _budget(baseline)
+            executor, baseline = _warm_executor(started[0].result(), original, stand_on[1], notes, log, timeout)
+            measured_on = stand_on[0] if baseline is not None else source
+            budget = _budget(baseline if baseline is not None else first_run.seconds)
             # a candidate past the budget is uninteresting anyway: stop it there, not at the timeout
             oracle = SignatureOracle(Cache(workdir / "cache.jsonl", key), workdir, min(timeout, budget + 1),
                                      script.parent, executor=executor, original=original, regex=opts.signature,
@@ -290,7 +315,7 @@ def _reduce_script(opts: ReduceOptions, log: Callable[[str], None], say: Callabl
         if not opts.oracle and not resumed and scaled is not None:
             begin = scaled.source
             save(begin)
-        if not opts.oracle and begin != source:  # a twin (or a resumed state): the budget follows what it costs now
+        if not opts.oracle and begin != measured_on:  # a twin (or a resumed state): the budget follows what it costs now
             _rebudget(oracle, executor, begin, workdir, script.parent, timeout)
 
         measure = None if opts.oracle else _facts(python, oracle.timeout, workdir, script.parent, executor)
@@ -329,9 +354,11 @@ def _reduce_script(opts: ReduceOptions, log: Callable[[str], None], say: Callabl
         raise Interrupted(f"interrupted{cause}: the best script so far ({code_lines(best[0])} code lines, not "
                           f"verified) is in {out}{where}") from None
     finally:
-        for used in [executor, *guard_executors]:
-            if used is not None:
-                used.close()
+        for future in started:  # one that started while the guard ran (closed below if in use, and only once)
+            with contextlib.suppress(Exception):
+                guard_executors.append(future.result())
+        for used in {id(e): e for e in [executor, *guard_executors] if e is not None}.values():
+            used.close()
 
     text = _write(out, result, source, script, headline, owner, guard, versions, verified=not opts.oracle,
                   found=found, loaded=loaded, budget=opts.max_seconds if unjudged[0] else None)
@@ -342,13 +369,10 @@ def _reduce_script(opts: ReduceOptions, log: Callable[[str], None], say: Callabl
                          oracle.good_runs if guard.pythons else 0)
 
 
-def _scale_down(opts: ReduceOptions, script: Path, source: str, python: str, timeout: float, executor: Executor,
-                original: Signature, first_run: RunResult, progress: Progress,
-                say: Callable[[str], None]) -> ScaleDown | None:
-    """The tiny twin, judged where the script fails (same signature, same time rules, no guard yet); kept in its own
-    work dir, so a resumed reduction skips the traced run and the search for it."""
-    key = json.dumps(["scale", opts.signature, python])
-    workdir = _workdir(opts, script, source, key)
+def _scale_workdir(opts: ReduceOptions, script: Path, source: str, python: str) -> tuple[Path, ScaleDown | None]:
+    """The scale-down's own work dir, and the twin found there by an earlier run of this script (a resumed reduction
+    skips the traced run and the search for it)."""
+    workdir = _workdir(opts, script, source, json.dumps(["scale", opts.signature, python]))
     if opts.workdir:  # the user's one work dir holds the search's state too: the twin's goes in a folder of its own
         workdir = workdir / "scale"
         workdir.mkdir(exist_ok=True)
@@ -360,29 +384,46 @@ def _scale_down(opts: ReduceOptions, script: Path, source: str, python: str, tim
         with contextlib.suppress(ValueError, KeyError, TypeError):
             found = ScaleDown.from_json(memo.read_text(encoding="utf-8"), workdir / "twin.py")
             if found.original == _digest(source):  # the memo of this script, not of an earlier edit of it
-                return found
+                return workdir, found
+    return workdir, None
+
+
+def _scale_down(opts: ReduceOptions, workdir: Path, script: Path, source: str, python: str, timeout: float,
+                executor: Executor,
+                original: Signature, first_run: RunResult, traced: RunResult, progress: Progress,
+                say: Callable[[str], None]) -> ScaleDown | None:
+    """The tiny twin, judged where the script fails (same signature, same time rules, no guard yet). Each candidate
+    also runs twice in each --good-python env, at the same time: those are the guard's two runs of the twin, which
+    the guard then takes as they are (at E4B they were a third run of 91 s, after the judge's own)."""
+    key = json.dumps(["scale", opts.signature, python])
     oracle = SignatureOracle(Cache(workdir / "cache.jsonl", key), workdir, timeout, script.parent, executor=executor,
                              original=original, regex=opts.signature, cwd_writes_allowed=bool(first_run.cwd_writes))
-    traced = traced_run(normalize(source), python, timeout, workdir, script.parent)
+    good_runs: dict[str, dict[str, list[RunResult]]] = {}  # candidate -> good python -> its runs there
+    jobs = getattr(executor, "jobs", 1)
 
     def judge(sources: list[str]) -> list[bool]:
         """Fails the same where the script fails, and (where --good-python names the fixed world) runs to its end
         there: a twin that crashes otherwise where the bug is fixed (E4B's per-layer vocabulary shrunk below the
         prompt's ids: an IndexError) is an artifact of the shrink, not a faithful twin."""
-        answers = oracle.test_many(sources)
-        for python_ in opts.good_pythons:
-            alive = [i for i, yes in enumerate(answers) if yes]
-            for i, run in zip(alive, _run_sources([sources[i] for i in alive], python_, workdir / "good", timeout,
-                                                  script.parent)):
-                answers[i] = run.signature is None
+        with ThreadPoolExecutor(1 + len(opts.good_pythons)) as pool:
+            bad = pool.submit(oracle.test_many, sources)
+            good = {py: pool.submit(_run_sources, [s for s in sources for _ in range(2)], py, workdir / "good",
+                                    timeout, script.parent, jobs) for py in opts.good_pythons}
+            answers = bad.result()
+            for python_, runs in ((py, future.result()) for py, future in good.items()):
+                for i, text in enumerate(sources):
+                    pair = runs[2 * i: 2 * i + 2]
+                    good_runs.setdefault(text, {})[python_] = pair
+                    answers[i] = answers[i] and all(run.signature is None for run in pair)
         return answers
 
     scaled = try_scale_down(normalize(source), traced, _counted(judge, progress), say)
     if scaled is None:
         return None
     scaled.path, scaled.original = workdir / "twin.py", _digest(source)
+    scaled.good_runs = good_runs.get(scaled.source, {})
     scaled.path.write_text(scaled.source, encoding="utf-8")
-    memo.write_text(scaled.to_json(), encoding="utf-8")
+    (workdir / "twin.json").write_text(scaled.to_json(), encoding="utf-8")
     say(scaled.description)
     return scaled
 
@@ -399,7 +440,7 @@ def _choose_guard(search: GuardSearch, opts: ReduceOptions, original: tuple[Path
         guard = None
     if guard is not None and (guard.kind == "good-env" or opts.guard == "none"):
         return guard
-    search.script, search.source = original
+    search.script, search.source, search.known = *original, {}
     return choose_guard(search, opts.good_pythons, opts.guard)
 
 
@@ -482,12 +523,14 @@ def statement_facts(source: str, run: RunResult, profile: dict) -> dict:
             "executed": sorted(seconds)}  # the module-level lines that ran
 
 
-def _run_sources(sources: list[str], python: str, folder: Path, timeout: float, home: Path) -> list[RunResult]:
+def _run_sources(sources: list[str], python: str, folder: Path, timeout: float, home: Path,
+                 jobs: int | None = None) -> list[RunResult]:
+    """Each source, cold under `python`: `jobs` at a time (default: all at once)."""
     folder.mkdir(exist_ok=True)
     paths = [folder / f"{_digest(text)[:16]}.py" for text in sources]
     for path, text in zip(paths, sources):
         path.write_text(text, encoding="utf-8")
-    return ColdExecutor(python, len(paths)).run_many(paths, timeout, home)
+    return ColdExecutor(python, jobs or len(paths)).run_many(paths, timeout, home)
 
 
 def _within(test_many, until: float | None, unjudged: list[int]):
@@ -532,41 +575,38 @@ def _resume_command() -> str:
     return " ".join(shlex.quote(a) for a in ["minrepro", *sys.argv[1:]])
 
 
-def _warm_executor(opts: ReduceOptions, python: str, source: str, original: Signature, script: Path,
-                   cold: RunResult, notes: list[str], log: Callable[[str], None], timeout: float,
-                   jobs: int) -> tuple[Executor, float]:
-    """The requested executor and the original's run time under it, if it reproduces the original signature
-    (twice: a warm executor that disagrees with itself is not trusted either); otherwise cold runs."""
+def _start_executor(opts: ReduceOptions, python: str, source: str, recorded: tuple[str, ...], jobs: int,
+                    notes: list[str], where: str = "") -> Executor:
+    """The requested executor, started (a fork server imports the libraries first: 25 s on the GPU box), or cold
+    runs where it cannot start. `recorded`: the bad env's modules (one the env lacks is skipped by the server)."""
     if opts.executor == "cold":
-        return ColdExecutor(python, jobs), cold.seconds
+        return ColdExecutor(python, jobs)
     try:
-        executor = make_executor(opts.executor, python, module_imports(source), jobs, cold.modules)
+        return make_executor(opts.executor, python, module_imports(source), jobs, recorded)
     except MinreproError as exc:
-        notes.append(f"{opts.executor} unavailable ({exc}); cold runs used")
-        return ColdExecutor(python, jobs), cold.seconds
-    warm = executor.run_many([script, script], timeout, script.parent)
+        notes.append(f"{where}{opts.executor} unavailable ({exc}); cold runs used" + (" there" if where else ""))
+        return ColdExecutor(python, jobs)
+
+
+def _warm_executor(executor: Executor, original: Signature, script: Path, notes: list[str],
+                   log: Callable[[str], None], timeout: float) -> tuple[Executor, float | None]:
+    """The started executor and the script's run time under it (as many runs at once as the search makes: the time
+    budget follows that), if every run reproduces the original signature (a warm executor that disagrees with
+    itself is not trusted either); otherwise cold runs, their time not measured here (None)."""
+    if executor.name == "cold":
+        return executor, None
+    warm = executor.run_many([script] * max(2, executor.jobs), timeout, script.parent)
     if any(run.signature != original for run in warm):
         executor.close()
-        seen = "; ".join(run.signature.headline if run.signature else "passes" for run in warm)
-        notes.append(f"under {opts.executor} the script gives [{seen}] where {CONFIRM_RUNS} cold runs agree on "
+        seen = "; ".join(sorted({run.signature.headline if run.signature else "passes" for run in warm}))
+        notes.append(f"under {executor.name} the script gives [{seen}] where {CONFIRM_RUNS} cold runs agree on "
                      f"'{original.headline}' (it depends on a fresh interpreter: imports done before it, threads, "
                      "seeds); cold runs used")
-        return ColdExecutor(python, jobs), cold.seconds
+        return ColdExecutor(executor.python, executor.jobs), None
     if getattr(executor, "skipped", None):
         notes.append(f"fork server: {', '.join(executor.skipped)} imported by each candidate (it initializes CUDA)")
     log(f"executor: {executor.name} (original runs in {warm[0].seconds:.2f} s there)")
     return executor, max(run.seconds for run in warm)
-
-
-def _guard_executor(opts: ReduceOptions, python: str, source: str, recorded: tuple[str, ...],
-                    notes: list[str], jobs: int) -> Executor:
-    if opts.executor == "cold":
-        return ColdExecutor(python, jobs)
-    try:  # the bad env's recorded modules: a module the good env lacks is skipped by the server
-        return make_executor(opts.executor, python, module_imports(source), jobs, recorded)
-    except MinreproError as exc:
-        notes.append(f"guard env {python}: {opts.executor} unavailable ({exc}); cold runs used there")
-        return ColdExecutor(python, jobs)
 
 
 def _verify_cold(result: str, oracle: SignatureOracle, python: str, guard: Guard, timeout: float, workdir: Path,

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import ast
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
@@ -90,6 +90,7 @@ class GuardSearch:
     jobs: int = 2  # the two runs at once where memory allows (the driver measures it)
     passing_seconds: float = 0.0  # the slowest passing run seen: a pass runs to the end, a failure may stop early
     home: Path | None = None  # where the user's script lives (its imports); default: the judged script's folder
+    known: dict[str, list[RunResult]] = field(default_factory=dict)  # runs of `script` made already, per python
 
     def passes_in(self, python: str) -> bool:
         return not self.why_not_passing(python)
@@ -98,8 +99,8 @@ class GuardSearch:
         """"" if the original passes under `python`, twice (a flaky pass is no pass), else what it met there.
         Passes, not merely "fails otherwise": an earlier bug that masks this one (B before A on pinned) is no
         fixed world."""
-        runs = ColdExecutor(python, min(2, self.jobs)).run_many([self.script, self.script], self.timeout,
-                                                                 self.home or self.script.parent)
+        runs = self.known.get(python) or ColdExecutor(python, min(2, self.jobs)).run_many(
+            [self.script, self.script], self.timeout, self.home or self.script.parent)
         failed = [r for r in runs if r.signature is not None]
         if not failed:
             self.passing_seconds = max([self.passing_seconds, *(r.seconds for r in runs)])

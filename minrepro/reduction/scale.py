@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Sequence
 
@@ -23,6 +23,8 @@ class ScaleDown:
     runs: int            # candidates judged
     path: Path | None = None  # where the twin is written (the guard runs it)
     original: str = ""   # digest of the script it is the twin of (a memo of an earlier edit is stale)
+    # its runs in each --good-python env while it was judged (the guard takes them); not kept in the memo
+    good_runs: dict[str, list[RunResult]] = field(default_factory=dict)
 
     def to_json(self) -> str:
         return json.dumps({"source": self.source, "description": self.description, "kept": self.kept,
