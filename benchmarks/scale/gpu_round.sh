@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The GPU box's scale-down round (one H100, offline, the wheelhouse carried): envs for newest and pinned, each with
 # a patched twin (the family's fixed world), then bench.py on each "CASE SET" given after $1 (default: E4B newest).
-# JOBS (default 4) and LIMIT (SIGTERM the reduce after LIMIT s) go to bench.py. Writes under $1 (default /tmp/w). With --setup first: only the envs, each job's checkpoint and its original's run (for a later call).
+# JOBS (default 4), LIMIT (SIGTERM the reduce after LIMIT s) and MAX_SECONDS (reduce's own time budget) go to bench.py. Writes under $1 (default /tmp/w). With --setup first: only the envs, each job's checkpoint and its original's run (for a later call).
 set -u
 SETUP_ONLY=0; [ "${1:-}" = --setup ] && { SETUP_ONLY=1; shift; }
 W=${1:-/tmp/w}; mkdir -p "$W"
@@ -21,7 +21,7 @@ for job in "$@"; do
     continue
   fi
   python3 benchmarks/scale/bench.py --case "$1" --python "$W/env-$2/bin/python" --good-python "$W/env-$2-fixed/bin/python" \
-    --jobs "${JOBS:-4}" ${LIMIT:+--limit "$LIMIT"} --workdir "$W" --results "$W/scale.jsonl" > "$W/bench-$1-$2.log" 2>&1
+    --jobs "${JOBS:-4}" ${LIMIT:+--limit "$LIMIT"} ${MAX_SECONDS:+--max-seconds "$MAX_SECONDS"} --workdir "$W" --results "$W/scale.jsonl" > "$W/bench-$1-$2.log" 2>&1
   cp "$W/jobs/$1/"*.min.py "$W/$1-$2.min.py" 2>/dev/null
 done
 touch "$W/DONE"

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Issue 37's two-GPU work in one call on a box of two GPUs (offline, `wheelhouse/` carried):
+#   1. explore's unreduced two-GPU findings: `minrepro explore --reduce-only` on each recorded report under
+#      results/explore/cuda2-tiny-SET, in a plain env of that set (the three side by side);
+#   2. family L's release bisection, on two GPUs and on one: `minrepro bisect CASE --package transformers` between
+#      BAD and GOOD (default 5.8.1 and 5.9.0: the pair a diff of modeling_gemma4.py over every release from 5.6.2 to
+#      5.23.0 points at; both wheels must be in the wheelhouse). Its record goes to results/bisect/.
+# Envs under $W (default /tmp/w), made when missing; logs to $OUT/logs. `bash benchmarks/two_gpu.sh envs`: only the envs.
+set -u
+W=${W:-/tmp/w}; OUT=${OUT:-/tmp/out}; mkdir -p "$W" "$OUT/logs"
+export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD MINREPRO_WHEELHOUSE=$PWD/wheelhouse
+for s in pinned reporter newest; do
+  [ -x "$W/env-$s/bin/python" ] || python3 -m minrepro env create "$W/env-$s" --set $s --wheelhouse wheelhouse \
+    >> "$OUT/logs/envs.log" 2>&1
+done
+[ "${1:-}" = envs ] && exit 0
+for s in pinned reporter newest; do
+  python3 -m minrepro explore --reduce-only --reduce 5 --results results/explore/cuda2-tiny-$s \
+    --python "$W/env-$s/bin/python" --jobs "${JOBS:-4}" > "$OUT/logs/reduce-only-$s.log" 2>&1 &
+done
+for case in gemma4-multimodal-mask-second-gpu gemma4-multimodal-mask-device; do  # one after the other: same envs
+  python3 -m minrepro bisect $case --package transformers --bad "${BAD:-5.8.1}" --good "${GOOD:-5.9.0}" \
+    --wheelhouse wheelhouse --envs "$W/bisect-envs" --results results > "$OUT/logs/bisect-$case.log" 2>&1
+  echo "bisect $case: rc=$?" >> "$OUT/logs/steps.txt"
+done
+wait
