@@ -391,3 +391,24 @@ def test_runs_side_by_side_share_the_cores_and_a_users_own_cap_stays(tmp_path, m
     assert seen(2) == str(max(1, cores // 2))
     monkeypatch.setenv("OMP_NUM_THREADS", "3")
     assert seen(2) == "3"
+
+
+def test_a_shared_prefix_that_runs_past_the_timeout_is_given_up_and_its_candidates_run_whole(tmp_path):
+    """A snapshot's prefix ran with no timeout: its candidates wait for it with no process of their own to expire.
+    A candidate that dropped a twin's config built the full-size model in the prefix for 345 s under a 5 s timeout.
+    Now the prefix stops at the timeout and its candidates are handed back, each timed out as a cold run would be."""
+    scripts = []
+    for i in range(3):
+        path = tmp_path / f"c{i}.py"
+        path.write_text(f"import time\ntime.sleep(30)\nraise ValueError({i})\n")
+        scripts.append(path)
+    executor = ForkServerExecutor(preload=["json"])
+    try:
+        executor.set_heavy(["time.sleep(30)"])
+        start = time.monotonic()
+        results = [executor.run_many([s], 1.0)[0] for s in scripts]
+        assert time.monotonic() - start < 15  # not 30 s in the prefix
+        assert [r.signature.kind for r in results] == ["timeout"] * 3
+        assert executor.refused_prefixes and executor.snapshot_runs == 0 and not executor.snapshots_refused
+    finally:
+        executor.close()

@@ -266,12 +266,23 @@ def _snapshot(job, jobs):
         torch.set_num_threads(1)
     _bootstrap.prepare(job["script"], job["args"], job.get("path0"))
     began = time.monotonic()
+    # the prefix runs under the candidate's timeout: its jobs wait for it with no process of their own to expire
+    # (a candidate that dropped a twin's config built the full-size model here for 345 s, with a 5 s timeout)
+    slow = []
+
+    def too_slow(*_):
+        slow.append(True)
+        raise TimeoutError("the shared prefix ran past the candidate's timeout")
+
+    signal.signal(signal.SIGALRM, too_slow)
+    signal.setitimer(signal.ITIMER_REAL, float(job.get("timeout") or 0))
     failed = _bootstrap.guarded(lambda: exec(prefix, namespace), prefix_report)
+    signal.setitimer(signal.ITIMER_REAL, 0)
     prefix_seconds = time.monotonic() - began
     # a prefix that initialized CUDA (a model loaded onto the GPU) cannot serve forked children: each would fail
     # with "Cannot re-initialize CUDA in forked subprocess" (520 of 605 candidates of a GPU training script did,
     # and were refused). Every job sent here is handed back, to run whole, and the client stops snapshotting.
-    refused = _cuda_initialized()
+    refused = "slow" if slow else "cuda" if _cuda_initialized() else ""  # why every job is handed back, if so
     shared = sorted(os.listdir(prefix_cwd))  # what the prefix wrote into its cwd: every child shares it
     # and what it wrote anywhere in its directories: a child that changes it (a suffix saving an adapter into the
     # prefix's temp dir) would hand it to every later child, which a cold run never sees. A benchmark reduction kept
@@ -282,7 +293,8 @@ def _snapshot(job, jobs):
         import gc
 
         gc.collect()
-        getattr(sys.modules["torch"].cuda, "empty_cache", lambda: None)()  # imported: CUDA is initialized
+        torch = sys.modules.get("torch")  # a no-op where CUDA was never initialized (a prefix ran too long)
+        getattr(getattr(torch, "cuda", None), "empty_cache", lambda: None)()
     with open(prefix_report, encoding="utf-8") as fh:
         if json.load(fh).get("system_exit"):
             failed = failed or -1  # the prefix exited: so does every candidate sharing it (replayed below)
@@ -301,7 +313,7 @@ def _snapshot(job, jobs):
             try:
                 if refused:
                     with open(os.path.join(os.path.dirname(suffix_job["report"]), "snapshot_refused"), "w") as fh:
-                        fh.write("cuda")
+                        fh.write(refused)
                     os._exit(REFUSED)
                 _redirect(suffix_job)
                 # a candidate's cost includes the prefix it skipped: the reducer's time budget must see it (else a

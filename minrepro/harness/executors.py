@@ -80,6 +80,7 @@ class _Job:
     usr1_at: float | None = None  # when the stack dump was requested (timeout)
 
     prefix: tuple[int, str] | None = None  # (cut, key): run from a snapshot of the first `cut` statements
+    timeout: float | None = None  # a snapshot's prefix runs under it (past it the job is handed back, to run whole)
     profile: Path | None = None  # where a profiled run writes its profile
 
     def spec(self) -> dict:
@@ -91,6 +92,7 @@ class _Job:
                 "stdout": str(self.workdir / "stdout"), "stderr": str(self.workdir / "stderr")}
         if self.prefix is not None:
             spec["cut"], spec["prefix_key"] = self.prefix
+            spec["timeout"] = self.timeout
         if self.profile is not None:
             spec["profile"] = str(self.profile)
         return spec
@@ -302,6 +304,7 @@ class ForkServerExecutor(_WarmExecutor):
                 index, script = queue.pop(0)
                 job = _Job(index, Path(script), Path(tempfile.mkdtemp(dir=self._tmp.name)), home, profile=profile)
                 job.prefix = None if profile else self._prefix(Path(script), home)
+                job.timeout = timeout
                 self.snapshot_runs += job.prefix is not None
                 by_id[index] = job
                 self.proc.stdin.write((json.dumps(job.spec()) + "\n").encode())
@@ -320,7 +323,9 @@ class ForkServerExecutor(_WarmExecutor):
                     refused = job.workdir / "snapshot_refused"
                     if refused.is_file():  # handed back by a snapshot: run it whole
                         reason = refused.read_text()
-                        if reason == "files":  # its children change what the prefix wrote: not that prefix again
+                        # its children change what the prefix wrote, or the prefix itself ran past the timeout:
+                        # not that prefix again
+                        if reason in ("files", "slow"):
                             self.refused_prefixes.add(job.prefix[1])  # only a snapshot's job hands back
                         else:  # it cannot fork (CUDA): no snapshots from now on
                             self.snapshots_refused = reason

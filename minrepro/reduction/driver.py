@@ -332,7 +332,7 @@ def _reduce_script(opts: ReduceOptions, log: Callable[[str], None], say: Callabl
             notes.append("prefix snapshots stopped: a prefix initialized CUDA, which forked children cannot use; "
                          "candidates ran whole")
         found: list[triggers.Trigger] = []
-        if opts.triggers and not opts.oracle:
+        if opts.triggers and not opts.oracle and (until is None or time.monotonic() < until):
             progress.phase("trigger report")
             found = triggers.trigger_report(source, result, oracle.outcomes)
             explicit = triggers.make_explicit(result, found)
