@@ -6,6 +6,8 @@
 #      BAD and GOOD (default 5.8.1 and 5.9.0: the pair a diff of modeling_gemma4.py over every release from 5.6.2 to
 #      5.23.0 points at; both wheels must be in the wheelhouse). Its record goes to results/bisect/.
 # Envs under $W (default /tmp/w), made when missing; logs to $OUT/logs. `bash benchmarks/two_gpu.sh envs`: only the envs.
+# REPORTS (default "pinned reporter newest") picks the reports; BISECT=0 skips step 2 (recorded on 2026-11-25: 5.9.0).
+# On 2026-11-25 the three reports side by side needed more than one 470 s call: give each report a call of its own.
 set -u
 W=${W:-/tmp/w}; OUT=${OUT:-/tmp/out}; mkdir -p "$W" "$OUT/logs"
 export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD MINREPRO_WHEELHOUSE=$PWD/wheelhouse
@@ -14,13 +16,14 @@ for s in pinned reporter newest; do
     >> "$OUT/logs/envs.log" 2>&1
 done
 [ "${1:-}" = envs ] && exit 0
-for s in pinned reporter newest; do
+for s in ${REPORTS:-pinned reporter newest}; do
   python3 -m minrepro explore --reduce-only --reduce 5 --results results/explore/cuda2-tiny-$s \
     --python "$W/env-$s/bin/python" --jobs "${JOBS:-4}" > "$OUT/logs/reduce-only-$s.log" 2>&1 &
 done
-for case in gemma4-multimodal-mask-second-gpu gemma4-multimodal-mask-device; do  # one after the other: same envs
+[ "${BISECT:-1}" = 1 ] && for case in gemma4-multimodal-mask-second-gpu gemma4-multimodal-mask-device; do  # same envs
   python3 -m minrepro bisect $case --package transformers --bad "${BAD:-5.8.1}" --good "${GOOD:-5.9.0}" \
     --wheelhouse wheelhouse --envs "$W/bisect-envs" --results results > "$OUT/logs/bisect-$case.log" 2>&1
   echo "bisect $case: rc=$?" >> "$OUT/logs/steps.txt"
 done
 wait
+tar czf "$OUT/results.tgz" results/explore results/bisect  # what the reports and bisections recorded
