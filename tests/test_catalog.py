@@ -358,3 +358,15 @@ def test_an_emulation_that_did_not_take_effect_is_not_a_no_harm_proof(monkeypatc
     proof._prove_no_harm([case], rows, SimpleNamespace(python="py"), SimpleNamespace(python="py"), 1.0, 1,
                          lambda _: None, emulated=True)
     assert rows["h"].no_harm_emulated.startswith("not checked: the emulation did not take effect")
+
+
+def test_one_label_names_the_machine_a_run_was_recorded_on():
+    """The matrix, the reports and the kits name a machine the same way (three spellings had grown apart)."""
+    from minrepro.harness.probe import Environment
+
+    def label(**doc) -> str:
+        return Environment.recorded({"python": "3.12", "versions": {}, **doc}).label
+
+    assert label(machine="cpu", gpu=None, gpus=0) == "CPU only"
+    assert label(machine="cuda", gpu="NVIDIA H100 80GB HBM3", gpus=2) == "2 x NVIDIA H100 80GB HBM3"
+    assert label(machine="cuda", gpu="NVIDIA H200") == "NVIDIA H200"  # recorded before the count was

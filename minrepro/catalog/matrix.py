@@ -67,7 +67,7 @@ def render(catalog: Catalog, results: dict[tuple[str, str], dict[str, Any]],
     lines.append("")
     for (set_name, machine), doc in sorted(results.items()):
         libs = ", ".join(f"{k} {v}" for k, v in doc["versions"].items() if v)
-        where = doc["gpu"] or "CPU"
+        where = Environment.recorded(doc).label
         lines.append(f"- {set_name} · {machine}: {where}, Python {doc['python']}, {libs} ({doc['date']})")
     for (set_name, machine), doc in sorted(single.items()):
         lines.append(f"- {set_name} · {machine}, single cases: {', '.join(doc['files'])}")
@@ -108,7 +108,7 @@ def load_single_cases(directory: Path) -> dict[tuple[str, str], dict[str, Any]]:
         for row in doc["cases"]:  # a case recorded in several files: the latest record
             if row["case"] not in latest or environment.get("date", "") >= latest[row["case"]][1].get("date", ""):
                 latest[row["case"]] = (row, environment)
-        into["files"].append(f"`cases/{path.name}` ({doc['gpu'] or 'CPU'})")
+        into["files"].append(f"`cases/{path.name}` ({Environment.recorded(doc).label})")
     return merged
 
 
@@ -152,7 +152,7 @@ def render_patched(catalog: Catalog, results: dict[tuple[str, str], dict[str, An
         lines.append("| " + " | ".join([f"`{case.id}`", case.family, patches, *cells]) + " |")
     lines.append("")
     for (set_name, machine), doc in sorted(results.items()):
-        where = doc["gpu"] or "CPU"
+        where = Environment.recorded(doc).label
         lines.append(f"- {set_name} · {machine}: {where}; applied {len(doc['applied'])} diffs, "
                      f"{len(doc['hunks'])} hunks ({doc['date']})")
     for (set_name, machine), doc in sorted(single.items()):

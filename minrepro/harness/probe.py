@@ -52,6 +52,13 @@ class Environment:
     def machine(self) -> str:
         return "cuda" if self.cuda else "cpu"
 
+    @property
+    def label(self) -> str:
+        """The machine as the matrix, a report and a kit name it: "2 x NVIDIA H100 80GB HBM3", or "CPU only"."""
+        if not self.cuda:
+            return "CPU only"
+        return f"{self.gpus} x {self.gpu}" if self.gpus else str(self.gpu)
+
     @classmethod
     def recorded(cls, document: dict[str, Any]) -> "Environment":
         """The environment a results document was recorded in (what `skip_reason` needs of it)."""

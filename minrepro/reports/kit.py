@@ -252,7 +252,7 @@ def prove(proof: KitProof, case: Case, repo: RepoRef, work: Path, env: Path, tim
     """Before/after the fix, in `env` with the branch's package laid over: the new test, its whole file, ruff."""
     clone = RepoRef(repo.library, work, proof.branch)
     where = probe(str(env_python(env)))
-    proof.machine = (f"{where.gpus} x {where.gpu}" if where.cuda else "CPU only") + f", torch {where.versions.get('torch')}"
+    proof.machine = f"{where.label}, torch {where.versions.get('torch')}"
     native_into_checkout(site_packages(env), repo.library, work)
     test_file, name = proof.test.split("::")[0], proof.test.rsplit("::", 1)[-1]
     base = _git(work, "rev-parse", f"{proof.commits[0]}~1").strip()

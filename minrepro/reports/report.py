@@ -24,6 +24,7 @@ from minrepro.reports.bisect import BisectResult
 from minrepro.catalog.matrix import recorded_runs_of
 from minrepro.envs.patching import PATCHES_DIR, load_patches
 from minrepro.catalog.run import observe
+from minrepro.harness.probe import Environment
 from minrepro.harness.runner import RunResult
 from minrepro.harness.signature import Signature
 
@@ -105,7 +106,7 @@ def system_info(python: Path | None, recorded: dict[str, Any] | None) -> str:
     if recorded:
         versions = ", ".join(f"{k} {v}" for k, v in recorded["versions"].items() if v)
         parts.append(f"Recorded run ({recorded['date']}): Python {recorded['python']}, {versions}; "
-                     f"{recorded['gpu'] or 'CPU only'}")
+                     f"{Environment.recorded(recorded).label}")
     return "\n\n".join(parts) or "(no recorded run)"
 
 
@@ -303,7 +304,7 @@ def _version_table(case: Case, runs: dict[tuple[str, str], dict[str, Any]], resu
         entry = _entry(doc, case.id)
         if entry:
             libs = ", ".join(f"{k} {v}" for k, v in doc["versions"].items() if v and k != "tokenizers")
-            rows.append(f"| {libs} | {doc['gpu'] or 'CPU'} | {entry['observed']} |")
+            rows.append(f"| {libs} | {Environment.recorded(doc).label} | {entry['observed']} |")
     bisect = results_dir / "bisect" / f"{case.id}.json"
     if bisect.is_file():
         doc = json.loads(bisect.read_text(encoding="utf-8"))
