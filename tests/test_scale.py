@@ -347,3 +347,43 @@ def test_with_a_good_python_a_twin_must_also_pass_where_the_bug_is_fixed(tmp_pat
                          known=scaled.good_runs)
     monkeypatch.setattr(guard_module, "ColdExecutor", None)  # any run here would be a third one: an error
     assert search.passes_in(sys.executable)
+
+
+def test_a_twins_good_runs_take_only_the_slots_its_bad_runs_leave(tmp_path, monkeypatch):
+    """`jobs` is what the original's memory allows at once; a twin that keeps real-size fields is as large, so the
+    good-env runs judged beside it must not add up to three times that."""
+    import sys
+
+    from minrepro.reduction import driver
+    from minrepro.reduction.scale import ScaleDown
+
+    class Fails:
+        def __init__(self, *args, **kwargs):
+            pass
+
+        def test_many(self, sources):
+            return [True] * len(sources)
+
+    class Eight:
+        jobs = 8
+
+    slots = []
+
+    def run_sources(sources, python, folder, timeout, home, jobs=None):
+        slots.append((len(sources), jobs))
+        return [driver.RunResult(0, "", "", 0.1, None, "")] * len(sources)
+
+    def search(source, run, test_many, log):
+        test_many(["x = 1\n"])
+        test_many([f"x = {i}\n" for i in range(8)])
+        return ScaleDown("x = 1\n", "scaled down: T", [], 9)
+
+    monkeypatch.setattr(driver, "SignatureOracle", Fails)
+    monkeypatch.setattr(driver, "_run_sources", run_sources)
+    monkeypatch.setattr(driver, "try_scale_down", search)
+    script = tmp_path / "job.py"
+    opts = driver.ReduceOptions(script, workdir=tmp_path / "w", good_pythons=[sys.executable])
+    workdir, _ = driver._scale_workdir(opts, script, "a = 1\n", "python")
+    driver._scale_down(opts, workdir, script, "a = 1\n", "python", 60.0, Eight(), None,
+                       driver.RunResult(1, "", "", 1.0, None, ""), None, driver.Progress(1, print, live=False), print)
+    assert slots == [(2, 7), (16, 1)]  # one candidate: 1 bad run + 7 good slots; eight: 8 bad runs + 1

@@ -18,16 +18,14 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
-from minrepro.harness.executors import ColdExecutor, ForkServerExecutor, WarmPoolExecutor  # noqa: E402
+from minrepro.harness.executors import ColdExecutor, make_executor  # noqa: E402
 from minrepro.reducers.source import module_imports  # noqa: E402
-
-MAKERS = {"cold": ColdExecutor, "forkserver": ForkServerExecutor, "warm-pool": WarmPoolExecutor}
 
 
 def measure(name: str, script: Path, python: str, jobs: int, runs: int, timeout: float, reference) -> list[str]:
     began = time.monotonic()
     preload = module_imports(script.read_text(encoding="utf-8"))
-    executor = ColdExecutor(python, jobs) if name == "cold" else MAKERS[name](python, preload, jobs)
+    executor = make_executor(name, python, preload, jobs)  # a warm pool's workers start in the background
     start = time.monotonic() - began
     try:
         results = executor.run_many([script] * runs, timeout, script.parent)

@@ -405,10 +405,13 @@ def _scale_down(opts: ReduceOptions, workdir: Path, script: Path, source: str, p
         """Fails the same where the script fails, and (where --good-python names the fixed world) runs to its end
         there: a twin that crashes otherwise where the bug is fixed (E4B's per-layer vocabulary shrunk below the
         prompt's ids: an IndexError) is an artifact of the shrink, not a faithful twin."""
+        # no more runs at once than `jobs`, which the original's memory allowed (a twin that keeps real-size fields is
+        # as large): the good runs take the slots the bad runs leave, one each at the least
+        spare = max(1, (jobs - min(jobs, len(sources))) // max(1, len(opts.good_pythons)))
         with ThreadPoolExecutor(1 + len(opts.good_pythons)) as pool:
             bad = pool.submit(oracle.test_many, sources)
             good = {py: pool.submit(_run_sources, [s for s in sources for _ in range(2)], py, workdir / "good",
-                                    timeout, script.parent, jobs) for py in opts.good_pythons}
+                                    timeout, script.parent, spare) for py in opts.good_pythons}
             answers = bad.result()
             for python_, runs in ((py, future.result()) for py, future in good.items()):
                 for i, text in enumerate(sources):
