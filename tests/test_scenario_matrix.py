@@ -94,3 +94,41 @@ def test_readme_block_is_replaced(tmp_path):
     scenario_matrix.write_readme(tmp_path, load_catalog(None), readme)
     text = readme.read_text()
     assert "old" not in text and text.startswith("intro") and text.endswith("outro\n")
+
+
+def test_a_spec_reduction_stops_its_spec_passes_at_the_time_budget_and_hands_the_rest_to_the_script(
+        tmp_path, monkeypatch):
+    """`--reduce-seconds` (explore) and `--max-seconds` bound the whole trip: past the budget no more spec candidates
+    run, and the script phase gets what is left (at least a second), not the whole budget again."""
+    from types import SimpleNamespace
+
+    from minrepro.harness.signature import Signature
+    from minrepro.reduction.driver import ReduceOptions
+    from minrepro.scenarios import reduce as trip
+
+    clock = [0.0]
+    sig = Signature("exception", "ValueError", "boom")
+    judged: list[int] = []
+
+    def run(source, directory, python, timeout):
+        clock[0] += 10.0  # each run costs ten seconds
+        judged.append(1)
+        return SimpleNamespace(signature=sig, raw_headline="ValueError: boom", modules=())
+
+    handed: list[float | None] = []
+    monkeypatch.setattr(trip.time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(trip, "probe", lambda python: SimpleNamespace(versions={}))
+    monkeypatch.setattr(trip, "read_marker", lambda env: None)
+    monkeypatch.setattr(trip, "use_checkpoint_cache", lambda namespace: None)
+    monkeypatch.setattr(trip, "prebuild", lambda *a: 0.0)
+    monkeypatch.setattr(trip, "run_rendered", run)
+    monkeypatch.setattr(trip, "render", lambda spec: f"# {spec}\n")
+    monkeypatch.setattr(trip, "SCENARIO_PASSES", [lambda spec: [spec + 1]])  # always one smaller spec, which fails
+    monkeypatch.setattr(trip, "reduce_script", lambda opts, log: handed.append(opts.max_seconds) or "done")
+    opts = ReduceOptions(script=tmp_path / "-", out=tmp_path / "x.min.py", python="python", jobs=1, timeout=60,
+                         workdir=tmp_path / "w", executor="cold", max_seconds=35.0)
+    logged: list[str] = []
+    steps, summary = trip.reduce_spec(0, "x", "tiny", "cpu", opts, keep_steps=False, log=logged.append)
+    assert summary == "done" and len(judged) == 4  # the original, then specs at 10, 20, 30 s; none past 35 s
+    assert handed == [1.0]  # 40 s spent of 35: the script phase still verifies (at least one second)
+    assert any("stopped at the time budget" in line for line in logged)

@@ -43,6 +43,7 @@ def main() -> int:
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--limit", type=float, default=None, help="stop reduce (SIGTERM) after this many seconds")
     parser.add_argument("--max-seconds", type=float, default=None, help="passed on to reduce: its search's time budget")
+    parser.add_argument("--executor", help="passed on to reduce (default: reduce's own)")
     parser.add_argument("--results", help="append the row as a JSON line here")
     parser.add_argument("--resume", action="store_true", help="continue a stopped reduce (its work dir is kept)")
     parser.add_argument("--setup", action="store_true", help="only build the checkpoint and run the original (kept for "
@@ -66,7 +67,8 @@ def main() -> int:
         return 0
     command = [sys.executable, "-m", "minrepro", "reduce", str(script), "--python", args.python, "--jobs", str(args.jobs),
                "--json", *([] if args.resume else ["--fresh"]),
-               *(["--max-seconds", str(args.max_seconds)] if args.max_seconds else []), "--workdir", str(job / "work"), *[a for g in args.good_python for a in ("--good-python", g)]]
+               *(["--max-seconds", str(args.max_seconds)] if args.max_seconds else []),
+               *(["--executor", args.executor] if args.executor else []), "--workdir", str(job / "work"), *[a for g in args.good_python for a in ("--good-python", g)]]
     began = time.monotonic()
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
     try:
@@ -80,7 +82,8 @@ def main() -> int:
     out = script.with_name(f"{script.stem}.min.py")
     reduced = out.read_text() if out.exists() else ""
     rerun = run_script(out, python=args.python, timeout=1800, isolated=True) if reduced else None
-    row = {"case": args.case, "python": args.python, "max_seconds": args.max_seconds, "exit": proc.returncode,
+    row = {"case": args.case, "python": args.python, "max_seconds": args.max_seconds,
+           "executor": summary.get("executor", args.executor), "exit": proc.returncode,
            "seconds": round(seconds, 1),
            "input_lines": code_lines(script.read_text()), "output_lines": code_lines(reduced) if reduced else None,
            "input_tokens": code_tokens(script.read_text()), "output_tokens": code_tokens(reduced) if reduced else None,

@@ -3,7 +3,10 @@
 the fork server, and the warm pool, each running the script RUNS times, JOBS at once. Prints a Markdown table: the
 executor's start, seconds per run (median, slowest), and whether every run gave the signature of the first cold run.
 
-    python benchmarks/scale/executor_cost.py SCRIPT --python ENV/bin/python [--jobs 8] [--runs 8]
+    python benchmarks/scale/executor_cost.py SCRIPT --python ENV/bin/python [--jobs 8] [--runs 8] [--profile]
+
+--profile adds one cold run alone with its module-level statements timed (the reducer's own profile): where a
+candidate's seconds go (imports, the twin's build and save, the load, the failing call).
 
 For a GPU box: on a twin that loads bitsandbytes, the fork server leaves every import after bitsandbytes (which
 initializes CUDA at import) to each forked child, and the warm pool's workers import everything before they are
@@ -11,7 +14,9 @@ needed; this says which costs less there, measured, before a reduce's default is
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
+import tempfile
 import sys
 import time
 from pathlib import Path
@@ -38,6 +43,19 @@ def measure(name: str, script: Path, python: str, jobs: int, runs: int, timeout:
             f"left to each run: {note}" if note else ""]
 
 
+def profile_table(script: Path, python: str, timeout: float, top: int = 12) -> list[str]:
+    """The slowest module-level lines of one cold run, alone: seconds and the line's text."""
+    with tempfile.TemporaryDirectory() as scratch:
+        out = Path(scratch) / "profile.json"
+        run = ColdExecutor(python).profile(script, out, timeout, script.parent)
+        seconds = json.loads(out.read_text())["line_seconds"] if out.is_file() else {}
+    lines = script.read_text(encoding="utf-8").splitlines()
+    rows = sorted(((float(s), int(n)) for n, s in seconds.items()), reverse=True)[:top]
+    return [f"one cold run alone, profiled: {run.seconds:.1f} s, of which the script's lines {sum(map(float, seconds.values())):.1f} s",
+            "", "| s | line | text |", "|---|---|---|",
+            *[f"| {s:.2f} | {n} | `{lines[n - 1].strip()[:90]}` |" for s, n in rows]]
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("script", type=Path)
@@ -46,6 +64,7 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=8)
     parser.add_argument("--timeout", type=float, default=300.0)
     parser.add_argument("--executors", default="cold,forkserver,warm-pool")
+    parser.add_argument("--profile", action="store_true", help="also one profiled cold run: its slowest lines")
     args = parser.parse_args()
     script = args.script.resolve()
     reference = ColdExecutor(args.python).run_many([script], args.timeout, script.parent)[0].signature
@@ -56,6 +75,8 @@ def main() -> int:
     print("|---|---|---|---|---|---|")
     for row in rows:
         print("| " + " | ".join(row) + " |")
+    if args.profile:
+        print("\n" + "\n".join(profile_table(script, args.python, args.timeout)))
     return 0
 
 

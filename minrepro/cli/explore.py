@@ -34,8 +34,8 @@ def cmd_explore(args: argparse.Namespace) -> int:
         if not args.check:
             readme.write_text(text, encoding="utf-8")
         return 0
-    if args.jobs < 1 or args.gpus < 1 or args.seconds <= 0:
-        raise MinreproError("--jobs and --gpus must be at least 1, --seconds positive")
+    if args.jobs < 1 or args.gpus < 1 or args.seconds <= 0 or (args.reduce_seconds is not None and args.reduce_seconds <= 0):
+        raise MinreproError("--jobs and --gpus must be at least 1, --seconds and --reduce-seconds positive")
     if args.device == "cpu" and args.gpus > 1:
         raise MinreproError("--gpus needs --device cuda")
     python = resolve_python(args.python)
@@ -133,7 +133,8 @@ def _reduce_finding(key: str, witness, opts, catalog, results: Path, args: argpa
     try:
         trip, summary = reduce_spec(spec, f"explore-{name}", opts.scale, opts.device,
                                     ReduceOptions(script=Path("-"), out=out, python=opts.python, jobs=opts.jobs,
-                                                  timeout=opts.timeout, workdir=opts.workdir / "reductions" / name),
+                                                  timeout=opts.timeout, workdir=opts.workdir / "reductions" / name,
+                                                  max_seconds=args.reduce_seconds),
                                     keep_steps=True, log=_progress)
     except MinreproError as exc:  # a finding that does not reduce is still a finding: say why in the report
         return {"error": f"not reduced: {exc}", "spec": str(folder / f"{name}.spec.json")}
@@ -178,6 +179,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     explore.add_argument("--seed", type=int, default=0, help="hypothesis seed (same seed and workdir: resume)")
     explore.add_argument("--max-examples", type=int, default=10_000, help="hypothesis examples at most")
     explore.add_argument("--reduce", type=int, default=3, help="reduce at most this many new findings (0: none)")
+    explore.add_argument("--reduce-seconds", type=float, help="time budget per finding's reduction (spec passes and "
+                         "script; the best so far is verified and recorded, marked not minimal)")
     explore.add_argument("--reduce-only", action="store_true", help="no search: reduce the new findings the "
                          "recorded report in --results left unreduced (--python: an env of its set and patches)")
     explore.add_argument("--workdir", help="state: runs, hypothesis database, calibration (default: in the cache)")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -65,7 +66,9 @@ def reduce_scenario(preset: str, scale: str, device: str, opts: ReduceOptions, k
 
 def reduce_spec(spec: Scenario, label: str, scale: str, device: str, opts: ReduceOptions, keep_steps: bool,
                 log: Callable[[str], None] = lambda _: None) -> tuple[ScenarioTrip, ReduceSummary]:
-    """Reduce from any spec (a preset, a spec file, a finding of `explore`): spec passes, then the script."""
+    """Reduce from any spec (a preset, a spec file, a finding of `explore`): spec passes, then the script.
+    `opts.max_seconds` bounds the whole: the spec passes stop at it, the script phase gets what is left."""
+    began = time.monotonic()
     workdir = (opts.workdir or cache("reductions", f"scenario-{label}-{scale}-{device}")).resolve()
     (workdir / "candidates").mkdir(parents=True, exist_ok=True)
     python = resolve_python(opts.python)
@@ -76,6 +79,9 @@ def reduce_spec(spec: Scenario, label: str, scale: str, device: str, opts: Reduc
     cache_path = workdir / "judged.json"
     judged: dict[str, dict] = json.loads(cache_path.read_text()) if cache_path.is_file() and not opts.fresh else {}
     trip = ScenarioTrip()
+
+    def past_budget() -> bool:
+        return opts.max_seconds is not None and time.monotonic() - began > opts.max_seconds
 
     executor: Executor | None = None  # started after the first (cold) run, preloading what that run imported
 
@@ -120,10 +126,14 @@ def reduce_spec(spec: Scenario, label: str, scale: str, device: str, opts: Reduc
         while changed:
             changed = False
             for scenario_pass in SCENARIO_PASSES:
+                if past_budget():
+                    break
                 candidates = [(c, render(c)) for c in scenario_pass(spec)]
                 candidates = [(c, source) for c, source in candidates if source != current]  # a field it ignores
                 # in order, `jobs` at a time: the first interesting one wins, whatever the worker count
                 for start in range(0, len(candidates), max(1, opts.jobs)):
+                    if past_budget():
+                        break
                     batch = candidates[start:start + max(1, opts.jobs)]
                     hit = next(((c, source, sig) for (c, source), sig in zip(batch, judge(batch))
                                 if sig is not None and sig.is_tail_of(target)), None)
@@ -135,6 +145,8 @@ def reduce_spec(spec: Scenario, label: str, scale: str, device: str, opts: Reduc
     finally:
         if executor:
             executor.close()
+    if past_budget():
+        log(f"  spec passes stopped at the time budget ({opts.max_seconds:g} s)")
     out = opts.out or Path(f"{label}.min.py")
     final = workdir / "final-spec.py"
     final.write_text(current, encoding="utf-8")
@@ -144,8 +156,9 @@ def reduce_spec(spec: Scenario, label: str, scale: str, device: str, opts: Reduc
     # and leave a script that only runs on this machine
     os.environ.pop(CHECKPOINT_ENV, None)
     # the spec passes already shrank the model: the script's own build is what a scale-down would redo
+    left = None if opts.max_seconds is None else max(1.0, opts.max_seconds - (time.monotonic() - began))
     summary = reduce_script(ReduceOptions(**{**opts.__dict__, "script": final, "out": out, "workdir": workdir / "script",
-                                             "scale_down": False}), log)
+                                             "scale_down": False, "max_seconds": left}), log)
     if keep_steps:
         record_equivalence(steps_file_of(out.resolve()), out, label, python, opts.timeout)
     return trip, summary
