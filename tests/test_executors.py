@@ -412,3 +412,37 @@ def test_a_shared_prefix_that_runs_past_the_timeout_is_given_up_and_its_candidat
         assert executor.refused_prefixes and executor.snapshot_runs == 0 and not executor.snapshots_refused
     finally:
         executor.close()
+
+
+@pytest.mark.parametrize("left, expected", [([], "forkserver"), (["peft"], "warm-pool")])
+def test_auto_takes_the_warm_pool_only_where_the_fork_server_would_leave_a_cuda_import_to_each_child(
+        monkeypatch, left, expected):
+    """On a GPU box the fork server leaves bitsandbytes (and peft through it) to every forked child, since their
+    import initializes CUDA; the warm pool imports them ahead. Where nothing is left (no CUDA visible) the fork
+    server, with its prefix snapshots, is kept; a server given up is closed."""
+    from minrepro.harness import executors
+
+    closed: list[str] = []
+
+    class Server:
+        name = "forkserver"
+
+        def __init__(self, python, preload, jobs, recorded):
+            self.skipped = list(left)
+
+        def close(self):
+            closed.append(self.name)
+
+    class Pool:
+        name = "warm-pool"
+
+        def __init__(self, python, preload, jobs, recorded):
+            self.chosen_because = ""
+
+    monkeypatch.setattr(executors, "ForkServerExecutor", Server)
+    monkeypatch.setattr(executors, "WarmPoolExecutor", Pool)
+    chosen = executors.make_executor("auto", None, ["torch"], 2)
+    assert chosen.name == expected
+    assert closed == (["forkserver"] if left else [])
+    if left:
+        assert "peft" in chosen.chosen_because and "CUDA" in chosen.chosen_because

@@ -3,6 +3,8 @@
 - `ColdExecutor`: a fresh interpreter per candidate (`run_script`); pays the full import every time.
 - `ForkServerExecutor`: one server imports the heavy libraries once, then forks a child per candidate.
 - `WarmPoolExecutor`: spawned workers that pre-import the libraries and each run one candidate.
+- "auto" (`_auto`): the fork server, or the warm pool where the fork server would leave CUDA-initializing imports
+  to every child.
 
 Every candidate still gets a process of its own, so a crash or a monkeypatch cannot leak into the next.
 The reducer only sees `run_many`; `benchmarks/` measures the three against each other.
@@ -378,6 +380,7 @@ class WarmPoolExecutor(_WarmExecutor):
                  recorded: Sequence[str] = ()):
         self.python, self.jobs = resolve_python(python), max(1, jobs)
         self.preload = list(dict.fromkeys([*preload, *recorded]))  # each worker may initialize CUDA: it never forks
+        self.chosen_because = ""  # why "auto" took it over the fork server, if it did
         self._tmp = _scratch("pool")
         self._log = open(Path(self._tmp.name) / "workers.log", "wb")
         self._idle = [self._spawn() for _ in range(self.jobs)]
@@ -423,13 +426,30 @@ class WarmPoolExecutor(_WarmExecutor):
         self._tmp.cleanup()
 
 
-EXECUTORS = {"cold": ColdExecutor, "forkserver": ForkServerExecutor, "warm-pool": WarmPoolExecutor}
+def _auto(python: str | None, preload: Sequence[str], jobs: int, recorded: Sequence[str] = ()) -> Executor:
+    """The fork server, unless it must leave an import that initializes CUDA (bitsandbytes, and peft through it) to
+    every forked child: then the warm pool, whose workers import everything, CUDA included, before they are needed.
+    On two H200s, the E4B twin of eval_gemma4_gpu.py, 8 at once (benchmarks/scale/executor_cost.py): cold 17.5 s
+    per run, fork server 13.6 s (it left peft to each child), warm pool 7.9 s. Where CUDA is not visible nothing is
+    left to the children and the fork server (with its prefix snapshots) stays."""
+    server = ForkServerExecutor(python, preload, jobs, recorded)
+    if not server.skipped:
+        return server
+    left = list(server.skipped)
+    server.close()
+    pool = WarmPoolExecutor(python, preload, jobs, recorded)
+    pool.chosen_because = (f"the fork server would leave {', '.join(left)} to each candidate (importing it initializes "
+                           "CUDA)")
+    return pool
+
+
+EXECUTORS = {"cold": ColdExecutor, "forkserver": ForkServerExecutor, "warm-pool": WarmPoolExecutor, "auto": _auto}
 
 
 def make_executor(kind: str, python: str | None, preload: Sequence[str], jobs: int,
                   recorded: Sequence[str] = ()) -> Executor:
     """``preload``: the script's own imports; ``recorded``: every module a run of it imported (what the libraries
-    import lazily), preloaded after them by the warm executors."""
+    import lazily), preloaded after them by the warm executors. "auto": see `_auto`."""
     if kind == "cold":
         return ColdExecutor(python, jobs)
     if kind not in EXECUTORS:

@@ -66,7 +66,7 @@ class ReduceOptions:
     jobs: int = 1
     timeout: float | None = None  # None: from the original's cold runs (see harness.resources.timeout_for)
     seed: int = 0
-    executor: str = "forkserver"
+    executor: str = "auto"
     workdir: Path | None = None
     fresh: bool = False
     good_pythons: list[str] = field(default_factory=list)
@@ -608,6 +608,8 @@ def _warm_executor(executor: Executor, original: Signature, script: Path, notes:
         return ColdExecutor(executor.python, executor.jobs), None
     if getattr(executor, "skipped", None):
         notes.append(f"fork server: {', '.join(executor.skipped)} imported by each candidate (it initializes CUDA)")
+    if getattr(executor, "chosen_because", ""):
+        notes.append(f"warm pool: {executor.chosen_because}")
     log(f"executor: {executor.name} (original runs in {warm[0].seconds:.2f} s there)")
     return executor, max(run.seconds for run in warm)
 
