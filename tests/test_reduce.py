@@ -478,3 +478,40 @@ def test_establish_runs_the_traced_run_beside_its_confirmations_where_memory_hol
     with pytest.raises(MinreproError, match="flakily"):
         driver.establish(script, sys.executable, 60, tmp_path, 3, beside=called.append)
     assert not called
+
+
+def test_the_cold_verification_runs_the_bad_and_the_good_runs_side_by_side(tmp_path, monkeypatch):
+    """One bad run and two good runs per good env, `jobs` at once (a long script runs to its end where the bug is
+    fixed: one after another they outlasted a GPU call's last 90 s); each env's runs judged as before."""
+    import threading
+    import time
+    from types import SimpleNamespace
+
+    from minrepro.reduction import driver
+
+    live, most, lock = [0], [0], threading.Lock()
+
+    class Cold:
+        def __init__(self, python, jobs):
+            self.python = python
+
+        def run_many(self, scripts, timeout, home):
+            with lock:
+                live[0] += 1
+                most[0] = max(most[0], live[0])
+            time.sleep(0.2)
+            with lock:
+                live[0] -= 1
+            return [SimpleNamespace(signature="bug" if self.python in ("bad", "still-bad") else None, loaded=("torch",))]
+
+    monkeypatch.setattr(driver, "ColdExecutor", Cold)
+    oracle = SimpleNamespace(matches=lambda run: run.signature == "bug", litters=lambda run: "", good_timeout=None,
+                             good_runs=2)
+    guard = SimpleNamespace(pythons=("fixed", "also-fixed"))
+    assert driver._verify_cold("x = 1\n", oracle, "bad", guard, 5.0, tmp_path, tmp_path, jobs=8) == (
+        True, True, "also fails the same way where the bug is fixed ()", ("torch",))
+    assert most[0] == 5  # 1 bad + 2 x 2 good, all at once
+    most[0] = 0
+    verified, good_pass, why, _ = driver._verify_cold("x = 1\n", oracle, "bad", SimpleNamespace(pythons=("still-bad",)),
+                                                      5.0, tmp_path, tmp_path, jobs=2)
+    assert (verified, good_pass) == (False, False) and "still-bad" in why and most[0] == 2

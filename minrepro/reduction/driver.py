@@ -343,7 +343,7 @@ def _reduce_script(opts: ReduceOptions, log: Callable[[str], None], say: Callabl
         if not opts.oracle:
             say("verifying the result cold, in the bad and the good environments")
             verified, good_pass, why, loaded = _verify_cold(result, oracle, python, guard, timeout, workdir,
-                                                            script.parent)
+                                                            script.parent, jobs)
             if not verified:
                 raise MinreproError(f"the reduced script {why}; kept in {state_path}")
     except KeyboardInterrupt as stop:  # anywhere, Ctrl-C or SIGTERM/SIGHUP: the best so far is written
@@ -615,13 +615,20 @@ def _warm_executor(executor: Executor, original: Signature, script: Path, notes:
 
 
 def _verify_cold(result: str, oracle: SignatureOracle, python: str, guard: Guard, timeout: float, workdir: Path,
-                 home: Path) -> tuple[bool, bool | None, str, tuple[str, ...]]:
+                 home: Path, jobs: int = 1) -> tuple[bool, bool | None, str, tuple[str, ...]]:
     """The result fails with the signature in a fresh interpreter; and (None when unguarded) it does not in the
     good environments. No run-time budget here: a cold run pays the imports the budget excludes. Then: what
-    went wrong, for the error, and the packages the bad run loaded (what the output's pins must name)."""
+    went wrong, for the error, and the packages the bad run loaded (what the output's pins must name).
+    The bad run and the good runs go side by side, `jobs` at once (what memory allows for what the search ran): one
+    after another, the good runs of E4B's pinned twin, which runs to its end where the bug is fixed, did not end in
+    the 90 s a GPU call had left."""
     path = workdir / "verify.py"
     path.write_text(result, encoding="utf-8")
-    bad = ColdExecutor(python, 1).run_many([path], timeout, home)[0]
+    runs = [(python, timeout)] + [(py, oracle.good_timeout or timeout) for py in guard.pythons
+                                  for _ in range(max(GOOD_RUNS, oracle.good_runs))]  # the search may have run fewer
+    with ThreadPoolExecutor(max(1, jobs)) as pool:
+        results = list(pool.map(lambda run: ColdExecutor(run[0], jobs).run_many([path], run[1], home)[0], runs))
+    bad = results[0]
     if not oracle.matches(bad):
         ended = bad.signature.headline if bad.signature else "passed"
         return False, None, f"does not reproduce in a fresh interpreter ({ended} after {bad.seconds:.0f} s)", ()
@@ -629,9 +636,7 @@ def _verify_cold(result: str, oracle: SignatureOracle, python: str, guard: Guard
         return False, None, f"{why} (cold)", ()
     if not guard.pythons:
         return True, None, "", bad.loaded
-    good = [(py, ColdExecutor(py, 1).run_many([path], oracle.good_timeout or timeout, home)[0]) for py in guard.pythons
-            for _ in range(max(GOOD_RUNS, oracle.good_runs))]  # the search may have run fewer (a library's crash)
-    also = sorted({py for py, run in good if oracle.matches(run)})
+    also = sorted({py for (py, _), run in zip(runs[1:], results[1:]) if oracle.matches(run)})
     return not also, not also, f"also fails the same way where the bug is fixed ({', '.join(also)})", bad.loaded
 
 
