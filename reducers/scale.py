@@ -29,6 +29,7 @@ SHRINK: dict[str, int] = {
 CONFIG_NOISE = {"_name_or_path", "transformers_version", "architectures", "quantization_config", "dtype",
                 "torch_dtype", "_attn_implementation_autoset", "output_attentions", "output_hidden_states"}
 PEFT_NOISE = {"base_model_name_or_path", "revision", "inference_mode", "peft_version", "auto_mapping", "peft_type"}
+UNSET_MARK = "__minrepro_unset__"  # a nested config's defaults where its class leaves it unset (see _bootstrap)
 LOADERS = {"from_pretrained"}
 DISPATCHERS = {"dispatch_model"}
 Path_ = tuple[str, ...]  # a field's place in a nested config: ("text_config", "hidden_size")
@@ -104,7 +105,7 @@ def structural(config: dict[str, Any], defaults: dict[str, Any]) -> dict[str, An
         default = defaults.get(key) if isinstance(defaults, dict) else None
         if isinstance(value, dict) and isinstance(default, dict) and "model_type" in value:
             inner = structural(value, default)
-            if inner:
+            if inner or default.get(UNSET_MARK):  # a tower the class leaves unset: `{}` still builds it
                 out[key] = inner
         elif value != default:
             out[key] = value

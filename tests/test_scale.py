@@ -387,3 +387,58 @@ def test_a_twins_good_runs_take_only_the_slots_its_bad_runs_leave(tmp_path, monk
     driver._scale_down(opts, workdir, script, "a = 1\n", "python", 60.0, Eight(), None,
                        driver.RunResult(1, "", "", 1.0, None, ""), None, driver.Progress(1, print, live=False), print)
     assert slots == [(2, 7), (16, 1)]  # one candidate: 1 bad run + 7 good slots; eight: 8 bad runs + 1
+
+
+@pytest.mark.libs
+def test_a_tower_the_config_class_leaves_unset_is_diffed_against_its_own_defaults_and_still_built(tmp_path):
+    """Gemma 4's vision and audio configs default to None in Gemma4Config: diffed against None, the E4B twin wrote
+    every field of both towers (id2label included) into one line. Against their own classes' defaults the twin
+    names only what differs, and still builds both towers: its config equals the loaded one."""
+    import transformers
+
+    from minrepro.harness.runner import run_script
+    from minrepro.reducers.scale import CONFIG_NOISE
+
+    script = tmp_path / "job.py"
+    script.write_text(
+        "import sys, transformers\n"
+        "text = {'hidden_size': 32, 'intermediate_size': 64, 'num_hidden_layers': 2, 'num_attention_heads': 2,\n"
+        "        'num_key_value_heads': 1, 'head_dim': 16, 'global_head_dim': 16, 'hidden_size_per_layer_input': 8,\n"
+        "        'vocab_size': 64, 'vocab_size_per_layer_input': 64, 'layer_types': ['sliding_attention', 'full_attention']}\n"
+        "towers = {'hidden_size': 32, 'num_hidden_layers': 1, 'num_attention_heads': 2}\n"
+        "config = transformers.AutoConfig.for_model('gemma4', text_config=text, vision_config={**towers, "
+        "'intermediate_size': 64, 'head_dim': 16, 'num_key_value_heads': 1}, audio_config={**towers, 'output_proj_dims': 32})\n"
+        "transformers.Gemma4ForConditionalGeneration(config).save_pretrained(sys.argv[1])\n"
+        "transformers.Gemma4ForConditionalGeneration.from_pretrained(sys.argv[1])\n"
+        "raise SystemExit('loaded')\n")
+    result = run_script(script, args=[str(tmp_path / "ckpt")], timeout=300, trace=True)
+    plan = plan_from_trace(result.trace)
+    assert plan is not None, result.stderr[-2000:]
+    config = twin_config(plan.loads[0], set())
+    assert set(config) >= {"vision_config", "audio_config"} and "id2label" not in config["vision_config"]
+    rebuilt = transformers.AutoConfig.for_model("gemma4", **config).to_dict()
+    loaded = plan.loads[0].config
+
+    def same(a: dict, b: dict) -> None:
+        for key in set(a) | set(b):
+            if key not in CONFIG_NOISE and key not in ("id2label", "label2id"):
+                if isinstance(a.get(key), dict) and isinstance(b.get(key), dict):
+                    same(a[key], b[key])
+                else:
+                    assert a.get(key) == b.get(key), key
+
+    same(json_round_trip(rebuilt), loaded)
+
+
+def json_round_trip(value):
+    import json
+
+    return json.loads(json.dumps(value, default=str))
+
+
+def test_the_unset_mark_is_the_same_in_the_traced_run_and_the_reducer():
+    # the traced run imports nothing of minrepro's reducers: the mark is written twice and must agree
+    from minrepro.harness import _bootstrap
+    from minrepro.reducers import scale
+
+    assert _bootstrap.UNSET_MARK == scale.UNSET_MARK

@@ -235,12 +235,29 @@ def _model_record(model, args, kwargs):
         config = model.config
         checkpoint = args[0] if args else kwargs.get("pretrained_model_name_or_path")
         record.update({"model_type": config.model_type, "config": _plain(config.to_dict()),
-                       "config_defaults": _plain(type(config)().to_dict()),
+                       "config_defaults": _plain(_config_defaults(config)),
                        "checkpoint": os.fspath(checkpoint) if isinstance(checkpoint, (str, os.PathLike)) else None,
                        "parameters_total": sum(p.numel() for p in model.parameters())})
     except Exception as exc:
         record["model_trace_error"] = repr(exc)
     return record
+
+
+def _config_defaults(config):
+    """The config class's defaults, and for each nested config the class leaves unset (Gemma 4's vision and audio
+    configs default to None) that config's own class defaults, marked UNSET_MARK: diffed against None, the E4B twin
+    repeated every field of both towers (id2label included) in one line of its output."""
+    defaults = type(config)().to_dict()
+    for key, value in vars(config).items():
+        if hasattr(value, "to_dict") and hasattr(value, "model_type") and not isinstance(defaults.get(key), dict):
+            try:
+                defaults[key] = {**type(value)().to_dict(), UNSET_MARK: True}
+            except Exception:  # a config class that cannot be built bare: diffed against None, as before
+                pass
+    return defaults
+
+
+UNSET_MARK = "__minrepro_unset__"
 
 
 def _adapter_record(cls, _result, args, kwargs):
