@@ -414,12 +414,12 @@ def test_a_shared_prefix_that_runs_past_the_timeout_is_given_up_and_its_candidat
         executor.close()
 
 
-@pytest.mark.parametrize("left, expected", [([], "forkserver"), (["peft"], "warm-pool")])
+@pytest.mark.parametrize("left, expected", [([], "forkserver"), (["peft"], "warm-pool"), (None, "warm-pool")])
 def test_auto_takes_the_warm_pool_only_where_the_fork_server_would_leave_a_cuda_import_to_each_child(
         monkeypatch, left, expected):
     """On a GPU box the fork server leaves bitsandbytes (and peft through it) to every forked child, since their
     import initializes CUDA; the warm pool imports them ahead. Where nothing is left (no CUDA visible) the fork
-    server, with its prefix snapshots, is kept; a server given up is closed."""
+    server, with its prefix snapshots, is kept; a server given up is closed; one that cannot start gives the pool."""
     from minrepro.harness import executors
 
     closed: list[str] = []
@@ -428,6 +428,8 @@ def test_auto_takes_the_warm_pool_only_where_the_fork_server_would_leave_a_cuda_
         name = "forkserver"
 
         def __init__(self, python, preload, jobs, recorded):
+            if left is None:
+                raise MinreproError("CUDA was initialized while preloading; a fork server cannot be used")
             self.skipped = list(left)
 
         def close(self):
@@ -446,3 +448,5 @@ def test_auto_takes_the_warm_pool_only_where_the_fork_server_would_leave_a_cuda_
     assert closed == (["forkserver"] if left else [])
     if left:
         assert "peft" in chosen.chosen_because and "CUDA" in chosen.chosen_because
+    if left is None:  # a server that cannot start at all: the pool, not cold runs
+        assert "could not start" in chosen.chosen_because

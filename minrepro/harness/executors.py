@@ -432,14 +432,17 @@ def _auto(python: str | None, preload: Sequence[str], jobs: int, recorded: Seque
     On two H200s, the E4B twin of eval_gemma4_gpu.py, 8 at once (benchmarks/scale/executor_cost.py): cold 17.5 s
     per run, fork server 13.6 s (it left peft to each child), warm pool 7.9 s. Where CUDA is not visible nothing is
     left to the children and the fork server (with its prefix snapshots) stays."""
-    server = ForkServerExecutor(python, preload, jobs, recorded)
-    if not server.skipped:
-        return server
-    left = list(server.skipped)
-    server.close()
+    try:
+        server = ForkServerExecutor(python, preload, jobs, recorded)
+    except MinreproError as exc:  # e.g. CUDA initialized while preloading: workers that never fork can still run
+        why = f"the fork server could not start ({exc})"
+    else:
+        if not server.skipped:
+            return server
+        why = f"the fork server would leave {', '.join(server.skipped)} to each candidate (importing it initializes CUDA)"
+        server.close()
     pool = WarmPoolExecutor(python, preload, jobs, recorded)
-    pool.chosen_because = (f"the fork server would leave {', '.join(left)} to each candidate (importing it initializes "
-                           "CUDA)")
+    pool.chosen_because = why
     return pool
 
 
