@@ -515,3 +515,19 @@ def test_the_cold_verification_runs_the_bad_and_the_good_runs_side_by_side(tmp_p
     verified, good_pass, why, _ = driver._verify_cold("x = 1\n", oracle, "bad", SimpleNamespace(pythons=("still-bad",)),
                                                       5.0, tmp_path, tmp_path, jobs=2)
     assert (verified, good_pass) == (False, False) and "still-bad" in why and most[0] == 2
+
+
+def test_a_chained_pass_tries_every_edit_at_once_first_and_takes_it_in_one_round():
+    """Three functions to inline, each accepted anyway: with `chain`, the first batch carries all three inlined, and
+    one round (one batch of runs, 13 s each at E4B on a GPU) replaces three; without it, one round per function."""
+    from minrepro.reducers import Problem
+    from minrepro.reducers.passes import greedy, inline_functions
+
+    source = ("def a():\n    x = 1\n    return x\n\ndef b():\n    y = 2\n    return y\n\ndef c():\n    z = 3\n"
+              "    return z\n\nu = a()\nv = b()\nw = c()\nraise RuntimeError(u + v + w)\n")
+    for chain, rounds in ((True, 1), (False, 3)):
+        batches: list[list[str]] = []
+        problem = Problem(source, lambda batch: batches.append(batch) or [True] * len(batch), jobs=4)
+        greedy(inline_functions, chain=chain)(problem)
+        assert "def " not in problem.current and "raise RuntimeError(u + v + w)" in problem.current
+        assert len(batches) == rounds, (chain, batches)
