@@ -387,3 +387,30 @@ def test_a_placement_check_on_one_other_gpu_with_ids_on_it_is_withdrawn_before_t
     assert withdrawn_of({**group, "witness": {"spec": split}}, {}) is None  # a split map's mismatch stays a finding
     on_cuda0 = {**witness["spec"], "placement": {**witness["spec"]["placement"], "device_map": {"": 0}}}
     assert withdrawn_of({**group, "witness": {"spec": on_cuda0}}, {}) is None
+
+
+def test_a_reduced_finding_says_what_it_met_on_the_sets_where_it_failed_otherwise(tmp_path, monkeypatch) -> None:
+    """The two-GPU rows came back "fail-other" on two sets each, with nothing about that other failure: the
+    outcome now keeps its final line and why it is another."""
+    from types import SimpleNamespace
+
+    from minrepro.catalog.manifest import Case
+    from minrepro.cli import explore as cli
+    from minrepro.harness.signature import Signature
+
+    for name in ("pinned", "newest"):
+        (tmp_path / "envs" / name / "bin").mkdir(parents=True)
+        (tmp_path / "envs" / name / "bin" / "python").write_text("")
+    monkeypatch.setenv("MINREPRO_CACHE", str(tmp_path))
+    runs = {"pinned": ("KeyError: 'axial'", "KeyError", "'axial'"), "newest": ("ValueError: boom", "ValueError", "boom")}
+
+    def run_script(script, python, timeout, isolated):
+        headline, type_, message = runs[Path(python).parents[1].name]
+        return SimpleNamespace(signature=Signature("exception", type_, message), raw_headline=headline)
+
+    monkeypatch.setattr(cli, "run_script", run_script)
+    case = Case(id="x", script=tmp_path / "x.py", family="?", device="cpu", signature=r"^ValueError: boom$",
+                outcomes={}, fixed_in=(), upstream=(), owner=None)
+    outcomes, others = cli._outcomes(case, SimpleNamespace(sets={"pinned": {}, "reporter": {}, "newest": {}}), 5.0)
+    assert outcomes == {"pinned": "fail-other", "newest": "fail"}  # reporter: no env here
+    assert others == {"pinned": "KeyError: 'axial' (final line does not match /^ValueError: boom$/)"}

@@ -143,26 +143,31 @@ def _reduce_finding(key: str, witness, opts, catalog, results: Path, args: argpa
     # the rule a user's script gets: the final line literal, numbers (and a missing key) free
     case = Case(id=name, script=out, family="?", device=opts.device, signature=headline_regex(witness.headline),
                 outcomes={}, fixed_in=(), upstream=(), owner=owner)
-    outcomes = _outcomes(case, catalog, opts.timeout)
+    outcomes, others = _outcomes(case, catalog, opts.timeout)
     case = replace(case, outcomes={"pinned": "pass", "newest": "pass", **outcomes})
     entry = ex.candidate_entry(case, outcomes)
     (folder / f"{name}.case.toml").write_text(entry, encoding="utf-8")
     return {"script": str(out), "lines": summary.output_lines, "spec": str(folder / f"{name}.spec.json"),
             "steps": str(steps_file_of(out.resolve())), "spec_steps": [n for n, _, _ in trip.steps[1:]],
-            "guard": summary.guard, "outcomes": outcomes, "catalog_checks": check_case(case, catalog) or "ok",
+            "guard": summary.guard, "outcomes": outcomes, "other_failures": others,
+            "catalog_checks": check_case(case, catalog) or "ok",
             "replay": f"minrepro scenario render --spec {folder / f'{name}.spec.json'} > replay.py && "
                       f"minrepro check replay.py --set {next(iter(outcomes), 'pinned')}"}
 
 
-def _outcomes(case: Case, catalog, timeout: float) -> dict[str, str]:
+def _outcomes(case: Case, catalog, timeout: float) -> tuple[dict[str, str], dict[str, str]]:
     """fail / fail-other / pass of the candidate case on each version set whose env exists in the cache, judged as
-    the catalog judges its cases."""
-    found = {}
+    the catalog judges its cases; and, per set where it failed otherwise, that failure's final line and why it is
+    another (a "fail-other" alone said nothing of what the two-GPU rows met on the other sets)."""
+    found, others = {}, {}
     for name in catalog.sets:
         python = cache("envs", name, "bin", "python")
         if python.is_file():
-            found[name] = observe(case, run_script(case.script, python=str(python), timeout=timeout, isolated=True))[0]
-    return found
+            run = run_script(case.script, python=str(python), timeout=timeout, isolated=True)
+            found[name], why = observe(case, run)
+            if found[name] == "fail-other":
+                others[name] = f"{run.raw_headline.splitlines()[0][:200]} ({why})"
+    return found, others
 
 
 def register(sub: argparse._SubParsersAction) -> None:
