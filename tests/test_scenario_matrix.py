@@ -117,7 +117,7 @@ def test_a_spec_reduction_stops_its_spec_passes_at_the_time_budget_and_hands_the
         return SimpleNamespace(signature=sig, raw_headline="ValueError: boom", modules=())
 
     handed: list[float | None] = []
-    monkeypatch.setattr(trip.time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(trip, "time", SimpleNamespace(monotonic=lambda: clock[0]))  # this module's clock only
     monkeypatch.setattr(trip, "probe", lambda python: SimpleNamespace(versions={}))
     monkeypatch.setattr(trip, "read_marker", lambda env: None)
     monkeypatch.setattr(trip, "use_checkpoint_cache", lambda namespace: None)
