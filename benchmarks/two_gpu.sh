@@ -32,3 +32,4 @@ done
 done
 wait
 tar czf "$OUT/results.tgz" results/explore results/bisect  # what the reports and bisections recorded
+tar czf "$OUT/logs.tgz" -C "$OUT" logs  # the lending tool brings back a few files per call: the logs in one

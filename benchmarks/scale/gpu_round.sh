@@ -26,3 +26,5 @@ for job in "$@"; do
   cp "$W/jobs/$1/"*.min.py "$W/$1-$2.min.py" 2>/dev/null
 done
 touch "$W/DONE"
+# the lending tool brings back a few files per call (8 on 2026-11-25): one archive of what the round wrote
+[ -n "${OUT:-}" ] && (cd "$W" && tar czf "$OUT/round-$(basename "$W").tgz" --ignore-failed-read *.log *.jsonl *.min.py jobs/*/*.min.py 2>/dev/null)
