@@ -34,7 +34,8 @@ def cmd_explore(args: argparse.Namespace) -> int:
         if not args.check:
             readme.write_text(text, encoding="utf-8")
         return 0
-    if args.jobs < 1 or args.gpus < 1 or args.seconds <= 0 or (args.reduce_seconds is not None and args.reduce_seconds <= 0):
+    bad_budget = args.reduce_seconds is not None and args.reduce_seconds <= 0
+    if args.jobs < 1 or args.gpus < 1 or args.seconds <= 0 or bad_budget:
         raise MinreproError("--jobs and --gpus must be at least 1, --seconds and --reduce-seconds positive")
     if args.device == "cpu" and args.gpus > 1:
         raise MinreproError("--gpus needs --device cuda")
@@ -166,7 +167,7 @@ def _outcomes(case: Case, catalog, timeout: float) -> tuple[dict[str, str], dict
             run = run_script(case.script, python=str(python), timeout=timeout, isolated=True)
             found[name], why = observe(case, run)
             if found[name] == "fail-other":
-                others[name] = f"{run.raw_headline.splitlines()[0][:200]} ({why})"
+                others[name] = f"{(run.raw_headline.splitlines() or [''])[0][:200]} ({why})"
     return found, others
 
 

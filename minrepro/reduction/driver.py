@@ -626,8 +626,9 @@ def _verify_cold(result: str, oracle: SignatureOracle, python: str, guard: Guard
     path.write_text(result, encoding="utf-8")
     runs = [(python, timeout)] + [(py, oracle.good_timeout or timeout) for py in guard.pythons
                                   for _ in range(max(GOOD_RUNS, oracle.good_runs))]  # the search may have run fewer
-    with ThreadPoolExecutor(max(1, jobs)) as pool:
-        results = list(pool.map(lambda run: ColdExecutor(run[0], jobs).run_many([path], run[1], home)[0], runs))
+    at_once = max(1, min(jobs, len(runs)))  # also each run's share of the cores (thread_cap)
+    with ThreadPoolExecutor(at_once) as pool:
+        results = list(pool.map(lambda run: ColdExecutor(run[0], at_once).run_many([path], run[1], home)[0], runs))
     bad = results[0]
     if not oracle.matches(bad):
         ended = bad.signature.headline if bad.signature else "passed"

@@ -94,8 +94,12 @@ def reduce_spec(spec: Scenario, label: str, scale: str, device: str, opts: Reduc
     judged: dict[str, dict] = json.loads(cache_path.read_text()) if cache_path.is_file() and not opts.fresh else {}
     trip = ScenarioTrip()
 
+    stopped = False  # the spec passes were cut at their share of the budget (said in the log)
+
     def past_budget() -> bool:  # the spec passes' share of the budget: the script phase must still have time to run
-        return opts.max_seconds is not None and time.monotonic() - began > SPEC_SHARE * opts.max_seconds
+        nonlocal stopped
+        stopped = stopped or (opts.max_seconds is not None and time.monotonic() - began > SPEC_SHARE * opts.max_seconds)
+        return stopped
 
     executor: Executor | None = None  # started after the first (cold) run, preloading what that run imported
 
@@ -159,7 +163,7 @@ def reduce_spec(spec: Scenario, label: str, scale: str, device: str, opts: Reduc
     finally:
         if executor:
             executor.close()
-    if past_budget():
+    if stopped:
         log(f"  spec passes stopped at their share of the time budget ({SPEC_SHARE * opts.max_seconds:g} of "
             f"{opts.max_seconds:g} s)")
     out = opts.out or Path(f"{label}.min.py")
