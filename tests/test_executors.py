@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 import time
 
@@ -414,20 +415,23 @@ def test_a_shared_prefix_that_runs_past_the_timeout_is_given_up_and_its_candidat
         executor.close()
 
 
-@pytest.mark.parametrize("left, expected", [([], "forkserver"), (["peft"], "warm-pool"), (None, "warm-pool")])
-def test_auto_takes_the_warm_pool_only_where_the_fork_server_would_leave_a_cuda_import_to_each_child(
-        monkeypatch, left, expected):
-    """On a GPU box the fork server leaves bitsandbytes (and peft through it) to every forked child, since their
-    import initializes CUDA; the warm pool imports them ahead. Where nothing is left (no CUDA visible) the fork
-    server, with its prefix snapshots, is kept; a server given up is closed; one that cannot start gives the pool."""
+@pytest.mark.parametrize("cuda, left, expected", [(False, [], "forkserver"), (False, ["peft"], "warm-pool"),
+                                                   (False, None, "warm-pool"), (True, [], "warm-pool")])
+def test_auto_takes_the_warm_pool_where_cuda_is_visible_or_the_fork_server_cannot_serve(
+        monkeypatch, cuda, left, expected):
+    """Where CUDA is visible the warm pool, without starting a fork server (its snapshots stop at CUDA's
+    initialization, and its children were slower on two H200s). Elsewhere the fork server, with its prefix snapshots,
+    unless it would leave a CUDA-initializing import to every child (closed, then the pool) or cannot start."""
     from minrepro.harness import executors
 
+    started: list[str] = []
     closed: list[str] = []
 
     class Server:
         name = "forkserver"
 
         def __init__(self, python, preload, jobs, recorded):
+            started.append(self.name)
             if left is None:
                 raise MinreproError("CUDA was initialized while preloading; a fork server cannot be used")
             self.skipped = list(left)
@@ -441,12 +445,25 @@ def test_auto_takes_the_warm_pool_only_where_the_fork_server_would_leave_a_cuda_
         def __init__(self, python, preload, jobs, recorded):
             self.chosen_because = ""
 
+    monkeypatch.setattr(executors, "_cuda_visible_in", lambda python: cuda)
     monkeypatch.setattr(executors, "ForkServerExecutor", Server)
     monkeypatch.setattr(executors, "WarmPoolExecutor", Pool)
     chosen = executors.make_executor("auto", None, ["torch"], 2)
     assert chosen.name == expected
+    assert started == ([] if cuda else ["forkserver"])
     assert closed == (["forkserver"] if left else [])
+    if cuda:
+        assert "CUDA is visible" in chosen.chosen_because
     if left:
         assert "peft" in chosen.chosen_because and "CUDA" in chosen.chosen_because
     if left is None:  # a server that cannot start at all: the pool, not cold runs
         assert "could not start" in chosen.chosen_because
+
+
+def test_cuda_visibility_is_not_probed_without_the_nvidia_driver(monkeypatch):
+    """A CPU box (no /dev/nvidiactl, no /proc/driver/nvidia) answers at once: no interpreter is started."""
+    from minrepro.harness import executors
+
+    monkeypatch.setattr(executors.Path, "exists", lambda self: False)
+    monkeypatch.setattr(executors.subprocess, "run", lambda *a, **k: pytest.fail("probed"))
+    assert executors._cuda_visible_in(sys.executable) is False

@@ -3,8 +3,7 @@
 - `ColdExecutor`: a fresh interpreter per candidate (`run_script`); pays the full import every time.
 - `ForkServerExecutor`: one server imports the heavy libraries once, then forks a child per candidate.
 - `WarmPoolExecutor`: spawned workers that pre-import the libraries and each run one candidate.
-- "auto" (`_auto`): the fork server, or the warm pool where the fork server would leave CUDA-initializing imports
-  to every child.
+- "auto" (`_auto`): the warm pool where CUDA is visible (or the fork server cannot serve), else the fork server.
 
 Every candidate still gets a process of its own, so a crash or a monkeypatch cannot leak into the next.
 The reducer only sees `run_many`; `benchmarks/` measures the three against each other.
@@ -426,21 +425,40 @@ class WarmPoolExecutor(_WarmExecutor):
         self._tmp.cleanup()
 
 
-def _auto(python: str | None, preload: Sequence[str], jobs: int, recorded: Sequence[str] = ()) -> Executor:
-    """The fork server, unless it must leave an import that initializes CUDA (bitsandbytes, and peft through it) to
-    every forked child: then the warm pool, whose workers import everything, CUDA included, before they are needed.
-    On two H200s, the E4B twin of eval_gemma4_gpu.py, 8 at once (benchmarks/scale/executor_cost.py): cold 17.5 s
-    per run, fork server 13.6 s (it left peft to each child), warm pool 7.9 s. Where CUDA is not visible nothing is
-    left to the children and the fork server (with its prefix snapshots) stays."""
+def _cuda_visible_in(python: str) -> bool:
+    """Whether the env's torch sees a GPU, asked through NVML (nothing is initialized). A box without the NVIDIA
+    driver is not asked: the probe imports torch (2-3 s)."""
+    if not (Path("/dev/nvidiactl").exists() or Path("/proc/driver/nvidia").exists()):
+        return False
+    probe = "import torch; print(torch.cuda.is_available())"
     try:
-        server = ForkServerExecutor(python, preload, jobs, recorded)
-    except MinreproError as exc:  # e.g. CUDA initialized while preloading: workers that never fork can still run
-        why = f"the fork server could not start ({exc})"
+        out = subprocess.run([python, "-c", probe], capture_output=True, text=True, timeout=120,
+                             env={**os.environ, "PYTORCH_NVML_BASED_CUDA_CHECK": "1"})
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return out.stdout.strip().endswith("True")
+
+
+def _auto(python: str | None, preload: Sequence[str], jobs: int, recorded: Sequence[str] = ()) -> Executor:
+    """The warm pool where CUDA is visible, else the fork server. On a GPU the fork server's prefix snapshots stop at
+    the first CUDA initialization, and its children were slower: the E2B twin of eval_gemma4_gpu.py (pinned, two
+    H200s, 8 at once, 2026-11-26) cost 12.1 s per candidate under the fork server and 7.6 s under the warm pool; on
+    newest the fork server also leaves peft (bitsandbytes 0.50 initializes CUDA at import) to every child. Elsewhere
+    the fork server stays; if it would leave a CUDA-initializing import anyway, or cannot start, the warm pool."""
+    python = resolve_python(python)
+    if _cuda_visible_in(python):
+        why = "CUDA is visible: fork-server snapshots cannot pass CUDA's initialization"
     else:
-        if not server.skipped:
-            return server
-        why = f"the fork server would leave {', '.join(server.skipped)} to each candidate (importing it initializes CUDA)"
-        server.close()
+        try:
+            server = ForkServerExecutor(python, preload, jobs, recorded)
+        except MinreproError as exc:  # e.g. CUDA initialized while preloading: workers that never fork can still run
+            why = f"the fork server could not start ({exc})"
+        else:
+            if not server.skipped:
+                return server
+            why = (f"the fork server would leave {', '.join(server.skipped)} to each candidate "
+                   "(importing it initializes CUDA)")
+            server.close()
     pool = WarmPoolExecutor(python, preload, jobs, recorded)
     pool.chosen_because = why
     return pool
