@@ -162,8 +162,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                         help="a SCRIPT's reduction runs no candidate after S seconds (counted from its start); the "
                              "best so far is then verified and written, with a note that it may not be minimal")
     reduce.add_argument("--executor", default="auto", choices=["auto", "forkserver", "warm-pool", "cold"],
-                        help="how candidates run, each in its own process either way (auto: the fork server, or the "
-                             "warm pool where importing the libraries initializes CUDA)")
+                        help="how candidates run, each in its own process either way (auto: the warm pool where the "
+                             "env's torch sees a GPU, else the fork server)")
     reduce.add_argument("--good-python", action="append", default=[], metavar="PY",
                         help="an interpreter where the bug is fixed (repeatable): a candidate must not fail the "
                              "same way there (default: found automatically, see --guard)")
