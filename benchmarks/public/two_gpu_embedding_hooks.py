@@ -45,6 +45,9 @@ def main():
     parser.add_argument("--case", choices=sorted(CASES), default="finding")
     parser.add_argument("--move-ids", action="store_true")
     args = parser.parse_args()
+    if torch.cuda.device_count() < 2:  # benchmarks/gpu_box.sh runs every script here, on one GPU too
+        emit(step="skipped", why=f"needs two GPUs; {torch.cuda.device_count()} visible")
+        return
     base_map, budget = CASES[args.case]
     root = tempfile.mkdtemp()
     torch.manual_seed(0)
