@@ -4,7 +4,8 @@
 #   2. every case with the libraries at the commits of the repositories under REPOS (LIB.git each: `--repo`), which
 #      gives the CUDA rows of the "still fails on main" table;
 #   3. the public reports adapted under benchmarks/public/, on each set;
-#   4. `nox -s patched -- --record` in what time is left (DEADLINE seconds in all, default 560).
+#   4. with KITS="CASE:LIB ...", each case's PR kit against LIB's carried main (`minrepro kit`: GPU-only tests);
+#   5. `nox -s patched -- --record` in what time is left (DEADLINE seconds in all, default 560).
 # Results and logs come back as $OUT/results.tgz and $OUT/logs.tgz. With SETUP_E4B=1, the scale-down round's envs and
 # E4B checkpoint are made beside it (benchmarks/scale/gpu_round.sh --setup), for a following call on the same machine.
 # Usage: bash benchmarks/gpu_box.sh [REPOS]   (default REPOS: .gpu-carry)
@@ -31,8 +32,13 @@ for script in benchmarks/public/*.py; do
     step "rc=$?"
   done
 done
+for kit in ${KITS:-}; do  # CASE:LIB (e.g. peft-redispatch-drops-input-hook:peft): a GPU-only regression test's kit
+  step "kit ${kit%%:*} on ${kit##*:} main"
+  python3 -m minrepro kit "${kit%%:*}" --repo "${kit##*:}=$REPOS/${kit##*:}.git" > "$OUT/logs/kit-${kit%%:*}.log" 2>&1
+  step "rc=$?"
+done
 left=$((DEADLINE - SECONDS)); step "nox -s patched -- --record, $left s left"
 [ $left -gt 60 ] && { timeout $left nox -s patched -- --record > "$OUT/logs/nox-patched.log" 2>&1; step "rc=$?"; }
 wait
-tar czf "$OUT/results.tgz" results docs/catalog.md 2>/dev/null
+tar czf "$OUT/results.tgz" results docs/catalog.md 2>/dev/null  # results/kits/ included
 tar czf "$OUT/logs.tgz" -C "$OUT" logs && rm -rf "$OUT/logs"
