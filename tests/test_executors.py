@@ -465,5 +465,22 @@ def test_cuda_visibility_is_not_probed_without_the_nvidia_driver(monkeypatch):
     from minrepro.harness import executors
 
     monkeypatch.setattr(executors.Path, "exists", lambda self: False)
-    monkeypatch.setattr(executors.subprocess, "run", lambda *a, **k: pytest.fail("probed"))
+    monkeypatch.setattr(executors, "probe", lambda python: pytest.fail("probed"))
     assert executors._cuda_visible_in(sys.executable) is False
+
+
+@pytest.mark.parametrize("answer, expected", [(True, True), (False, False), (MinreproError("cannot probe"), False)])
+def test_cuda_visibility_is_the_envs_probe_where_the_driver_is(monkeypatch, answer, expected):
+    """With the NVIDIA driver present, the env's own probe says (the env's torch may be a CPU build, or see none)."""
+    from types import SimpleNamespace
+
+    from minrepro.harness import executors
+
+    def probe(python):
+        if isinstance(answer, Exception):
+            raise answer
+        return SimpleNamespace(cuda=answer)
+
+    monkeypatch.setattr(executors.Path, "exists", lambda self: True)
+    monkeypatch.setattr(executors, "probe", probe)
+    assert executors._cuda_visible_in(sys.executable) is expected

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Protocol, Sequence
 
 from minrepro.errors import MinreproError
+from minrepro.harness.probe import probe
 from minrepro.harness.resources import thread_cap
 from minrepro.harness.runner import (STACK_GRACE, RunResult, classify_run, cwd_entries, read_report, resolve_python,
                                      run_script, script_lines)
@@ -426,17 +427,14 @@ class WarmPoolExecutor(_WarmExecutor):
 
 
 def _cuda_visible_in(python: str) -> bool:
-    """Whether the env's torch sees a GPU, asked through NVML (nothing is initialized). A box without the NVIDIA
-    driver is not asked: the probe imports torch (2-3 s)."""
+    """Whether the env's torch sees a GPU (`probe`: one subprocess that imports torch, 2-3 s). A box without the
+    NVIDIA driver is not asked."""
     if not (Path("/dev/nvidiactl").exists() or Path("/proc/driver/nvidia").exists()):
         return False
-    probe = "import torch; print(torch.cuda.is_available())"
     try:
-        out = subprocess.run([python, "-c", probe], capture_output=True, text=True, timeout=120,
-                             env={**os.environ, "PYTORCH_NVML_BASED_CUDA_CHECK": "1"})
-    except (OSError, subprocess.TimeoutExpired):
+        return probe(python).cuda
+    except (MinreproError, subprocess.TimeoutExpired):  # the env cannot even be probed: its runs will say why
         return False
-    return out.stdout.strip().endswith("True")
 
 
 def _auto(python: str | None, preload: Sequence[str], jobs: int, recorded: Sequence[str] = ()) -> Executor:
