@@ -32,7 +32,9 @@ def emit(**record):
 
 def hooks(model):
     for name, module in model.named_modules():
-        hook = getattr(module, "_hf_hook", None)
+        # the module's own attribute: PeftModel forwards a missing attribute to its base, so getattr would list the
+        # base's hook under the PeftModel and its `base_model` too (the 2026-11-26 print did)
+        hook = module.__dict__.get("_hf_hook")
         if hook is None:
             continue
         inner = getattr(hook, "hooks", [hook])
@@ -69,7 +71,7 @@ def main():
     lm = inner.model.language_model
     emit(step="embeddings", embed_tokens=str(lm.embed_tokens.weight.device),
          embed_tokens_per_layer=str(lm.embed_tokens_per_layer.weight.device),
-         hooked={n: hasattr(m, "_hf_hook") for n, m in [("embed_tokens", lm.embed_tokens),
+         hooked={n: "_hf_hook" in m.__dict__ for n, m in [("embed_tokens", lm.embed_tokens),
                                                           ("embed_tokens_per_layer", lm.embed_tokens_per_layer),
                                                           ("language_model", lm), ("model", inner.model),
                                                           ("root", inner)]})
