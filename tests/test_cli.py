@@ -86,6 +86,17 @@ def test_signature_of_a_passing_script_says_nothing_to_sign(tmp_path, capsys):
     assert "does not fail" in capsys.readouterr().err
 
 
+def test_signature_with_placement_says_what_a_pass_stood_on(tmp_path, capsys):
+    # a pass proves nothing until it says which branch it reached: --placement prints it instead of refusing
+    script = tmp_path / "fine.py"
+    script.write_text("print(1)\n")
+    assert main(["signature", str(script), "--placement"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("passed (exit 0 in") and out[1] == "no model load or dispatch was traced"
+    assert main(["signature", str(script), "--placement", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["trace"] == []
+
+
 def test_signature_command_prints_the_owner(tmp_path, capsys):
     script = tmp_path / "bad.py"
     script.write_text("from packaging.version import Version\nVersion('a b')\n")

@@ -227,3 +227,67 @@ def test_an_emulation_refuses_a_library_imported_before_the_script():
     finally:
         if _sys.modules.get("bitsandbytes.cextension").__class__ is object:
             del _sys.modules["bitsandbytes.cextension"]
+
+
+FAKE_TORCH_TRANSFORMERS = '''
+import torch
+
+
+class AlignDevicesHook:  # accelerate's hook as the trace reads it: attributes only
+    execution_device, io_same_device, offload = "cuda:1", True, False
+
+
+class Inner(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.proj = torch.nn.Linear(2, 2, device="meta")  # an offloaded weight's placeholder
+        self.__dict__["_hf_hook"] = AlignDevicesHook()
+
+    def forward(self, x):
+        raise RuntimeError("Expected all tensors to be on the same device, but got mat2 is on meta")
+
+
+class PreTrainedModel(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.scale = torch.nn.Parameter(torch.ones(2))
+        self.inner = Inner()
+
+    @classmethod
+    def from_pretrained(cls, path, **kwargs):
+        return cls()
+
+    def forward(self, ids):
+        hidden = ids.float() * self.scale
+        return self.inner(hidden)
+'''
+
+
+def test_a_failing_traced_run_says_where_the_modules_on_its_stack_and_their_tensors_were(tmp_path, write_script):
+    # a cross-device error names two devices; which module held which side is what a maintainer asks first
+    pytest.importorskip("torch")
+    site = tmp_path / "site" / "transformers"
+    site.mkdir(parents=True)
+    (site / "__init__.py").write_text("")
+    (site / "modeling_utils.py").write_text(FAKE_TORCH_TRANSFORMERS)
+    script = write_script("import torch\nfrom transformers.modeling_utils import PreTrainedModel\n"
+                          "model = PreTrainedModel.from_pretrained('x')\nmodel(torch.ones(1, 2))\n")
+    result = run_script(script, env={"PYTHONPATH": str(tmp_path / "site")}, trace=True, isolated=True)
+    assert result.raw_headline.startswith("RuntimeError: Expected all tensors")
+    (failure,) = [r for r in result.trace if r["event"] == "failure"]
+    outer, inner = failure["modules"]
+    assert (outer["module"], outer["class"], outer["function"]) == ("(root)", "PreTrainedModel", "PreTrainedModel.forward")
+    assert outer["weights"] == {"cpu": 1} and outer["weights_below"] == {"cpu": 1, "meta": 2}
+    assert outer["tensors"] == {"ids": ["cpu"], "hidden": ["cpu"]} and outer["hooks"] == []
+    assert (inner["module"], inner["weights"], inner["weights_below"]) == ("inner", {}, {"meta": 2})
+    assert inner["tensors"] == {"x": ["cpu"]}
+    assert inner["hooks"] == [{"type": "AlignDevicesHook", "execution_device": "cuda:1", "io_same_device": True,
+                               "offload": False}]
+    from minrepro.harness.placement import placement_lines
+
+    lines = placement_lines(result.trace)
+    assert lines[0].startswith("load    PreTrainedModel.from_pretrained")
+    assert lines[-1] == ("  Inner.forward [inner]: none / meta×2 | AlignDevicesHook(execution cuda:1, io_same_device "
+                         "True) | x cpu")
+    untraced = run_script(script, env={"PYTHONPATH": str(tmp_path / "site")}, isolated=True)
+    assert untraced.trace == () and untraced.signature == result.signature  # observing changes nothing

@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 from ..errors import MinreproError
+from ..harness.placement import placement_lines
 from ..harness.resources import FIRST_RUN_TIMEOUT
 from ..harness.runner import DEFAULT_TIMEOUT, run_script
 from ..reduction.driver import GOOD_RUNS
@@ -20,16 +21,23 @@ def cmd_signature(args: argparse.Namespace) -> int:
     from ..reduction.driver import refuse_missing_libraries
 
     source = read_source(Path(args.script))  # a syntax error is bad input, not a failure to sign
-    result = run_script(args.script, python=args.python, timeout=args.timeout)
+    result = run_script(args.script, python=args.python, timeout=args.timeout, trace=args.placement)
     refuse_missing_libraries(result, source, args.python or "this interpreter")
-    if result.signature is None:
+    if result.signature is None and not args.placement:
         raise MinreproError(f"{args.script} does not fail: nothing to sign (exit 0 in {result.seconds:.1f} s)")
     if args.json:
-        print(json.dumps({"headline": result.raw_headline, "signature": result.signature.to_dict(),
-                          "owner": str(result.signature.owner), "seconds": round(result.seconds, 2)}))
+        signed = {} if result.signature is None else {
+            "headline": result.raw_headline, "signature": result.signature.to_dict(), "owner": str(result.signature.owner)}
+        print(json.dumps({**signed, "seconds": round(result.seconds, 2),
+                          **({"trace": list(result.trace)} if args.placement else {})}))
+        return 0
+    if result.signature is None:  # --placement: a pass says which branch it stood on
+        print(f"passed (exit {result.returncode} in {result.seconds:.1f} s)")
     else:
         print(result.signature)
         print(f"  owner: {result.signature.owner}")
+    if args.placement:
+        print("\n".join(placement_lines(result.trace)))
     return 0
 
 
@@ -128,6 +136,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     signature.add_argument("--python", help="interpreter whose environment runs it (default: this one)")
     signature.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, help="seconds before it counts as a timeout")
     signature.add_argument("--json", action="store_true", help="print it as JSON (what `matches --expect` reads)")
+    signature.add_argument("--placement", action="store_true",
+                           help="also say what the run placed where: each load's map, each accelerate dispatch and its "
+                                "hooks, and on failure the devices of the modules and tensors on the failing stack "
+                                "(a passing script prints this too, instead of an error)")
     signature.set_defaults(func=cmd_signature)
 
     matches = sub.add_parser("matches", help="exit 0 iff a script fails with a recorded signature (an oracle)")

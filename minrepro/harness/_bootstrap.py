@@ -10,6 +10,8 @@ budget that sends everything to one device leaves no other record). Every call o
 (PEFT's redispatch, transformers' own, the script's): who called it, the device map per device, the main device,
 how many quantized weights it will put under offload hooks, and, once it returns, the hooks it attached. A pass
 then says which branch it exercised. The wrappers only observe: arguments and results pass through unchanged.
+A run that fails ends the trace with the torch modules on the failing stack: where each one's weights are, its
+accelerate hook, and the devices of the tensors its frame held (a cross-device error's two sides).
 """
 
 import collections
@@ -23,6 +25,7 @@ import runpy
 import signal
 import sys
 import traceback
+import weakref
 
 
 @functools.lru_cache(maxsize=None)
@@ -92,6 +95,69 @@ _QUANTIZED = ("Params4bit", "Int8Params")
 def _append(path, record):
     with open(path, "a", encoding="utf-8") as fh:
         fh.write(json.dumps(record) + "\n")
+
+
+_LOADED_MODELS = []  # weak references to what from_pretrained returned: names for the modules on a failing stack
+
+
+def _remember(model):
+    try:
+        _LOADED_MODELS.append(weakref.ref(model))
+    except TypeError:
+        pass
+
+
+def _module_names(roots):
+    """id(module) -> its name under the first of `roots` that holds it."""
+    names = {}
+    for model in roots:
+        for name, module in model.named_modules() if model is not None else ():
+            names.setdefault(id(module), name or "(root)")
+    return names
+
+
+def _hook_records(module):
+    """accelerate's hooks on one module (a SequentialHook holds several): where each moves inputs, and whether it
+    offloads the module's weights."""
+    hook = module.__dict__.get("_hf_hook")  # its own: a PeftModel forwards attribute lookups to its base
+    return [{"type": type(one).__name__, "execution_device": _plain(getattr(one, "execution_device", None)),
+             "io_same_device": getattr(one, "io_same_device", None), "offload": getattr(one, "offload", None)}
+            for one in getattr(hook, "hooks", None) or ([hook] if hook is not None else [])]
+
+
+def _tensor_devices(value, depth=0):
+    """The devices of the tensors in a frame's local (tuples, lists and dict values one level down: *args)."""
+    if hasattr(value, "device") and hasattr(value, "dtype") and hasattr(value, "shape"):
+        return [str(value.device)]
+    if depth == 0 and isinstance(value, (tuple, list, dict)):
+        items = value.values() if isinstance(value, dict) else value
+        return sorted({d for item in list(items)[:16] for d in _tensor_devices(item, 1)})
+    return []
+
+
+def failure_devices(tb, limit=12):
+    """The innermost `limit` frames of the failing stack that run a torch module's method: the module (its name in
+    a loaded model, its class), where its own weights are and where those below it are, its hooks, and the devices
+    of the tensors the frame held."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return []
+    stack = [(frame, lineno, frame.f_locals.get("self")) for frame, lineno in traceback.walk_tb(tb)]
+    # the second test: Module.__call__'s own frames, one pair per module
+    stack = [(frame, lineno, module) for frame, lineno, module in stack if isinstance(module, torch.nn.Module)
+             and frame.f_globals.get("__name__") != "torch.nn.modules.module"]
+    # names under the loaded models, else under the outermost module on the stack (a model the script built)
+    names, frames = _module_names([ref() for ref in _LOADED_MODELS] + [m for _, _, m in stack[:1]]), []
+    for frame, lineno, module in stack:
+        own = collections.Counter(str(t.device) for t in [*module.parameters(recurse=False),
+                                                           *module.buffers(recurse=False)])
+        below = collections.Counter(str(p.device) for p in module.parameters())
+        tensors = {key: devices for key, value in frame.f_locals.items()
+                   if key != "self" and (devices := _tensor_devices(value))}
+        frames.append({"function": getattr(frame.f_code, "co_qualname", frame.f_code.co_name), "line": lineno,
+                       "module": names.get(id(module)), "class": type(module).__name__, "weights": dict(own),
+                       "weights_below": dict(below), "hooks": _hook_records(module), "tensors": tensors})
+    return frames[-limit:]
 
 
 def _main_device(device_map, given):
@@ -223,8 +289,8 @@ def _observe_classmethod(owner, name, path, event, describe, before=False):
 def _wrap_from_pretrained(module, path, loaded=False):
     """Record what `PreTrainedModel.from_pretrained` returned: transformers 5 dispatches only maps that split."""
     _observe_classmethod(module.PreTrainedModel, "from_pretrained", path, "from_pretrained",
-                         lambda cls, model, args, kwargs: {"caller": cls.__name__, **_loaded_placement(model),
-                                                           **_model_record(model, args, kwargs)})
+                         lambda cls, model, args, kwargs: _remember(model) or {
+                             "caller": cls.__name__, **_loaded_placement(model), **_model_record(model, args, kwargs)})
 
 
 def _model_record(model, args, kwargs):
@@ -545,6 +611,11 @@ def guarded(run, report):
     except BaseException as exc:
         _write(report, _ended({"exception": _describe(exc, _library_tops())}))
         traceback.print_exc()
+        if os.environ.get("MINREPRO_TRACE"):
+            try:
+                _append(os.environ["MINREPRO_TRACE"], {"event": "failure", "modules": failure_devices(exc.__traceback__)})
+            except Exception as trace_exc:  # observing must never change how the run ended
+                _append(os.environ["MINREPRO_TRACE"], {"event": "failure", "trace_error": repr(trace_exc)})
         return 1
     _write(report, _ended({"exit": 0}))
     return 0

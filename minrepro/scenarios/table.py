@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ..dirs import cache
+from ..harness.placement import dispatch_calls as placement
 from ..harness.runner import RunResult, run_script, traceback_tail
 from .presets import presets
 from .render import BUILT, checkpoint_key, render, render_build
@@ -68,19 +69,6 @@ def spec_namespace(namespace: str, patches: list[str], spec: Scenario) -> str:
 def use_checkpoint_cache(namespace: str) -> None:
     """Share built checkpoints between runs of environments in one namespace (`checkpoint_namespace`)."""
     os.environ[CHECKPOINT_ENV] = str(cache("scenario-checkpoints", namespace))
-
-
-def placement(trace: tuple[dict[str, Any], ...]) -> list[dict[str, Any]]:
-    """One record per dispatch_model call (its 'started' record completed by its 'returned' one, if any)."""
-    calls: list[dict[str, Any]] = []
-    for record in trace:
-        if record.get("event") != "dispatch_model":
-            continue
-        if record["status"] == "returned" and calls and calls[-1]["status"] == "started":
-            calls[-1] = {**calls[-1], **record}
-        else:
-            calls.append(dict(record))
-    return calls
 
 
 def peft_dispatch(calls: list[dict[str, Any]]) -> dict[str, Any] | None:
