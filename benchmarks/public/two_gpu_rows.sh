@@ -13,7 +13,7 @@ ab:minrepro/catalog/cases/peft_redispatch_drops_input_hook.py"
 for row in $rows; do
   for s in pinned reporter newest; do
     [ -x .nox/minrepro-$s/bin/python ] || continue
-    timeout 300 .nox/minrepro-$s/bin/python -m minrepro signature "${row#*:}" --placement \
+    timeout ${ROW_SECONDS:-300} .nox/minrepro-$s/bin/python -m minrepro signature "${row#*:}" --placement \
       > "$work/${row%%:*}-$s.txt" 2>&1 &
   done
 done
