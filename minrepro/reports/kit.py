@@ -27,7 +27,7 @@ from ..catalog.run import observe
 from ..envs.patching import PATCHES_DIR
 from ..envs.refs import RepoRef, native_into_checkout, overlay_env
 from ..envs.upstream import TEST_REQUIREMENTS, TestRun, new_failures, run_tests
-from ..envs.venvs import create_env, env_python, read_marker, site_packages, wheelhouse_from_env
+from ..envs.venvs import create_env, env_python, pip_install, read_marker, site_packages, wheelhouse_from_env
 from ..errors import MinreproError
 from ..harness.probe import probe
 from ..harness.runner import run_script
@@ -137,7 +137,10 @@ def build_branch(case: Case, repo: RepoRef, diffs: list[Path], test: RegressionT
     """A shared clone of the repository at the ref, with the test commit and one fix commit per diff on a branch."""
     if work.exists():
         shutil.rmtree(work)
-    subprocess.run(["git", "clone", "-q", "--shared", "--no-checkout", str(repo.gitdir), str(work)], check=True)
+    cloned = subprocess.run(["git", "clone", "-q", "--shared", "--no-checkout", str(repo.gitdir), str(work)],
+                            capture_output=True, text=True)
+    if cloned.returncode != 0:  # a partial or damaged copy of the repository (objects missing)
+        raise MinreproError(f"cannot clone {repo.gitdir}: {(cloned.stderr.strip().splitlines() or ['no output'])[-1]}")
     base = repo.commit()
     branch = f"minrepro/{case.id}"
     _git(work, "checkout", "-q", "-b", branch, base)
@@ -186,8 +189,11 @@ def ruff_requirement(work: Path) -> str:
 def kit_env(catalog: Catalog, library: str, envs: Path, ruff: str = "ruff") -> Path:
     """A tool-made env of the newest set with the library's test requirements and its ruff."""
     env = envs / f"kit-{library}"
-    requirements = [str(r) for r in catalog.version_set("newest").requirements] + TEST_REQUIREMENTS[library] + [ruff]
+    requirements = [str(r) for r in catalog.version_set("newest").requirements]
     create_env(env, requirements, wheelhouse_from_env(), label=f"kit {library}")
+    # as `upstream-tests` does: only the set's pins are forced into the env (patches land there); the test tools may
+    # come from the torch site it sees (scipy on a CUDA image, where the wheelhouse cannot carry a 35 MB wheel)
+    pip_install(env, TEST_REQUIREMENTS[library] + [ruff], wheelhouse_from_env())
     return env
 
 
