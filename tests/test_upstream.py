@@ -37,3 +37,17 @@ def test_new_failures_are_only_those_not_failing_in_the_baseline():
     baseline = upstream.TestRun({"a": "failed", "b": "passed", "c": "skipped"}, 1.0)
     patched = upstream.TestRun({"a": "failed", "b": "failed", "c": "failed", "d": "failed"}, 1.0)
     assert upstream.new_failures(baseline, patched) == ["b", "c", "d"]
+
+
+def test_a_failed_test_keeps_the_first_line_of_why():
+    # a kit whose new test fails after the fix must say why (a conftest hook, not the bug, failed it on a GPU)
+    from minrepro.envs.upstream import failure_reasons, parse_junit
+
+    xml = ('<testsuites><testsuite>'
+           '<testcase classname="tests.test_other.TestX" name="test_a"><failure message="AssertionError: '
+           '**Transformers Deprecation**: x&#10;more">tb</failure></testcase>'
+           '<testcase classname="tests.test_other.TestX" name="test_b"><error>RuntimeError: boom&#10;tb</error></testcase>'
+           '<testcase classname="tests.test_other.TestX" name="test_c"/></testsuite></testsuites>')
+    assert parse_junit(xml)["tests.test_other.TestX::test_c"] == "passed"
+    assert failure_reasons(xml) == {"tests.test_other.TestX::test_a": "AssertionError: **Transformers Deprecation**: x",
+                                    "tests.test_other.TestX::test_b": "RuntimeError: boom"}

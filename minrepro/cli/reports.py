@@ -170,6 +170,8 @@ def cmd_kit(args: argparse.Namespace) -> int:
     print(f"{case.id}: {'green' if proof.green else 'NOT green'}: new test {proof.test_before} -> {proof.test_after}, "
           f"case '{proof.case_before[:60]}' -> {proof.case_after[:60]}, {len(proof.file_new_failures)} new failure(s) "
           f"in {proof.test.split('::')[0]}, lint: {', '.join(f'{k} {v[:60]}' for k, v in proof.lint.items())}")
+    for label, reason in proof.test_reasons.items():
+        print(f"  the new test failed {label} the fix: {reason}")
     print(f"written: {out}/series, PR.md, proof.json; branch {proof.branch} in {work}", file=sys.stderr)
     return 0 if proof.green else 1
 

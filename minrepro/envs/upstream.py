@@ -15,7 +15,7 @@ import subprocess
 import tarfile
 import time
 import xml.etree.ElementTree as ET
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from minrepro.envs.venvs import env_python
@@ -52,6 +52,7 @@ OFFLINE_ENV = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_
 class TestRun:
     outcomes: dict[str, str]  # test id -> passed | failed | skipped
     seconds: float
+    reasons: dict[str, str] = field(default_factory=dict)  # failed test id -> its failure's first line
 
     def count(self, outcome: str) -> int:
         return sum(1 for o in self.outcomes.values() if o == outcome)
@@ -120,7 +121,8 @@ def run_tests(env: Path, checkout: Path, selection: list[str], junit: Path, time
     if not junit.is_file():
         tail = (proc.stdout + proc.stderr).strip().splitlines()[-1:] or ["no output"]
         raise MinreproError(f"pytest wrote no report in {env}: {tail[0]}")
-    return TestRun(parse_junit(junit.read_text(encoding="utf-8")), time.monotonic() - start)
+    xml = junit.read_text(encoding="utf-8")
+    return TestRun(parse_junit(xml), time.monotonic() - start, failure_reasons(xml))
 
 
 def parse_junit(xml: str) -> dict[str, str]:
@@ -130,6 +132,18 @@ def parse_junit(xml: str) -> dict[str, str]:
         tags = {child.tag for child in case}
         outcomes[name] = ("failed" if tags & {"failure", "error"} else "skipped" if "skipped" in tags else "passed")
     return outcomes
+
+
+def failure_reasons(xml: str) -> dict[str, str]:
+    """Failed test id -> the first line of its failure or error message: a kit that says "failed" says why."""
+    reasons = {}
+    for case in ET.fromstring(xml).iter("testcase"):
+        for child in case:
+            if child.tag in ("failure", "error"):
+                text = (child.get("message") or child.text or "").strip()
+                reasons[f"{case.get('classname')}::{case.get('name')}"] = (text.splitlines() or [child.tag])[0][:300]
+                break
+    return reasons
 
 
 def new_failures(baseline: TestRun, patched: TestRun) -> list[str]:

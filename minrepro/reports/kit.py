@@ -94,6 +94,7 @@ class KitProof:
     case_after_printed: list[str] = field(default_factory=list)
     test_before: str = ""  # failed | passed | skipped, at the test commit
     test_after: str = ""  # at the fix commit
+    test_reasons: dict = field(default_factory=dict)  # before/after -> why the new test failed there (JUnit's message)
     file_new_failures: list[str] = field(default_factory=list)  # the touched test file, fix commit vs main
     file_counts: dict = field(default_factory=dict)
     lint: dict = field(default_factory=dict)  # command -> "ok" or what the branch adds
@@ -281,6 +282,9 @@ def prove(proof: KitProof, case: Case, repo: RepoRef, work: Path, env: Path, tim
             proof.case_after_printed = run.stdout.strip().splitlines()[-3:]
     _git(work, "checkout", "-q", proof.branch)
     proof.test_before, proof.test_after = _outcome(runs["before"], proof.test), _outcome(runs["after"], proof.test)
+    name = proof.test.rsplit("::", 1)[-1]
+    proof.test_reasons = {label: reason for label in ("before", "after") for test, reason in runs[label].reasons.items()
+                          if test.endswith("::" + name) or test.split("[")[0].endswith("::" + name)}
     proof.file_new_failures = new_failures(runs["main"], runs["after"])
     proof.file_counts = {label: {o: runs[label].count(o) for o in ("passed", "failed", "skipped")}
                          for label in ("main", "after")}
