@@ -172,6 +172,10 @@ def cmd_kit(args: argparse.Namespace) -> int:
           f"in {proof.test.split('::')[0]}, lint: {', '.join(f'{k} {v[:60]}' for k, v in proof.lint.items())}")
     for label, reason in proof.test_reasons.items():
         print(f"  the new test failed {label} the fix: {reason}")
+    if len(set(proof.test_reasons.values())) == 1 and len(proof.test_reasons) == 2:
+        print("  the same failure on both sides: the test never reached the bug. Where the environment causes it (a "
+              "warning the repository turns into an error, from a newer library), --pytest-args can filter it "
+              "(e.g. \"-W ignore::FutureWarning\")")
     print(f"written: {out}/series, PR.md, proof.json; branch {proof.branch} in {work}", file=sys.stderr)
     return 0 if proof.green else 1
 
