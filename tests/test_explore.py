@@ -414,3 +414,29 @@ def test_a_reduced_finding_says_what_it_met_on_the_sets_where_it_failed_otherwis
     outcomes, others = cli._outcomes(case, SimpleNamespace(sets={"pinned": {}, "reporter": {}, "newest": {}}), 5.0)
     assert outcomes == {"pinned": "fail-other", "newest": "fail"}  # reporter: no env here
     assert others == {"pinned": "KeyError: 'axial' (final line does not match /^ValueError: boom$/)"}
+
+
+def test_a_finding_explained_by_a_family_under_another_signature_says_so_and_only_there():
+    # explore's two-GPU mat2 rows are AC's mechanism (read on the run) with bitsandbytes' or PEFT's frame on top: the
+    # table must name the family, mark it as a diagnosis rather than a signature match, and leave other rows alone
+    from minrepro.scenarios.diagnosed import DIAGNOSED, diagnosed_of
+    from minrepro.scenarios.explore import _family_cell
+
+    row = {"headline": "RuntimeError: Expected all tensors to be on the same device, but got mat2 is on cuda:0, different"}
+    assert diagnosed_of("cuda2-tiny-reporter", row) == DIAGNOSED + "dispatch-nested-entry-keeps-root-hook"
+    assert diagnosed_of("cuda-tiny-newest", row) is None  # another exploration: not what was diagnosed
+    assert diagnosed_of("cuda2-tiny-reporter", {"headline": "KeyError: 0"}) is None
+    cell = _family_cell(DIAGNOSED + "dispatch-nested-entry-keeps-root-hook", None,
+                        {"dispatch-nested-entry-keeps-root-hook": "AC"})
+    assert cell == "new; by diagnosis: AC (dispatch-nested-entry-keeps-root-hook)"
+
+
+def test_every_diagnosis_names_a_catalog_case_and_a_recorded_finding():
+    from minrepro.scenarios.diagnosed import DIAGNOSES
+
+    root = Path(__file__).resolve().parents[1]
+    ids = {case.id for case in load_catalog().cases}
+    for diagnosis in DIAGNOSES:
+        assert diagnosis.case in ids
+        report = json.loads((root / "results" / "explore" / diagnosis.exploration / "report.json").read_text())
+        assert any(g["headline"].startswith(diagnosis.headline) for g in report["groups"]), diagnosis

@@ -36,6 +36,7 @@ from ..catalog.manifest import Case, Catalog
 from ..harness.runner import RunResult
 from ..harness.signature import Signature
 from .refusals import REFUSAL, refusal_of
+from .diagnosed import DIAGNOSED, diagnosed_of
 from .withdrawn import HARNESS_FIXES, WITHDRAWN, withdrawn_of
 from .render import render
 from .spec import PlacementSpec, Scenario, scaled
@@ -409,7 +410,9 @@ def summary(directory: Path, catalog: Catalog) -> str:
     lines = ["A family marked * was new when its exploration ran and has been catalogued since (same signature rule). "
              "A refusal by design is a library rejecting what the spec asked for, as documented "
              "(`minrepro/scenarios/refusals.py` says which and why); it is not a finding. A withdrawn finding was "
-             "the harness's error, in a rendering fixed since (`minrepro/scenarios/withdrawn.py`).",
+             "the harness's error, in a rendering fixed since (`minrepro/scenarios/withdrawn.py`). \"By diagnosis\": "
+             "another signature, whose cause was read on the failing run and is a catalogued family "
+             "(`minrepro/scenarios/diagnosed.py` says what was seen and what was not run).",
              "", "| exploration | runs (passed; reached offloaded 4-bit) | oracle | finding | family | runs | reduced |",
              "|---|---|---|---|---|---|---|"]
     for path in sorted(directory.glob("*/report.json")):
@@ -418,7 +421,7 @@ def summary(directory: Path, catalog: Catalog) -> str:
         total = f"{doc['runs']} ({doc['passing']}; {doc['reached_offloaded_quantized']})"
         for i, g in enumerate(doc["groups"]):
             cell = reduction_cell(g.get("reduction") or {})
-            case = g["known"] or known_now(g, catalog) or withdrawn_of(g, doc)
+            case = g["known"] or known_now(g, catalog) or withdrawn_of(g, doc) or diagnosed_of(path.parent.name, g)
             family = _family_cell(case, g["known"], families)
             lines.append(f"| {where if i == 0 else ''} | {total if i == 0 else ''} | {g['oracle']} | "
                          f"{g['headline'][:90].replace('|', '/')} | {family} | {g['count']} | {cell} |")
@@ -432,6 +435,9 @@ def _family_cell(case: str | None, known_then: str | None, families: dict[str, s
         return f"refusal by design ({case.removeprefix(REFUSAL)})"
     if case.startswith(WITHDRAWN):
         return f"withdrawn: our error ({case.removeprefix(WITHDRAWN)})"
+    if case.startswith(DIAGNOSED):  # another signature: the cause was read on the run (minrepro/scenarios/diagnosed.py)
+        case = case.removeprefix(DIAGNOSED)
+        return f"new; by diagnosis: {families.get(case, '?')} ({case})"
     return f"{families.get(case, '?')} ({case}){'' if known_then else ' *'}"
 
 
