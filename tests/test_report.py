@@ -73,3 +73,13 @@ def test_a_case_recorded_only_alone_is_found_for_its_report(tmp_path):
     runs = recorded_runs_of("x", tmp_path)
     assert list(runs) == [("pinned", "cpu")] and runs[("pinned", "cpu")]["cases"] == alone["cases"]
     assert recorded_runs_of("missing", tmp_path) == {}
+
+
+def test_the_expected_behavior_is_the_cases_own_words_else_the_line_it_should_reach():
+    # the last print's expression read as an expectation gave `Expected: "logits on", model(...).device.`
+    from minrepro.reports.report import expected_line
+
+    said = '"""Family Z.\n\nExpected: logits on cpu, as without the adapter.\n"""\nprint("logits on", x)\n'
+    assert expected_line(said) == "logits on cpu, as without the adapter"
+    assert expected_line('import torch\nprint("logits on", x)\n') == 'the script to run to its last line, `print("logits on", x)`'
+    assert expected_line("import torch\n") == "the script to exit without an error"

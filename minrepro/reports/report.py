@@ -125,8 +125,12 @@ def trace_tail(signature: dict[str, Any] | None, headline: str) -> str:
 
 
 def expected_line(source: str) -> str:
-    prints = re.findall(r'^print\((.*)\)\s*$', source, re.M)
-    return prints[-1] if prints else "the script to exit without an error"
+    """What should have happened: the case's own `Expected: ...` docstring line, else its last print reached (the
+    expression itself read as an expectation gave "Expected: "logits on", model(...).device")."""
+    if said := re.search(r"^Expected: (.+?)\.?$", ast.get_docstring(ast.parse(source)) or "", re.M):
+        return said[1]
+    prints = re.findall(r'^(print\(.*\))\s*$', source, re.M)
+    return f"the script to run to its last line, `{prints[-1]}`" if prints else "the script to exit without an error"
 
 
 def draft(case: Case, catalog: Catalog, results_dir: Path, python: Path | None = None) -> dict[str, Any]:

@@ -9,6 +9,8 @@ entry "" on it. Since #4083 (accelerate 1.15) it is taken from `set(device_map.v
 `{"": 1, "1": 0}` that is 0 (small ints hash to themselves; for "cuda:N" strings it changes with PYTHONHASHSEED),
 and the root's weights move to cuda:0. In explore's two-GPU rows this put most of Gemma 4 on cuda:0 under
 `{"": 1, ...}`.
+
+Expected: the root entry's weights stay on cuda:1, where the map puts them (as on accelerate 1.14).
 """
 import torch
 from accelerate import dispatch_model

@@ -9,6 +9,8 @@ module with weights, the nested entry's children included. The nested entry "1" 
 its weights to cuda:1, but `attach_execution_device_hook` skips children that already have a hook: `1.0` keeps
 moving its input to cuda:0 while its weight is on cuda:1. Explore's two-GPU `mat2` rows (Gemma 4, a self_attn or
 mlp entry under `{"": 1, ...}`) are this.
+
+Expected: each module runs on the device its map entry names: `1.0` on cuda:1, and the forward returns.
 """
 import torch
 from accelerate import dispatch_model

@@ -9,6 +9,8 @@ so a forward with input_ids on cpu works. `PeftModel.from_pretrained` redispatch
 a budget where everything fits cuda:0, `dispatch_model` just moves the model (no hooks), then `load_adapter` puts
 `AlignDevicesHook(io_same_device=True)` on the base, with no execution device: nothing moves the inputs any more.
 Explore's two-GPU row `index is on cuda:0` (Gemma 4 on cuda:1, the ids on cuda:0) is this, on a second GPU.
+
+Expected: the inputs the base alone accepted still work after the adapter is loaded (logits on cpu, as without it).
 """
 import tempfile
 
