@@ -291,3 +291,37 @@ def test_a_failing_traced_run_says_where_the_modules_on_its_stack_and_their_tens
                          "True) | x cpu")
     untraced = run_script(script, env={"PYTHONPATH": str(tmp_path / "site")}, isolated=True)
     assert untraced.trace == () and untraced.signature == result.signature  # observing changes nothing
+
+
+FAKE_ACCELERATE = '''
+class Hook:
+    offload = False
+
+    def __init__(self, device):
+        self.execution_device = device
+
+
+def dispatch_model(model, device_map, main_device=None):
+    model.__dict__["_hf_hook"] = Hook(sorted(set(device_map.values()))[0])  # 1.15: the main device from a set
+    return model
+'''
+
+
+def test_a_traced_dispatch_says_which_main_device_the_release_chose_beside_the_documented_one(tmp_path, write_script):
+    # family AD: accelerate 1.15 ran the root entry on cuda:0 for {"": 1, "1": 0}; the trace had said "main 1"
+    site = tmp_path / "site" / "accelerate"
+    site.mkdir(parents=True)
+    (site / "__init__.py").write_text("")
+    (site / "big_modeling.py").write_text(FAKE_ACCELERATE)
+    script = write_script("from accelerate.big_modeling import dispatch_model\n"
+                          "class Model:\n    def modules(self):\n        return [self]\n"
+                          "    def named_parameters(self):\n        return []\n"
+                          "dispatch_model(Model(), {'': 1, '1': 0})\n")
+    result = run_script(script, env={"PYTHONPATH": str(tmp_path / "site")}, trace=True, isolated=True)
+    assert result.signature is None, result.stderr
+    started, returned = result.trace
+    assert (started["main_device"], returned["root_execution_device"]) == ("1", 0)
+    from minrepro.harness.placement import placement_lines
+
+    assert placement_lines(result.trace) == ["dispatch by __main__:<module>: map 1×1, 0×1, main 1 | hooks: execution "
+                                             "0×1, offloading 0, root's 0"]

@@ -143,7 +143,7 @@ def failure_devices(tb, limit=12):
     if torch is None:
         return []
     stack = [(frame, lineno, frame.f_locals.get("self")) for frame, lineno in traceback.walk_tb(tb)]
-    # the second test: Module.__call__'s own frames, one pair per module
+    # a module's method, not Module.__call__'s own two frames (`_wrapped_call_impl`, `_call_impl`) per module call
     stack = [(frame, lineno, module) for frame, lineno, module in stack if isinstance(module, torch.nn.Module)
              and frame.f_globals.get("__name__") != "torch.nn.modules.module"]
     # names under the loaded models, else under the outermost module on the stack (a model the script built)
@@ -195,7 +195,12 @@ def _hooks(model):
             if getattr(one, "offload", False):
                 offloading += 1
                 quantized += any(type(p).__name__ in _QUANTIZED for p in module.parameters(recurse=False))
-    return {"offloading_hooks": offloading, "offloading_quantized_modules": quantized, "execution_devices": execution}
+    # what accelerate made the main device, as the root's hook says: the documented rule above is not always what a
+    # release does (1.15 takes it from a set: family AD)
+    root = [one for one in getattr(model.__dict__.get("_hf_hook"), "hooks", None) or [model.__dict__.get("_hf_hook")]
+            if one is not None]
+    return {"offloading_hooks": offloading, "offloading_quantized_modules": quantized, "execution_devices": execution,
+            "root_execution_device": _plain(getattr(root[0], "execution_device", None)) if root else None}
 
 
 def _script_line():

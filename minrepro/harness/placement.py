@@ -22,7 +22,7 @@ def _load_line(record: Record) -> str:
 def _dispatch_line(record: Record) -> str:
     hooks = "" if record["status"] == "started" else (
         f" | hooks: execution {_counts(record.get('execution_devices', {}))},"
-        f" offloading {record.get('offloading_hooks', 0)}")
+        f" offloading {record.get('offloading_hooks', 0)}, root's {record.get('root_execution_device')}")
     raised = " | raised" if record["status"] == "started" else ""
     return f"dispatch by {record.get('caller', '?')}: map {_counts(record.get('devices', {}))}," \
            f" main {record.get('main_device')}{hooks}{raised}"
