@@ -162,17 +162,22 @@ class LlamaForCausalLM(PreTrainedModel):
 '''
 
 
+def traced_with_stand_in(tmp_path, script, package: str, module: str, source: str):
+    """Run `script` traced, with a stand-in `package.module` (the library the trace wraps) first on its path."""
+    site = tmp_path / "site" / package
+    site.mkdir(parents=True)
+    (site / "__init__.py").write_text("")
+    (site / f"{module}.py").write_text(source)
+    return run_script(script, env={"PYTHONPATH": str(tmp_path / "site")}, trace=True, isolated=True)
+
+
 def test_a_trace_records_the_map_from_pretrained_inferred_and_where_each_weight_type_landed(tmp_path, write_script):
     # transformers 5 calls dispatch_model only when the map splits: a budget that sends everything to one device
     # leaves no dispatch record, so the load itself must say where the model went
-    site = tmp_path / "site" / "transformers"
-    site.mkdir(parents=True)
-    (site / "__init__.py").write_text("")
-    (site / "modeling_utils.py").write_text(FAKE_TRANSFORMERS)
     script = write_script("from transformers.modeling_utils import LlamaForCausalLM\n"
                           "model = LlamaForCausalLM.from_pretrained('x', device_map='auto')\n"
                           "assert type(model).__name__ == 'LlamaForCausalLM'\n")
-    result = run_script(script, env={"PYTHONPATH": str(tmp_path / "site")}, trace=True, isolated=True)
+    result = traced_with_stand_in(tmp_path, script, "transformers", "modeling_utils", FAKE_TRANSFORMERS)
     assert result.signature is None, result.stderr
     (record,) = result.trace
     assert "config'" in record.pop("model_trace_error")  # the stand-in has no config: the placement still stands
@@ -266,13 +271,9 @@ class PreTrainedModel(torch.nn.Module):
 def test_a_failing_traced_run_says_where_the_modules_on_its_stack_and_their_tensors_were(tmp_path, write_script):
     # a cross-device error names two devices; which module held which side is what a maintainer asks first
     pytest.importorskip("torch")
-    site = tmp_path / "site" / "transformers"
-    site.mkdir(parents=True)
-    (site / "__init__.py").write_text("")
-    (site / "modeling_utils.py").write_text(FAKE_TORCH_TRANSFORMERS)
     script = write_script("import torch\nfrom transformers.modeling_utils import PreTrainedModel\n"
                           "model = PreTrainedModel.from_pretrained('x')\nmodel(torch.ones(1, 2))\n")
-    result = run_script(script, env={"PYTHONPATH": str(tmp_path / "site")}, trace=True, isolated=True)
+    result = traced_with_stand_in(tmp_path, script, "transformers", "modeling_utils", FAKE_TORCH_TRANSFORMERS)
     assert result.raw_headline.startswith("RuntimeError: Expected all tensors")
     (failure,) = [r for r in result.trace if r["event"] == "failure"]
     outer, inner = failure["modules"]
@@ -309,15 +310,11 @@ def dispatch_model(model, device_map, main_device=None):
 
 def test_a_traced_dispatch_says_which_main_device_the_release_chose_beside_the_documented_one(tmp_path, write_script):
     # family AD: accelerate 1.15 ran the root entry on cuda:0 for {"": 1, "1": 0}; the trace had said "main 1"
-    site = tmp_path / "site" / "accelerate"
-    site.mkdir(parents=True)
-    (site / "__init__.py").write_text("")
-    (site / "big_modeling.py").write_text(FAKE_ACCELERATE)
     script = write_script("from accelerate.big_modeling import dispatch_model\n"
                           "class Model:\n    def modules(self):\n        return [self]\n"
                           "    def named_parameters(self):\n        return []\n"
                           "dispatch_model(Model(), {'': 1, '1': 0})\n")
-    result = run_script(script, env={"PYTHONPATH": str(tmp_path / "site")}, trace=True, isolated=True)
+    result = traced_with_stand_in(tmp_path, script, "accelerate", "big_modeling", FAKE_ACCELERATE)
     assert result.signature is None, result.stderr
     started, returned = result.trace
     assert (started["main_device"], returned["root_execution_device"]) == ("1", 0)
