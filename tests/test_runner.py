@@ -235,6 +235,8 @@ def test_an_emulation_refuses_a_library_imported_before_the_script():
 
 
 FAKE_TORCH_TRANSFORMERS = '''
+import types
+
 import torch
 
 
@@ -246,6 +248,7 @@ class Inner(torch.nn.Module):
     def __init__(self):
         super().__init__()
         self.proj = torch.nn.Linear(2, 2, device="meta")  # an offloaded weight's placeholder
+        self.state = types.SimpleNamespace(SCB=torch.ones(2, device="meta"))  # Linear8bitLt's matmul state
         self.__dict__["_hf_hook"] = AlignDevicesHook()
 
     def forward(self, x):
@@ -256,6 +259,7 @@ class PreTrainedModel(torch.nn.Module):
     def __init__(self):
         super().__init__()
         self.scale = torch.nn.Parameter(torch.ones(2))
+        self.scale.SCB = torch.ones(2)  # INT8 statistics kept beside a weight, as bitsandbytes' Int8Params does
         self.inner = Inner()
 
     @classmethod
@@ -281,6 +285,7 @@ def test_a_failing_traced_run_says_where_the_modules_on_its_stack_and_their_tens
     assert outer["weights"] == {"cpu": 1} and outer["weights_below"] == {"cpu": 1, "meta": 2}
     assert outer["tensors"] == {"ids": ["cpu"], "hidden": ["cpu"]} and outer["hooks"] == []
     assert (inner["module"], inner["weights"], inner["weights_below"]) == ("inner", {}, {"meta": 2})
+    assert outer["side_tensors"] == {"scale.SCB": "cpu"} and inner["side_tensors"] == {"state.SCB": "meta"}
     assert inner["tensors"] == {"x": ["cpu"]}
     assert inner["hooks"] == [{"type": "AlignDevicesHook", "execution_device": "cuda:1", "io_same_device": True,
                                "offload": False}]
@@ -288,8 +293,8 @@ def test_a_failing_traced_run_says_where_the_modules_on_its_stack_and_their_tens
 
     lines = placement_lines(result.trace)
     assert lines[0].startswith("load    PreTrainedModel.from_pretrained")
-    assert lines[-1] == ("  Inner.forward [inner]: none / meta×2 | AlignDevicesHook(execution cuda:1, io_same_device "
-                         "True) | x cpu")
+    assert lines[-1] == ("  Inner.forward [inner]: none, state.SCB meta / meta×2 | AlignDevicesHook(execution cuda:1, "
+                         "io_same_device True) | x cpu")
     untraced = run_script(script, env={"PYTHONPATH": str(tmp_path / "site")}, isolated=True)
     assert untraced.trace == () and untraced.signature == result.signature  # observing changes nothing
 

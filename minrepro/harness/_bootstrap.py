@@ -135,6 +135,25 @@ def _tensor_devices(value, depth=0):
     return []
 
 
+_SIDE_TENSORS = ("SCB", "CB")  # bitsandbytes keeps INT8 statistics beside the weight, not as parameters
+
+
+def _side_tensors(module):
+    """Devices of the tensors a quantized module keeps outside its parameters: a weight's `SCB`/`CB`, its 4-bit
+    `quant_state.absmax`, the module's `state.SCB`/`state.CB`. A cross-device error can be one of these."""
+    found = {}
+    for name, param in module.named_parameters(recurse=False):
+        for attr in _SIDE_TENSORS:
+            if hasattr(tensor := param.__dict__.get(attr), "device"):
+                found[f"{name}.{attr}"] = str(tensor.device)
+        if hasattr(absmax := getattr(param.__dict__.get("quant_state"), "absmax", None), "device"):
+            found[f"{name}.quant_state.absmax"] = str(absmax.device)
+    for attr in _SIDE_TENSORS:
+        if hasattr(tensor := getattr(module.__dict__.get("state"), attr, None), "device"):
+            found[f"state.{attr}"] = str(tensor.device)
+    return found
+
+
 def failure_devices(tb, limit=12):
     """The innermost `limit` frames of the failing stack that run a torch module's method: the module (its name in
     a loaded model, its class), where its own weights are and where those below it are, its hooks, and the devices
@@ -156,7 +175,8 @@ def failure_devices(tb, limit=12):
                    if key != "self" and (devices := _tensor_devices(value))}
         frames.append({"function": getattr(frame.f_code, "co_qualname", frame.f_code.co_name), "line": lineno,
                        "module": names.get(id(module)), "class": type(module).__name__, "weights": dict(own),
-                       "weights_below": dict(below), "hooks": _hook_records(module), "tensors": tensors})
+                       "weights_below": dict(below), "hooks": _hook_records(module), "tensors": tensors,
+                       "side_tensors": _side_tensors(module)})
     return frames[-limit:]
 
 

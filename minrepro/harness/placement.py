@@ -39,7 +39,8 @@ def _frame_lines(record: Record) -> list[str]:
     lines = ["failing stack, innermost last (module: its weights / below it | hook | tensors in the frame):"]
     for m in record.get("modules", []):
         tensors = ", ".join(f"{k} {'/'.join(v)}" for k, v in m["tensors"].items()) or "none"
-        lines.append(f"  {m['function']} [{m['module'] or m['class']}]: {_counts(m['weights'])}"
+        side = "".join(f", {k} {v}" for k, v in m.get("side_tensors", {}).items())  # INT8/4-bit statistics
+        lines.append(f"  {m['function']} [{m['module'] or m['class']}]: {_counts(m['weights'])}{side}"
                      f" / {_counts(m['weights_below'])} | {_hooks(m['hooks'])} | {tensors}")
     return lines
 
