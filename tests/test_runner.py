@@ -327,3 +327,17 @@ def test_a_traced_dispatch_says_which_main_device_the_release_chose_beside_the_d
 
     assert placement_lines(result.trace) == ["dispatch by __main__:<module>: map 1×1, 0×1, main 1 | hooks: execution "
                                              "0×1, offloading 0, root's 0"]
+
+
+def test_each_dispatch_is_one_record_even_with_other_events_between_its_start_and_return():
+    # the scenario tables read PEFT's redispatch from these: a record of another event written while a dispatch was
+    # under way must not leave it as two half records
+    from minrepro.harness.placement import dispatch_calls, merged_dispatches
+
+    trace = [{"event": "dispatch_model", "status": "started", "caller": "peft.peft_model:load_adapter"},
+             {"event": "from_pretrained", "status": "returned"},
+             {"event": "dispatch_model", "status": "returned", "caller": "peft.peft_model:load_adapter", "offloading_hooks": 2},
+             {"event": "dispatch_model", "status": "started", "caller": "__main__:<module>"}]  # raised
+    assert [r["event"] for r in merged_dispatches(trace)] == ["dispatch_model", "from_pretrained", "dispatch_model"]
+    first, raised = dispatch_calls(trace)
+    assert (first["status"], first["offloading_hooks"], raised["status"]) == ("returned", 2, "started")

@@ -116,13 +116,18 @@ def _module_names(roots):
     return names
 
 
+def _own_hooks(module):
+    """accelerate's hooks on this module itself (a SequentialHook holds several). Read from its `__dict__`: a
+    PeftModel forwards attribute lookups to its base, whose hook would be counted twice."""
+    hook = module.__dict__.get("_hf_hook")
+    return list(getattr(hook, "hooks", None) or ([hook] if hook is not None else []))
+
+
 def _hook_records(module):
-    """accelerate's hooks on one module (a SequentialHook holds several): where each moves inputs, and whether it
-    offloads the module's weights."""
-    hook = module.__dict__.get("_hf_hook")  # its own: a PeftModel forwards attribute lookups to its base
+    """Where each of a module's hooks moves inputs, and whether it offloads the module's weights."""
     return [{"type": type(one).__name__, "execution_device": _plain(getattr(one, "execution_device", None)),
              "io_same_device": getattr(one, "io_same_device", None), "offload": getattr(one, "offload", None)}
-            for one in getattr(hook, "hooks", None) or ([hook] if hook is not None else [])]
+            for one in _own_hooks(module)]
 
 
 def _tensor_devices(value, depth=0):
@@ -207,8 +212,7 @@ def _hooks(model):
     the execution device of each hooked module."""
     offloading, quantized, execution = 0, 0, {}
     for module in model.modules():
-        hook = getattr(module, "_hf_hook", None)
-        for one in getattr(hook, "hooks", None) or ([hook] if hook is not None else []):
+        for one in _own_hooks(module):
             device = getattr(one, "execution_device", None)
             if device is not None:
                 execution[str(device)] = execution.get(str(device), 0) + 1
@@ -217,8 +221,7 @@ def _hooks(model):
                 quantized += any(type(p).__name__ in _QUANTIZED for p in module.parameters(recurse=False))
     # what accelerate made the main device, as the root's hook says: the documented rule above is not always what a
     # release does (1.15 takes it from a set: family AD)
-    root = [one for one in getattr(model.__dict__.get("_hf_hook"), "hooks", None) or [model.__dict__.get("_hf_hook")]
-            if one is not None]
+    root = _own_hooks(model)
     return {"offloading_hooks": offloading, "offloading_quantized_modules": quantized, "execution_devices": execution,
             "root_execution_device": _plain(getattr(root[0], "execution_device", None)) if root else None}
 

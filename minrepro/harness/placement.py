@@ -46,14 +46,17 @@ def _frame_lines(record: Record) -> list[str]:
 
 
 def merged_dispatches(trace: tuple[Record, ...] | list[Record]) -> list[Record]:
-    """Each dispatch once: its 'started' record completed by its 'returned' one, if any."""
+    """The records in order, each dispatch once: its 'started' record completed by its 'returned' one. A dispatch that
+    raised keeps only 'started'; records of other events between the two do not break the pair."""
     out: list[Record] = []
+    open_at: int | None = None  # where the dispatch under way started
     for record in trace:
-        if record.get("event") == "dispatch_model" and record["status"] == "returned" and out \
-                and out[-1].get("event") == "dispatch_model" and out[-1]["status"] == "started":
-            out[-1] = {**out[-1], **record}
-        else:
-            out.append(dict(record))
+        if record.get("event") == "dispatch_model" and record["status"] == "returned" and open_at is not None:
+            out[open_at], open_at = {**out[open_at], **record}, None
+            continue
+        if record.get("event") == "dispatch_model":
+            open_at = len(out)
+        out.append(dict(record))
     return out
 
 

@@ -209,10 +209,15 @@ def _ruff_findings(ruff: str, work: Path, files: list[str]) -> dict[tuple[str, s
     return found
 
 
+def _is_test(key: str, node_id: str) -> bool:
+    """Whether a JUnit key is this test, or one case of it when parametrized (`name[4bit]`)."""
+    name = node_id.rsplit("::", 1)[-1]
+    return key.endswith("::" + name) or re.search(rf"::{re.escape(name)}\[.*\]$", key) is not None
+
+
 def _outcome(run: TestRun, node_id: str) -> str:
     """The test's outcome; a parametrized test (`name[4bit]`, `name[8bit]`) failed if any of its cases failed."""
-    name = node_id.rsplit("::", 1)[-1]
-    found = [o for t, o in run.outcomes.items() if t.endswith("::" + name) or re.search(rf"::{name}\[.*\]$", t)]
+    found = [o for t, o in run.outcomes.items() if _is_test(t, node_id)]
     if not found:
         return "not collected"
     return next((o for o in ("failed", "passed") if o in found), found[0])
@@ -282,9 +287,8 @@ def prove(proof: KitProof, case: Case, repo: RepoRef, work: Path, env: Path, tim
             proof.case_after_printed = run.stdout.strip().splitlines()[-3:]
     _git(work, "checkout", "-q", proof.branch)
     proof.test_before, proof.test_after = _outcome(runs["before"], proof.test), _outcome(runs["after"], proof.test)
-    name = proof.test.rsplit("::", 1)[-1]
     proof.test_reasons = {label: reason for label in ("before", "after") for test, reason in runs[label].reasons.items()
-                          if test.endswith("::" + name) or test.split("[")[0].endswith("::" + name)}
+                          if _is_test(test, proof.test)}
     proof.file_new_failures = new_failures(runs["main"], runs["after"])
     proof.file_counts = {label: {o: runs[label].count(o) for o in ("passed", "failed", "skipped")}
                          for label in ("main", "after")}

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ..catalog.manifest import Case, Catalog
+from ..harness.placement import dispatch_calls
 from ..harness.runner import RunResult
 from ..harness.signature import Signature
 from .refusals import REFUSAL, refusal_of
@@ -40,7 +41,7 @@ from .diagnosed import DIAGNOSED, diagnosed_of
 from .withdrawn import HARNESS_FIXES, WITHDRAWN, withdrawn_of
 from .render import render
 from .spec import PlacementSpec, Scenario, scaled
-from .table import adapter_dispatch, digest, placement, prebuild, run_rendered, use_checkpoint_cache
+from .table import adapter_dispatch, digest, prebuild, run_rendered, use_checkpoint_cache
 
 # Oracle violations are assertions the rendering adds; their messages say which oracle spoke.
 ORACLES = {"placement": r"placement changes the logits|^AssertionError: logits on",
@@ -101,7 +102,7 @@ class Run:
 def summarize(spec: Scenario, result: RunResult, catalog: Catalog) -> Run:
     sig = result.signature
     headline = result.raw_headline.split("\n", 1)[0]
-    calls = placement(result.trace)
+    calls = dispatch_calls(result.trace)
     adapter = adapter_dispatch(calls) or {}  # the Run's `peft_map` keeps its name: recorded reports use it
     oracle = oracle_of(sig, headline)
     as_dict = json.loads(spec.to_json())

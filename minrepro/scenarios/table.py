@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ..dirs import cache
-from ..harness.placement import dispatch_calls as placement
+from ..harness.placement import dispatch_calls
 from ..harness.runner import RunResult, run_script, traceback_tail
 from .presets import presets
 from .render import BUILT, checkpoint_key, render, render_build
@@ -121,7 +121,7 @@ def scenario_table(names: list[str], scale: str, device: str, python: str, timeo
             use_checkpoint_cache(spec_namespace(namespace, list(patches), spec))
             build = prebuild(spec, Path(tmp), python)
             result = run_rendered(render(spec), Path(tmp), python, timeout)
-            sig, calls = result.signature, placement(result.trace)
+            sig, calls = result.signature, dispatch_calls(result.trace)
             rows.append({"preset": name, "scale": scale, "device": device, "outcome": "fail" if sig else "pass",
                          "headline": result.raw_headline.split("\n", 1)[0], "owner": str(sig.owner) if sig else "",
                          "seconds": round(result.seconds, 1), "build_seconds": round(build, 1),
