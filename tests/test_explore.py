@@ -440,3 +440,29 @@ def test_every_diagnosis_names_a_catalog_case_and_a_recorded_finding():
         assert diagnosis.case in ids
         report = json.loads((root / "results" / "explore" / diagnosis.exploration / "report.json").read_text())
         assert any(g["headline"].startswith(diagnosis.headline) for g in report["groups"]), diagnosis
+
+
+def test_a_case_lists_the_explored_findings_that_are_it(tmp_path: Path) -> None:
+    """A report's "Where it shows up" names the generated scenarios that met its case: by the case's signature (known
+    then or now) and by a recorded diagnosis, each saying which; other findings stay out."""
+    from minrepro.reports.report import explored_evidence
+
+    catalog = load_catalog()
+    mat2 = "RuntimeError: Expected all tensors to be on the same device, but got mat2 is on cuda:0, different from"
+    groups = [{"key": "a", "known": "dispatch-nested-entry-keeps-root-hook", "oracle": "library error", "count": 2,
+               "headline": "RuntimeError: whatever", "witness": {}, "reduction": None},
+              {"key": "b", "known": None, "oracle": "library error", "count": 1, "headline": mat2, "witness": {},
+               "reduction": None},
+              {"key": "c", "known": "shared-dict-hook-keyerror", "oracle": "library error", "count": 1,
+               "headline": "KeyError: 0", "witness": {}, "reduction": None}]
+    doc = {"device": "cuda", "scale": "tiny", "gpus": 2, "set": "reporter", "groups": groups}
+    (tmp_path / "cuda2-tiny-reporter").mkdir()
+    (tmp_path / "cuda2-tiny-reporter" / "report.json").write_text(json.dumps(doc), encoding="utf-8")
+
+    found = ex.findings_of("dispatch-nested-entry-keeps-root-hook", tmp_path, catalog)
+    assert [(f["headline"][:20], f["how"], f["runs"]) for f in found] == [
+        ("RuntimeError: whatev", "same signature", 2), (mat2[:20], "by diagnosis", 1)]
+    case = next(c for c in catalog.cases if c.id == "dispatch-nested-entry-keeps-root-hook")
+    text = explored_evidence(case, catalog, tmp_path)
+    assert "cuda/tiny, 2 GPU(s), reporter" in text and "by diagnosis" in text and "KeyError" not in text
+    assert explored_evidence(case, catalog, tmp_path / "absent") == ""

@@ -170,7 +170,8 @@ def draft(case: Case, catalog: Catalog, results_dir: Path, python: Path | None =
     }
     extra = {
         "Versions": _version_table(case, runs, results_dir),
-        "Where it shows up": scenario_evidence(case, results_dir / "scenarios"),
+        "Where it shows up": scenario_evidence(case, results_dir / "scenarios")
+                             + explored_evidence(case, catalog, results_dir / "explore"),
         "Related": "\n".join([f"- https://github.com/{ref.split('#')[0]}/issues/{ref.split('#')[1]}"
                               for ref in case.upstream] + _known_cases(case, catalog, signature, headline))
                    or "- none found",
@@ -182,7 +183,8 @@ def draft(case: Case, catalog: Catalog, results_dir: Path, python: Path | None =
         sections["Expected behavior"] += f"\n\nNote: this script has not reproduced the report yet. {case.notes}"
     else:
         owner = Signature.from_dict(signature).owner if signature else None
-        where = f"`{owner.function}`" if owner else library
+        # an op registered under a throwaway name (bitsandbytes' `def _`) says nothing: its module does
+        where = (f"`{owner.function}`" if owner.function.strip("_") else f"`{owner.module}`") if owner else library
         title = f"{headline.split(':', 1)[0] or 'Wrong result'} in {where}: {summary}"
     return {"case": case.id, "repository": repo, "title": title, "template": TEMPLATES[library] if library in TEMPLATES else TEMPLATES["transformers"],
             "sections": sections, "extra": extra}
@@ -274,7 +276,7 @@ def scenario_evidence(case: Case, directory: Path) -> str:
 
     presets = {name for name, r in SEED_REPORTS.items() if r.case == case.id}
     if not presets or not directory.is_dir():
-        return "No Gemma 4 scenario of this family was recorded."
+        return "No seed scenario of this family (`minrepro scenario`, the seeds' Gemma 4 reports) was recorded."
     rows = ["| scenario | set | scale, machine | patches | outcome | what PEFT's redispatch did |", "|---|---|---|---|---|---|"]
     order = {"pinned": 0, "reporter": 1, "newest": 2}
     docs = sorted(load_tables(directory), key=lambda d: (bool(d.get("patches")), order.get(d["scenario_set"], 9)))
@@ -298,8 +300,22 @@ def scenario_evidence(case: Case, directory: Path) -> str:
                 f"reduced that scenario to a toy (spec passes: {passes}), {same}:", "",
                 "```python", script.read_text(encoding="utf-8").rstrip(), "```"]
     if len(rows) == 2:
-        return "No Gemma 4 scenario of this family was recorded at the released dimensions."
+        return "No seed scenario of this family (`minrepro scenario`) was recorded at the released dimensions."
     return "\n".join(out)
+
+
+def explored_evidence(case: Case, catalog: Catalog, directory: Path) -> str:
+    """The findings of `minrepro explore` (generated Gemma 4 scenarios, not written for this case) that are it."""
+    from ..scenarios.explore import findings_of
+
+    found = findings_of(case.id, directory, catalog) if directory.is_dir() else []
+    if not found:
+        return ""
+    rows = [f"| {f['where']}, {f['set']} | `{f['spec']}` | `{f['headline'][:90]}` | {f['runs']} | {f['how']} |"
+            for f in found]
+    return "\n\n" + "\n".join(["`minrepro explore` met it in generated Gemma 4 scenarios (tiny random checkpoints, "
+                                "each spec a load, a map, a budget and PEFT's call):", "",
+                                "| exploration | spec | failure | runs | matched |", "|---|---|---|---|---|", *rows])
 
 
 def _version_table(case: Case, runs: dict[tuple[str, str], dict[str, Any]], results_dir: Path) -> str:

@@ -422,11 +422,32 @@ def summary(directory: Path, catalog: Catalog) -> str:
         total = f"{doc['runs']} ({doc['passing']}; {doc['reached_offloaded_quantized']})"
         for i, g in enumerate(doc["groups"]):
             cell = reduction_cell(g.get("reduction") or {})
-            case = g["known"] or known_now(g, catalog) or withdrawn_of(g, doc) or diagnosed_of(path.parent.name, g)
+            case = attributed_case(g, doc, path.parent.name, catalog)
             family = _family_cell(case, g["known"], families)
             lines.append(f"| {where if i == 0 else ''} | {total if i == 0 else ''} | {g['oracle']} | "
                          f"{g['headline'][:90].replace('|', '/')} | {family} | {g['count']} | {cell} |")
     return "\n".join(lines)
+
+
+def attributed_case(group: dict, doc: dict, exploration: str, catalog: Catalog) -> str | None:
+    """What a finding is: its case then or now (same signature rule), a refusal, our withdrawn error, or a diagnosis."""
+    return (group["known"] or known_now(group, catalog) or withdrawn_of(group, doc)
+            or diagnosed_of(exploration, group))
+
+
+def findings_of(case_id: str, directory: Path, catalog: Catalog) -> list[dict]:
+    """The explored findings that are this case: by its signature, or by a recorded diagnosis (`how` says which)."""
+    found = []
+    for path in sorted(directory.glob("*/report.json")):
+        doc = json.loads(path.read_text(encoding="utf-8"))
+        for group in doc["groups"]:
+            case = attributed_case(group, doc, path.parent.name, catalog) or ""
+            if case.removeprefix(DIAGNOSED) == case_id:
+                found.append({"exploration": path.parent.name, "where": f"{doc['device']}/{doc['scale']}{_gpus(doc)}",
+                              "set": doc.get("set", "?"), "headline": group["headline"], "runs": group["count"],
+                              "how": "by diagnosis" if case.startswith(DIAGNOSED) else "same signature",
+                              "spec": _brief(spec) if (spec := group.get("witness", {}).get("spec")) else ""})
+    return found
 
 
 def _family_cell(case: str | None, known_then: str | None, families: dict[str, str]) -> str:

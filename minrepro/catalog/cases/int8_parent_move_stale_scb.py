@@ -4,11 +4,13 @@
 # ///
 """Family AE: an 8-bit layer moved by its parent keeps its statistics on the old GPU (bitsandbytes).
 
-`Linear8bitLt.to` moves the layer's 8-bit state, and `Int8Params.to` returns a new parameter with `SCB` moved. A
-parent's `.to()` calls neither: torch moves children through `Module._apply` and keeps each Parameter object,
-assigning only `.data`. The weight's data moves, `weight.CB`/`weight.SCB` stay behind, and the outlier path (the
-default threshold, 6.0) indexes `CB` from the old GPU. In explore's two-GPU row (Gemma 4 in 8-bit over cuda:0 and
-cuda:1, then `PeftModel.from_pretrained`), PEFT's one-device redispatch is that parent's `.to(0)`.
+`Int8Params.to` returns a new parameter with `SCB` moved, and `Linear8bitLt.to` moves the layer's 8-bit state. Every
+module move goes through `Module._apply`, which keeps each Parameter object and assigns only its `.data` (so the new
+parameter's `SCB` is dropped), and a parent's `.to()` never calls the child's `to()`. The data moves; `weight.CB` and
+`weight.SCB` stay on the old GPU, and the outlier path (threshold 6.0, transformers' default) indexes `CB` there.
+In explore's two-GPU row (Gemma 4 in 8-bit over cuda:0 and cuda:1, then `PeftModel.from_pretrained`), PEFT's
+one-device redispatch is that parent's `.to(0)`. One GPU shows it too: quantize on cuda:0, move the parent to the CPU
+(`mat2 is on cuda:0, different from other tensors on cpu`).
 
 Expected: the layer runs on cuda:0, where its parent was moved.
 """
