@@ -72,6 +72,7 @@ def test_results_file_feeds_the_matrix(manifest, tmp_path, capsys):
     (["scenario", "matrix", "r06-peft-device-map"], "scenario matrix takes no presets"),
     (["scenario", "matrix", "--check"], "--check needs --readme"),
     (["scenario", "list", "--readme", "README.md"], "are for `minrepro scenario matrix`"),
+    (["check", "--patched"], "--patched runs in the sets' envs: name them with --set"),
 ])
 def test_bad_input_is_one_line(argv, message, capsys):
     assert main(argv) == 2
@@ -139,3 +140,31 @@ def test_a_relative_envs_directory_is_taken_from_where_the_command_ran(tmp_path,
     # `patch prove --envs .minrepro/envs` handed the relative path on to processes run elsewhere: "No such file"
     monkeypatch.chdir(tmp_path)
     assert _envs(argparse.Namespace(envs=".minrepro/envs")) == tmp_path.resolve() / ".minrepro" / "envs"
+
+
+def test_check_patched_runs_a_script_beside_its_twin_with_the_patches(tmp_path, monkeypatch, capsys):
+    """`check SCRIPT --set S --patched`: one column per env, the patched run recorded apart (with the patches it
+    had) so that the matrix and `report` keep reading the set's own runs."""
+    import venv
+
+    import minrepro.cli.catalog as cli_catalog
+    from minrepro.envs.venvs import env_python, write_marker
+
+    twin = tmp_path / "twin"  # stands in for the set's patched env: a module there makes the script pass
+    venv.EnvBuilder(system_site_packages=True, with_pip=False).create(twin)
+    site = next(twin.glob("lib/python*/site-packages"))
+    (site / "fixed_here.py").write_text("")
+    write_marker(twin, {"created_by": "minrepro", "patches": ["lib/a-fix.diff"]})
+    monkeypatch.setattr(cli_catalog, "set_env", lambda catalog, name, patched=False, note=None:
+                        env_python(twin) if patched else Path(sys.executable))
+    script = tmp_path / "user.py"
+    script.write_text("# /// script\n# dependencies = []\n# ///\nimport importlib\n\n"
+                      "importlib.import_module('fixed_here')\nprint('ok')\n")
+    assert main(["check", str(script), "--set", "newest", "--patched", "--results", str(tmp_path / "r")]) == 0
+    out = capsys.readouterr().out
+    assert "| target | newest | newest + patches |" in out
+    assert "| user | fail-other: ModuleNotFoundError" in out or "| user | fail: ModuleNotFoundError" in out
+    assert out.rstrip().splitlines()[-3].endswith("| pass |")
+    patched = json.loads(next((tmp_path / "r" / "patched").glob("newest-*.json")).read_text())
+    assert patched["patches"] == ["lib/a-fix.diff"] and patched["cases"][0]["observed"] == "pass"
+    assert json.loads(next((tmp_path / "r").glob("newest-*.json")).read_text())["cases"][0]["observed"] != "pass"

@@ -79,6 +79,8 @@ def cmd_check(args: argparse.Namespace) -> int:
     sets = [s.strip() for s in args.set.split(",") if s.strip()] if args.set else []
     for name in sets:
         catalog.version_set(name)
+    if args.patched and not sets:
+        raise MinreproError("--patched runs in the sets' envs: name them with --set")
     if args.write_pins and (len(args.cases) != 1 or not is_script(args.cases[0])):
         raise MinreproError("--write-pins takes exactly one script")
     targets = resolve(catalog, args.cases, args.python, args.timeout, _progress) if args.cases else [
@@ -103,22 +105,29 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 
 def _check_in_sets(catalog, cases: list, sets: list[str], args: argparse.Namespace) -> int:
-    """Run the targets in each set's environment; a table target x set; the runs recorded per set."""
+    """Run the targets in each set's environment (with --patched, also in its twin with every catalog patch that
+    applies: does a known fix fix this script?); a table target x set; the runs recorded per set."""
     scripts = [c for c in cases if c.user_script]
     where = Path(args.results) if args.results else (results_home(scripts[0].script) if len(scripts) == 1 else None)
-    columns = {}
+    columns: dict[str, dict] = {}
     for name in sets:
-        env = probe(str(set_env(catalog, name, note=_progress)))
-        results = run_cases(catalog, cases, env, name, args.timeout, _progress, jobs=max(1, args.jobs))
-        columns[name] = {r.case: r for r in results}
-        if where is not None:
-            write_results(where / f"{name}-{env.machine}.json", results_document(env, name, results))
-    print("\n| target | " + " | ".join(sets) + " |\n|---|" + "---|" * len(sets))
+        for patched in (False, True) if args.patched else (False,):
+            env = probe(str(set_env(catalog, name, patched=patched, note=_progress)))
+            # the patched run has no declared outcome to differ from: the set's declaration is for the release
+            results = run_cases(catalog, cases, env, None if patched else name, args.timeout, _progress,
+                                jobs=max(1, args.jobs))
+            columns[f"{name} + patches" if patched else name] = {r.case: r for r in results}
+            if where is not None:  # patched runs apart: `report` and the matrix read <set>-<machine>.json only
+                doc = results_document(env, name, results)
+                if patched:
+                    doc["patches"] = (read_marker(env_of(env.python)) or {}).get("patches", [])
+                write_results(where / ("patched" if patched else "") / f"{name}-{env.machine}.json", doc)
+    print("\n| target | " + " | ".join(columns) + " |\n|---|" + "---|" * len(columns))
     differs = 0
     for case in cases:
         cells = []
-        for name in sets:
-            r = columns[name][case.id]
+        for column, runs in columns.items():
+            r = runs[case.id]
             shown = "pass" if r.observed == "pass" else f"{r.observed}: {r.headline[:60]}"
             cells.append(shown + (" ✗ differs" if r.verdict == "differs" else ""))
             differs += r.verdict == "differs"
@@ -171,6 +180,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                        "(default: every case)")
     check.add_argument("--set", metavar="S1,S2", help="also run each target in these version sets' environments "
                        "(made once in the cache) and record the runs")
+    check.add_argument("--patched", action="store_true", help="with --set: also run each target with every catalog "
+                       "patch that applies to the set (in a twin env the tool made; never yours)")
     check.add_argument("--python", help="reference interpreter for a script whose PEP 723 pins name no set")
     check.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, help="seconds per run")
     check.add_argument("--jobs", type=int, default=1, help="targets run at a time")
