@@ -83,3 +83,17 @@ def test_the_expected_behavior_is_the_cases_own_words_else_the_line_it_should_re
     assert expected_line(said) == "logits on cpu, as without the adapter"
     assert expected_line('import torch\nprint("logits on", x)\n') == 'the script to run to its last line, `print("logits on", x)`'
     assert expected_line("import torch\n") == "the script to exit without an error"
+
+
+def test_system_info_comes_from_an_env_here_only_on_the_kind_of_machine_the_run_was_recorded_on():
+    """A CPU box's `transformers env` printed beside a failure recorded on two GPUs told a maintainer the wrong system
+    (five drafts had it); the recorded versions are what such a report shows."""
+    import sys
+
+    from minrepro.harness.probe import probe
+    from minrepro.reports.report import _same_machine
+
+    here = probe(sys.executable)
+    python = Path(sys.executable)
+    assert _same_machine(python, {"machine": here.machine, "gpu": here.gpu, "gpus": here.gpus})
+    assert not _same_machine(python, {"machine": "cuda", "gpu": "NVIDIA H200", "gpus": 2})

@@ -84,6 +84,15 @@ def area(modules: list[str]) -> str:
     return "the library maintainers"
 
 
+def _same_machine(python: Path, recorded: dict[str, Any]) -> bool:
+    """Whether this machine is the kind the run was recorded on: a CPU box's `transformers env` says nothing true of
+    a failure recorded on two GPUs, and a report must not print it as the system it failed on."""
+    from minrepro.harness.probe import probe
+
+    here = probe(str(python))
+    return (here.machine, here.gpu, here.gpus) == (recorded.get("machine"), recorded.get("gpu"), recorded.get("gpus"))
+
+
 def system_info(python: Path | None, recorded: dict[str, Any] | None) -> str:
     """What `transformers env`, `accelerate env` and `python -m bitsandbytes` print in the case's env; the
     recorded versions when that env is not available."""
@@ -147,9 +156,9 @@ def draft(case: Case, catalog: Catalog, results_dir: Path, python: Path | None =
         raise MinreproError(f"no recorded run of {case.id} in {results_dir}: record one first (`minrepro run CASE "
                             "--results DIR/<set>-<machine>.json`, or `minrepro check SCRIPT --set pinned,newest`)")
     failing_set = run["set"] or failing_set
-    if python is None:  # the cached env of that set, if one was made (system info comes from it)
+    if python is None:  # the cached env of that set, if one was made here (system info comes from it)
         candidate = cache("envs", failing_set) / "bin" / "python"
-        python = candidate if candidate.exists() else None
+        python = candidate if candidate.exists() and _same_machine(candidate, run) else None
     signature = entry.get("signature") if entry else None
     headline = entry.get("headline", "") if entry else ""
     library = target_library(case, signature)
@@ -313,7 +322,7 @@ def explored_evidence(case: Case, catalog: Catalog, directory: Path) -> str:
         return ""
     rows = [f"| {f['where']}, {f['set']} | `{f['spec']}` | `{f['headline'][:90]}` | {f['runs']} | {f['how']} |"
             for f in found]
-    return "\n\n" + "\n".join(["`minrepro explore` met it in generated Gemma 4 scenarios (tiny random checkpoints, "
+    return "\n\n" + "\n".join(["`minrepro explore` met it in generated Gemma 4 scenarios (random-weight checkpoints, "
                                 "each spec a load, a map, a budget and PEFT's call):", "",
                                 "| exploration | spec | failure | runs | matched |", "|---|---|---|---|---|", *rows])
 
