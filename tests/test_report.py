@@ -97,3 +97,23 @@ def test_system_info_comes_from_an_env_here_only_on_the_kind_of_machine_the_run_
     python = Path(sys.executable)
     assert _same_machine(python, {"machine": here.machine, "gpu": here.gpu, "gpus": here.gpus})
     assert not _same_machine(python, {"machine": "cuda", "gpu": "NVIDIA H200", "gpus": 2})
+
+
+def test_a_users_report_says_what_the_catalogs_patches_did_to_the_script(tmp_path):
+    """`check SCRIPT --set S --patched` recorded the script with every catalog patch; the draft's Suggested fix says
+    so (and a script without such runs keeps "No fix prototype yet.")."""
+    import json
+
+    from minrepro.catalog.manifest import Case
+    from minrepro.reports.report import patched_runs
+
+    script = tmp_path / "job.py"
+    script.write_text("raise ValueError('x')\n")
+    case = Case(id="job", script=script, family=USER_SCRIPT, device="cpu", signature="", outcomes={}, fixed_in=(),
+                upstream=(), patches=())
+    assert patched_runs(case, tmp_path / "patched") == ""
+    (tmp_path / "patched").mkdir()
+    doc = {"set": "newest", "machine": "cpu", "patches": ["a.diff", "b.diff"],
+           "cases": [{"case": "job", "observed": "pass", "headline": ""}]}
+    (tmp_path / "patched" / "newest-cpu.json").write_text(json.dumps(doc))
+    assert "- newest (cpu), with the 2 catalog patches that apply there: passes" in patched_runs(case, tmp_path / "patched")

@@ -184,7 +184,8 @@ def draft(case: Case, catalog: Catalog, results_dir: Path, python: Path | None =
         "Related": "\n".join([f"- https://github.com/{ref.split('#')[0]}/issues/{ref.split('#')[1]}"
                               for ref in case.upstream] + _known_cases(case, catalog, signature, headline))
                    or "- none found",
-        "Suggested fix": _patches(case),
+        "Suggested fix": (patched_runs(case, results_dir / "patched") if case.user_script and not case.patches
+                          else "") or _patches(case),
         "On main": on_main(case, results_dir),
     }
     if case.outcomes and all(o == "unreproduced" for o in case.outcomes.values()):
@@ -346,6 +347,22 @@ def _version_table(case: Case, runs: dict[tuple[str, str], dict[str, Any]], resu
         for subset in doc.get("minimal_upgrades", []):
             rows.append(f"- minimal upgrade that makes it pass: {' + '.join(subset)}")
     return "\n".join(rows)
+
+
+def patched_runs(case: Case, directory: Path) -> str:
+    """For a user's script: what `check SCRIPT --set S --patched` recorded, the script with every catalog patch."""
+    if not case.user_script or not directory.is_dir():
+        return ""
+    lines = []
+    for path in sorted(directory.glob("*.json")):
+        doc = json.loads(path.read_text(encoding="utf-8"))
+        entry = _entry(doc, case.id)
+        if entry:
+            outcome = "passes" if entry["observed"] == "pass" else f"still fails: `{entry.get('headline', '')[:100]}`"
+            lines.append(f"- {doc['set']} ({doc['machine']}), with the {len(doc.get('patches', []))} catalog patches "
+                         f"that apply there: {outcome}")
+    return ("With minrepro's fix prototypes applied (`minrepro check SCRIPT --set S --patched`):\n"
+            + "\n".join(lines)) if lines else ""
 
 
 def _patches(case: Case) -> str:
