@@ -142,3 +142,18 @@ def test_a_pr_says_where_its_tests_ran():
     assert "- ran on: 1 x NVIDIA H100 80GB HBM3, torch 2.11.0\n" in text
     # and what the passing case reached: the offloaded INT8 layer, not a path around it
     assert "With the fix: passes.\nIt printed:\n\n```\noffload hooks on ['1']\ninput grad on cuda:0\n```" in text
+
+
+def test_a_kit_whose_pytest_options_left_no_test_of_the_file_on_main_is_not_green():
+    # AB's kit on two H200s ran `-k RedispatchMovesInputs`: nothing of tests/test_other.py ran on main, so "no new
+    # failure in its file" said nothing, yet the kit called itself green
+    (case,) = load_catalog().select(["peft-redispatch-drops-input-hook"])
+    proof = KitProof(case=case.id, library="peft", base={"commit": "0" * 40, "date": "2026-08-21"}, branch="b",
+                     title="t", commits=["a", "b"], test="tests/test_other.py::test_y", test_before="failed",
+                     test_after="passed", case_after="passes", case_after_outcome="pass",
+                     lint={"ruff check": "ok"}, file_counts={"main": {"passed": 0, "failed": 0, "skipped": 0},
+                                                             "after": {"passed": 1, "failed": 0, "skipped": 0}})
+    assert not proof.green
+    assert "new failures: not measured" in describe_pr(case, proof, "why")
+    proof.file_counts["main"]["passed"] = 40
+    assert proof.green and "new failures: none" in describe_pr(case, proof, "why")

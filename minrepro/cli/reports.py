@@ -170,6 +170,9 @@ def cmd_kit(args: argparse.Namespace) -> int:
     print(f"{case.id}: {'green' if proof.green else 'NOT green'}: new test {proof.test_before} -> {proof.test_after}, "
           f"case '{proof.case_before[:60]}' -> {proof.case_after[:60]}, {len(proof.file_new_failures)} new failure(s) "
           f"in {proof.test.split('::')[0]}, lint: {', '.join(f'{k} {v[:60]}' for k, v in proof.lint.items())}")
+    if not proof.file_measured:
+        print(f"  none of {proof.test.split('::')[0]}'s other tests ran on main (the pytest options left none): "
+              "no new failure is not shown; select a part of the file that runs, or all of it")
     for label, reason in proof.test_reasons.items():
         print(f"  the new test failed {label} the fix: {reason}")
     if len(set(proof.test_reasons.values())) == 1 and len(proof.test_reasons) == 2:

@@ -105,9 +105,16 @@ class KitProof:
     machine: str = ""  # where the tests ran: a GPU test proved on a CPU box is only a skip
 
     @property
+    def file_measured(self) -> bool:
+        """Whether the file's other tests ran on main: a `-k` that left none there makes "no new failure" empty."""
+        # kits recorded before the file ran once on main keep their counts under "before"
+        return any((self.file_counts.get("main") or self.file_counts.get("before") or {}).values())
+
+    @property
     def green(self) -> bool:
         return (self.test_before == "failed" and self.test_after == "passed" and not self.file_new_failures
-                and self.case_after_outcome in ("pass", "fail-other") and all(v == "ok" for v in self.lint.values()))
+                and self.file_measured and self.case_after_outcome in ("pass", "fail-other")
+                and all(v == "ok" for v in self.lint.values()))
 
 
 def _git(work: Path, *args: str, date: str | None = None) -> str:
@@ -316,6 +323,13 @@ def _printed(lines: list[str]) -> str:
     return "\nIt printed:\n\n```\n" + "\n".join(lines) + "\n```" if lines else ""
 
 
+def _new_failures_line(proof: KitProof) -> str:
+    """"none" claims something only where the file's other tests ran on main: a `-k` that left none there did not."""
+    if not proof.file_measured:
+        return "new failures: not measured (the pytest options left none of the file's tests to run on main)"
+    return f"new failures: {', '.join(proof.file_new_failures) or 'none'}"
+
+
 def describe_pr(case: Case, proof: KitProof, why: str) -> str:
     """The PR description, as the libraries' templates ask: what and why (the fix commit's message), the repro on
     main, before and after, the tests, the related threads."""
@@ -342,7 +356,7 @@ With the fix: {proof.case_after if proof.case_after == "passes" else f"`{proof.c
 
 - new test at the test commit: **{proof.test_before}**; with the fix: **{proof.test_after}**
 - `{proof.test.split('::')[0]}` on `main` / with this PR: {proof.file_counts.get('main')} / {proof.file_counts.get('after')};
-  new failures: {', '.join(proof.file_new_failures) or 'none'}
+  {_new_failures_line(proof)}
 - ran on: {proof.machine or 'not recorded'}
 - pytest options beyond the repository's: {' '.join(proof.pytest_args) or 'none'}
 - lint ({proof.lint_tool}, the repository's config): {'; '.join(f'{k}: {v}' for k, v in proof.lint.items())}
