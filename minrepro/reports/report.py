@@ -8,6 +8,7 @@ asks that agents do not open issues).
 from __future__ import annotations
 
 import ast
+import functools
 import json
 import os
 import re
@@ -87,36 +88,48 @@ def area(modules: list[str]) -> str:
 def _same_machine(python: Path, recorded: dict[str, Any]) -> bool:
     """Whether this machine is the kind the run was recorded on: a CPU box's `transformers env` says nothing true of
     a failure recorded on two GPUs, and a report must not print it as the system it failed on."""
+    return _machine_of(str(python)) == (recorded.get("machine"), recorded.get("gpu"), recorded.get("gpus"))
+
+
+@functools.lru_cache(maxsize=None)
+def _machine_of(python: str) -> tuple[str, str | None, int | None]:
+    # once per interpreter: `report --all` drafts forty cases from one or two envs, and a probe imports torch
     from minrepro.harness.probe import probe
 
-    here = probe(str(python))
-    return (here.machine, here.gpu, here.gpus) == (recorded.get("machine"), recorded.get("gpu"), recorded.get("gpus"))
+    here = probe(python)
+    return here.machine, here.gpu, here.gpus
 
 
 def system_info(python: Path | None, recorded: dict[str, Any] | None) -> str:
     """What `transformers env`, `accelerate env` and `python -m bitsandbytes` print in the case's env; the
     recorded versions when that env is not available."""
-    parts = []
-    if python is not None and python.exists():
-        bindir = python.parent
-        for name, cmd in SYSTEM_COMMANDS.items():
-            exe = [str(python), *cmd[1:]] if cmd[0] == "python" else [str(bindir / cmd[0]), *cmd[1:]]
-            # the env's bin first on PATH: `accelerate env` looks itself up with `which`
-            env = {**os.environ, "PATH": f"{bindir}{os.pathsep}{os.environ.get('PATH', '')}"}
-            try:
-                out = subprocess.run(exe, capture_output=True, text=True, timeout=180, env=env)
-                text = (out.stdout or out.stderr).strip()
-                if out.returncode != 0:  # a maintainer needs the versions, not our env's traceback
-                    last = (text.splitlines() or ["no output"])[-1]
-                    text = f"(failed in this env: {last})"
-            except (OSError, subprocess.TimeoutExpired) as exc:
-                text = f"(could not run: {exc})"
-            parts.append(f"$ {' '.join(cmd)}\n{_tail(text, 40)}")
+    parts = list(_env_reports(str(python))) if python is not None and python.exists() else []
     if recorded:
         versions = ", ".join(f"{k} {v}" for k, v in recorded["versions"].items() if v)
         parts.append(f"Recorded run ({recorded['date']}): Python {recorded['python']}, {versions}; "
                      f"{Environment.recorded(recorded).label}")
     return "\n\n".join(parts) or "(no recorded run)"
+
+
+@functools.lru_cache(maxsize=None)
+def _env_reports(python: str) -> tuple[str, ...]:
+    """Each system command's output in that env, once per interpreter (three subprocesses that import torch)."""
+    bindir = Path(python).parent
+    parts = []
+    for cmd in SYSTEM_COMMANDS.values():
+        exe = [python, *cmd[1:]] if cmd[0] == "python" else [str(bindir / cmd[0]), *cmd[1:]]
+        # the env's bin first on PATH: `accelerate env` looks itself up with `which`
+        env = {**os.environ, "PATH": f"{bindir}{os.pathsep}{os.environ.get('PATH', '')}"}
+        try:
+            out = subprocess.run(exe, capture_output=True, text=True, timeout=180, env=env)
+            text = (out.stdout or out.stderr).strip()
+            if out.returncode != 0:  # a maintainer needs the versions, not our env's traceback
+                last = (text.splitlines() or ["no output"])[-1]
+                text = f"(failed in this env: {last})"
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            text = f"(could not run: {exc})"
+        parts.append(f"$ {' '.join(cmd)}\n{_tail(text, 40)}")
+    return tuple(parts)
 
 
 def _tail(text: str, lines: int) -> str:
