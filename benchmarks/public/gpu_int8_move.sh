@@ -8,12 +8,11 @@
 # Output: $OUT/int8-move.tgz.
 set -u
 OUT=${OUT:-/tmp/out}; work=$(mktemp -d); mkdir -p "$work/out"; WHEELS=${WHEELS:-wheelhouse}
-patch=patches/bitsandbytes/int8-parent-move-stale-scb.diff
+patch=patches/bitsandbytes/int8-parent-move-stale-scb.diff; . benchmarks/public/patch_into.sh
 for v in 0.49.2 0.50.2; do
   python3 -m pip install -q --no-deps --no-index --find-links "$WHEELS" --target "$work/bnb-$v" "bitsandbytes==$v"
   cp -r "$work/bnb-$v" "$work/bnb-$v+AE"
-  sed '1,/^---$/d' "$patch" | patch -p1 -d "$work/bnb-$v+AE" >> "$work/out/patching.log" 2>&1 \
-    || echo "$v: the patch does not apply" >> "$work/out/patching.log"
+  patch_into "$work/bnb-$v+AE" "$patch" 2>> "$work/out/patching.log"
 done
 for bnb in "$work"/bnb-*; do
   name=$(basename "$bnb")

@@ -7,21 +7,21 @@
 # Output: $OUT/dispatch.tgz.
 set -u
 OUT=${OUT:-/tmp/out}; work=$(mktemp -d); mkdir -p "$work/out"; WHEELS=${WHEELS:-wheelhouse}
-patch_into() {  # patch_into DIR PATCH...: the diffs (src/accelerate/...) onto an installed accelerate under DIR
-  local dir=$1; shift
-  for p in "$@"; do sed '1,/^---$/d' "patches/accelerate/$p.diff" | sed 's|src/accelerate/|accelerate/|g' \
-    | patch -s -p1 -d "$dir" >> "$work/out/patching.log" 2>&1 || echo "$dir: $p does not apply" >> "$work/out/patching.log"; done
-}
+. benchmarks/public/patch_into.sh
 for v in 1.13.0 1.14.0 1.15.0; do
   python3 -m pip install -q --no-deps --no-index --find-links "$WHEELS" --target "$work/acc-$v" "accelerate==$v"
 done
 git -C .gpu-carry/accelerate.git archive --format=tar --prefix=src/ HEAD | tar x -C "$work"
 python3 -m pip install -q --no-deps --no-build-isolation --target "$work/acc-main" "$work/src" 2>"$work/out/main-build.log"
 git -C .gpu-carry/accelerate.git log -1 --format='main %H %cI' > "$work/out/versions.txt"
-for v in 1.13.0 1.14.0; do cp -r "$work/acc-$v" "$work/acc-$v+AC"; patch_into "$work/acc-$v+AC" dispatch-nested-entry-keeps-root-hook; done
+for v in 1.13.0 1.14.0; do
+  cp -r "$work/acc-$v" "$work/acc-$v+AC"
+  patch_into "$work/acc-$v+AC" patches/accelerate/dispatch-nested-entry-keeps-root-hook.diff 2>> "$work/out/patching.log"
+done
 for v in 1.15.0 main; do
   cp -r "$work/acc-$v" "$work/acc-$v+AC+AD"
-  patch_into "$work/acc-$v+AC+AD" dispatch-nested-entry-keeps-root-hook dispatch-main-device-from-set
+  patch_into "$work/acc-$v+AC+AD" patches/accelerate/dispatch-{nested-entry-keeps-root-hook,main-device-from-set}.diff \
+    2>> "$work/out/patching.log"
 done
 cases="minrepro/catalog/cases/dispatch_nested_entry_keeps_root_hook.py minrepro/catalog/cases/dispatch_main_device_from_set.py"
 for script in $cases; do
