@@ -266,6 +266,30 @@ def test_fail_other_is_declared_and_checked_as_such():
     assert _verdict(patched) == "proved"
 
 
+def test_a_listed_patch_of_another_family_is_not_missing_where_its_bug_is_fixed_upstream():
+    """V's fix on peft 0.19.1 takes R's backport first (R's KeyError comes first there); on newest R is upstream
+    (peft 0.21.0), R's patch has no variant, and V's case is still fully patched. Its own patch missing is missing."""
+    from dataclasses import replace
+
+    from minrepro.catalog.proof import _missing
+    from minrepro.envs import patching
+
+    catalog = load_catalog()
+    [case] = catalog.select(["peft-offload-tied-weight"])
+    assert "peft/peft-update-offload-prefix" in case.patches
+    for name in ("pinned", "newest"):
+        chosen = patching.select(list(case.patches), catalog.sets[name].pins())
+        assert _missing(catalog, case, chosen, name) == [], name
+    newest = patching.select(list(case.patches), catalog.sets["newest"].pins())
+    assert [p.id for p in newest] == ["transformers/tied-head-disk-offload", "peft/peft-offload-tied-weight"]
+    without_own = [p for p in newest if p.id != "peft/peft-offload-tied-weight"]
+    assert _missing(catalog, case, without_own, "newest") == ["peft/peft-offload-tied-weight"]
+    # were R live on newest with no port there, V's case would lack it
+    live = replace(catalog, cases=tuple(replace(c, outcomes={**c.outcomes, "newest": "fail"})
+                                        if c.id == "peft-update-offload-prefix" else c for c in catalog.cases))
+    assert _missing(live, case, newest, "newest") == ["peft/peft-update-offload-prefix"]
+
+
 def test_proof_runs_cases_at_once_and_keeps_their_order(monkeypatch):
     # the pinned proof ran its cases one by one, cold, and did not finish in 570 s on the H100
     import threading
