@@ -117,3 +117,19 @@ def test_a_users_report_says_what_the_catalogs_patches_did_to_the_script(tmp_pat
            "cases": [{"case": "job", "observed": "pass", "headline": ""}]}
     (tmp_path / "patched" / "newest-cpu.json").write_text(json.dumps(doc))
     assert "- newest (cpu), with the 2 catalog patches that apply there: passes" in patched_runs(case, tmp_path / "patched")
+
+
+def test_a_report_carries_its_repository_s_diff_and_points_at_the_others():
+    """V's fix on peft 0.19.1 stacks R's backport and transformers' S under it: the peft report carries V's own diff,
+    not R's port to an old release (main has R), and names S's transformers diff instead of pasting it."""
+    from minrepro.reports.kit import patch_for
+    from minrepro.reports.report import _patches
+
+    [case] = load_catalog().select(["peft-offload-tied-weight"])
+    text = _patches(case, "peft")
+    assert "keep a tied weight on disk in the rebuilt offload index" in text and "```diff" in text
+    assert text.count("```diff") == 1
+    assert "- transformers: disk offload index: a tied weight on disk reads its source's checkpoint entry" in text
+    assert "update-offload-prefix" not in text
+    kit_diffs, test = patch_for(case, "peft")
+    assert [d.name for d in kit_diffs] == ["peft-offload-tied-weight.diff"] and test.name.endswith(".test")

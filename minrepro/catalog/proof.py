@@ -168,13 +168,9 @@ def _prove_no_harm(absent: list[Case], rows: dict[str, ProofRow], clean: Environ
 
 
 def _missing(catalog: Catalog, case: Case, chosen: list[patching.Patch], set_name: str) -> list[str]:
-    """The case's patch ids with no variant for this set that the set still needs: a patch of another family
-    (R's backport in V's list) is not missing where its own case passes, the fix being upstream there."""
-    owners = {p.id: p.case for p in patching.load_patches()}
+    """The patch ids the set needs for the case that have no variant for it."""
     have = {p.id for p in chosen}
-    return [pid for pid in case.patches if pid not in have
-            and not (owners.get(pid) not in (None, case.id)
-                     and catalog.select([owners[pid]])[0].declared(set_name) == "pass")]
+    return [pid for pid in patching.needed(catalog, case, set_name) if pid not in have]
 
 
 def _skip(row: ProofRow, case: Case, env: Environment) -> bool:

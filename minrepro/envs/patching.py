@@ -126,6 +126,19 @@ def select(patch_ids: list[str], versions: dict[str, str | None], root: Path = P
     return chosen
 
 
+def needed(catalog, case, set_name: str) -> list[str]:
+    """The case's patch ids that a version set needs: a patch of another family in its list (R's backport in V's,
+    which R's KeyError hides on peft 0.19.1) is not needed where that family's own case passes (fixed upstream)."""
+    owners = {p.id: p.case for p in load_patches()}
+    cases = {c.id: c for c in catalog.cases}
+
+    def fixed_there(pid: str) -> bool:
+        owner = owners.get(pid)
+        return owner != case.id and owner in cases and cases[owner].declared(set_name) == "pass"
+
+    return [pid for pid in case.patches if not fixed_there(pid)]
+
+
 def _gnu_patch() -> str:
     exe = shutil.which("patch")
     if exe is None:

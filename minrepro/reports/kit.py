@@ -130,10 +130,12 @@ def _git(work: Path, *args: str, date: str | None = None) -> str:
 def patch_for(case: Case, library: str) -> tuple[list[Path], Path]:
     """The family's diffs for `library` (newest variants, in stacking order) and the regression test beside the
     last: a fix that needs an earlier family's (F on G) goes in as a series, one commit per diff."""
-    names = [p.split("/", 1)[1] for p in case.patches if p.startswith(library + "/")]
+    root = PATCHES_DIR / library
+    # a diff with only ports to old releases (`name@0.19.1.diff`: R's in V's list) is a fix that main already has
+    names = [p.split("/", 1)[1] for p in case.patches if p.startswith(library + "/")
+             and (root / f"{p.split('/', 1)[1]}.diff").is_file()]
     if not names:
         raise MinreproError(f"{case.id} has no {library} patch (its patches: {', '.join(case.patches) or 'none'})")
-    root = PATCHES_DIR / library
     test = root / f"{names[-1]}.test"
     if not test.is_file():
         raise MinreproError(f"no regression test for {case.id}: write {test.relative_to(root.parent.parent)} "

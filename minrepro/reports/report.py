@@ -198,7 +198,7 @@ def draft(case: Case, catalog: Catalog, results_dir: Path, python: Path | None =
                               for ref in case.upstream] + _known_cases(case, catalog, signature, headline))
                    or "- none found",
         "Suggested fix": (patched_runs(case, results_dir / "patched") if case.user_script and not case.patches
-                          else "") or _patches(case),
+                          else "") or _patches(case, library),
         "On main": on_main(case, results_dir),
     }
     if case.outcomes and all(o == "unreproduced" for o in case.outcomes.values()):
@@ -378,20 +378,26 @@ def patched_runs(case: Case, directory: Path) -> str:
             + "\n".join(lines)) if lines else ""
 
 
-def _patches(case: Case) -> str:
+def _patches(case: Case, library: str) -> str:
     if not case.patches:
         return "No fix prototype yet."
     by_id = {}
     for patch in load_patches(PATCHES_DIR):
         if "@" not in patch.name:
             by_id[patch.id] = patch
-    out = []
+    out, elsewhere = [], []
     for pid in case.patches:
         patch = by_id.get(pid)
         if patch is None:
+            continue
+        if patch.library != library:  # the repository gets its own diff; another library's is a pointer
+            elsewhere.append(f"- {patch.library}: {patch.subject} (`patches/{patch.rel}`, applies to "
+                             f"{', '.join(patch.applies_to)})")
             continue
         out += [f"**{patch.subject}** (made against {patch.made_against}; applies to {', '.join(patch.applies_to)}; "
                 f"with it the script passes: `minrepro patch prove`)", "", "<details><summary>diff</summary>", "",
                 "```diff", patch.path.read_text(encoding="utf-8").split("\n---\n", 1)[1].rstrip(), "```", "",
                 "</details>", ""]
+    if elsewhere:
+        out += ["In the script's path, minrepro's prototypes for other libraries (in its patched runs too):", *elsewhere]
     return "\n".join(out)

@@ -486,12 +486,12 @@ def known_now(group: dict, catalog: Catalog) -> str | None:
 def unpatched_note(doc: dict, catalog: Catalog) -> str:
     """An exploration of a patched env (known families fixed, so they stop masking what lies behind them) says
     which families were left unpatched."""
-    from ..envs.patching import patch_id
+    from ..envs.patching import needed, patch_id
 
     applied = {patch_id(rel) for rel in doc.get("patches") or []}
     if not applied:
         return ""
     # a family fixed in the explored set's releases (declared "pass" there) masks nothing: not "left unpatched"
-    left = sorted({c.family for c in catalog.cases if c.patches and not set(c.patches) <= applied
-                   and c.declared(doc.get("set", "")) != "pass"})
+    left = sorted({c.family for c in catalog.cases if c.patches and c.declared(doc.get("set", "")) != "pass"
+                   and not set(needed(catalog, c, doc.get("set", ""))) <= applied})
     return f", patched (left unpatched: {', '.join(left) or 'none'})"
