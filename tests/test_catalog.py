@@ -394,3 +394,42 @@ def test_one_label_names_the_machine_a_run_was_recorded_on():
     assert label(machine="cpu", gpu=None, gpus=0) == "CPU only"
     assert label(machine="cuda", gpu="NVIDIA H100 80GB HBM3", gpus=2) == "2 x NVIDIA H100 80GB HBM3"
     assert label(machine="cuda", gpu="NVIDIA H200") == "NVIDIA H200"  # recorded before the count was
+
+
+def test_controls_pass_unpatched_and_a_patch_that_breaks_one_is_harm(monkeypatch):
+    """Q's and V's first patches passed their own proofs with 0 harm and broke a base accelerate paged to disk itself
+    (found by a realistic script, lowmem_chat_server): a control runs on both sides of every proof."""
+    from types import SimpleNamespace
+
+    from minrepro.catalog import proof
+    from minrepro.envs import patching
+
+    catalog = load_catalog()
+    known = {p.id for p in patching.load_patches()}
+    assert catalog.controls and all(set(c.near) <= known for c in catalog.controls)
+    assert all(set(c.case.outcomes.values()) == {"pass"} for c in catalog.controls)
+    assert not {c.case.id for c in catalog.controls} & {c.id for c in catalog.cases}
+    control = catalog.controls[0]
+    outcomes = {"clean": ("pass", ""), "patched": ("fail-other", "KeyError: 'safetensors_file'")}
+    monkeypatch.setattr(proof, "_outcome", lambda case, env, timeout, absent=(): outcomes[env])
+    monkeypatch.setattr(proof, "skip_reason", lambda case, env: None)
+    [row] = proof._prove_controls([control], "clean", "patched", 1.0, 1, lambda _: None)
+    assert row["verdict"] == "harm" and "safetensors_file" in row["patched_headline"]
+    outcomes["patched"] = ("pass", "")
+    assert proof._prove_controls([control], "clean", "patched", 1.0, 1, lambda _: None)[0]["verdict"] == "no harm"
+    outcomes["clean"] = ("fail-other", "E")  # the catalog's claim is wrong
+    assert proof._prove_controls([control], "clean", "patched", 1.0, 1, lambda _: None)[0]["verdict"] == "differs"
+
+
+def test_a_control_entry_is_checked_like_a_case(tmp_path):
+    (tmp_path / "ok.py").write_text("print('ok')\n")
+    head = '[sets.pinned]\nrequirements = ["peft==0.19.1"]\n[sets.newest]\nrequirements = ["peft==0.21.2"]\n'
+    manifest = tmp_path / "catalog.toml"
+    manifest.write_text(head + '[[control]]\nid = "c"\nscript = "ok.py"\ndevice = "cpu"\nnear = []\n')
+    assert load_catalog(manifest).controls[0].case.outcomes == {"pinned": "pass", "newest": "pass"}
+    manifest.write_text(head + '[[control]]\nid = "c"\nscript = "ok.py"\ndevice = "cpu"\n')
+    with pytest.raises(MinreproError, match="control #1 \\(c\\): missing near"):
+        load_catalog(manifest)
+    manifest.write_text(head + '[[control]]\nid = "c"\nscript = "ok.py"\ndevice = "cpu"\nnear = []\nsignature = "x"\n')
+    with pytest.raises(MinreproError, match="unknown field"):
+        load_catalog(manifest)

@@ -77,6 +77,7 @@ class Catalog:
     sets: dict[str, VersionSet]
     cases: tuple[Case, ...]
     path: Path = field(default=MANIFEST)
+    controls: tuple[Control, ...] = ()  # scripts near a family's path without its bug: they pass, patched or not
 
     def select(self, ids: Iterable[str]) -> tuple[Case, ...]:
         """The named cases in the order given (all when none), or a one-line error for unknown ids."""
@@ -115,12 +116,37 @@ def load_catalog(path: Path | None = None) -> Catalog:
     else:
         sets = load_sets()
     cases = tuple(_case(path.parent, i, raw, sets) for i, raw in enumerate(data.get("case", [])))
+    controls = tuple(_control(path.parent, i, raw, sets) for i, raw in enumerate(data.get("control", [])))
     seen: set[str] = set()
-    for case in cases:
+    for case in cases + tuple(control.case for control in controls):
         if case.id in seen:
             raise MinreproError(f"{path.name}: duplicate case id {case.id!r}")
         seen.add(case.id)
-    return Catalog(sets, cases, path)
+    return Catalog(sets, cases, path, controls)
+
+
+CONTROL_FIELDS = ("id", "script", "device", "near", "notes")
+
+
+@dataclass(frozen=True)
+class Control:
+    case: Case  # declared "pass" on every set, with a signature nothing matches
+    near: tuple[str, ...]  # the patch ids whose path it shares (what it guards against)
+
+
+def _control(root: Path, index: int, raw: dict[str, Any], sets: dict[str, VersionSet]) -> Control:
+    """A `[[control]]` entry: a script declared to pass on every set, unpatched and with every patch (`patch prove`
+    runs it on both sides: a pass the patches break is harm). `near` names the patches whose path it shares."""
+    label = f"control #{index + 1} ({raw.get('id', 'no id')})"
+    unknown = sorted(set(raw) - set(CONTROL_FIELDS))
+    missing = [key for key in CONTROL_FIELDS[:4] if key not in raw]
+    if unknown or missing:
+        raise MinreproError(f"catalog.toml: {label}: " + (f"missing {', '.join(missing)}" if missing
+                                                            else f"unknown field(s) {', '.join(unknown)}"))
+    raw = {**raw, "family": "control", "signature": "(?!)", "fixed_in": [], "upstream": [],
+           **{name: "pass" for name in sets}}
+    near = tuple(raw.pop("near"))
+    return Control(_case(root, index, raw, sets), near)
 
 
 def _case(root: Path, index: int, raw: dict[str, Any], sets: dict[str, VersionSet]) -> Case:

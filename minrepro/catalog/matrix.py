@@ -153,8 +153,12 @@ def render_patched(catalog: Catalog, results: dict[tuple[str, str], dict[str, An
     lines.append("")
     for (set_name, machine), doc in sorted(results.items()):
         where = Environment.recorded(doc).label
+        controls = [c for c in doc.get("controls", []) if c["verdict"] != "skipped"]
+        harmed = [c["control"] for c in controls if c["verdict"] != "no harm"]
         lines.append(f"- {set_name} · {machine}: {where}; applied {len(doc['applied'])} diffs, "
-                     f"{len(doc['hunks'])} hunks ({doc['date']})")
+                     f"{len(doc['hunks'])} hunks ({doc['date']})"
+                     + (f"; controls: {len(controls)} run, {len(harmed)} harmed or differ"
+                        + (f" ({', '.join(harmed)})" if harmed else "") if "controls" in doc else ""))
     for (set_name, machine), doc in sorted(single.items()):
         lines.append(f"- {set_name} · {machine}, single cases: {', '.join(doc['files'])}")
     return "\n".join(lines)

@@ -13,7 +13,7 @@ from typing import Any, Callable
 
 from minrepro.envs import patching
 from minrepro.errors import MinreproError
-from minrepro.catalog.manifest import FAILING, Case, Catalog
+from minrepro.catalog.manifest import FAILING, Case, Catalog, Control
 from minrepro.envs.venvs import create_env, env_python, read_marker
 from minrepro.harness.probe import Environment, probe
 from minrepro.catalog.run import check_set, observe, skip_reason
@@ -136,13 +136,34 @@ def prove(catalog: Catalog, cases: tuple[Case, ...], set_name: str, clean: Path,
     _prove_no_harm(absent, rows, clean_env, patched_env, timeout, jobs, log)
     emulable = [c for c in runnable if _emulable(c)]
     _prove_no_harm(emulable, rows, clean_env, patched_env, timeout, jobs, log, emulated=True)
+    applied = {p.id for p in every}
+    controls = [c for c in catalog.controls if applied & set(c.near)]
     return {
         "set": set_name, "machine": clean_env.machine, "gpu": clean_env.gpu, "gpus": clean_env.gpus, "python": clean_env.python_version,
         "versions": versions, "date": _dt.date.today().isoformat(),
         "applied": [p.rel for p in every],
         "hunks": [asdict(r) for r in reports],
         "cases": [asdict(rows[c.id]) for c in patched_cases],
+        "controls": _prove_controls(controls, clean_env, patched_env, timeout, jobs, log),
     }
+
+
+def _prove_controls(controls: list[Control], clean: Environment, patched: Environment, timeout: float, jobs: int,
+                    log: Callable[[str], None]) -> list[dict[str, Any]]:
+    """Each control (near the applied patches' path, without their bugs) unpatched and with every patch: it must pass
+    on both sides. Failing unpatched, the catalog's claim is wrong ("differs"); failing patched only, it is harm."""
+    runnable = [c for c in controls if skip_reason(c.case, clean) is None]
+    before = _outcomes([c.case for c in runnable], clean, timeout, jobs)
+    after = _outcomes([c.case for c in runnable], patched, timeout, jobs)
+    rows = [{"control": c.case.id, "near": list(c.near), "verdict": "skipped", "reason": skip_reason(c.case, clean)}
+            for c in controls if c not in runnable]
+    for control, (unpatched, unpatched_headline), (observed, headline) in zip(runnable, before, after):
+        verdict = "differs" if not _passes(unpatched) else "no harm" if _passes(observed) else "harm"
+        rows.append({"control": control.case.id, "near": list(control.near), "unpatched": unpatched,
+                     "unpatched_headline": unpatched_headline, "patched": observed, "patched_headline": headline,
+                     "verdict": verdict})
+        log(f"control {control.case.id}: {unpatched} -> {observed} ({verdict})")
+    return rows
 
 
 def _prove_no_harm(absent: list[Case], rows: dict[str, ProofRow], clean: Environment, patched: Environment,
@@ -205,6 +226,11 @@ def format_proof(document: dict[str, Any]) -> str:
         for step in c["chain"]:
             rows.append(("", f"  chain: {step['patches']}", "", f"{step['observed']} ({step['headline'][:50]})"
                          if step["observed"] != "pass" else "pass", ""))
+    for c in document.get("controls", []):
+        rows.append((f"{c['control']} (control)", "near: " + ", ".join(pid.split("/")[1] for pid in c["near"]),
+                     c.get("unpatched", "skipped"), c.get("patched", "skipped")
+                     + (f" ({c['patched_headline'][:50]})" if c.get("patched", "pass") not in ("pass", "skipped") else ""),
+                     c["verdict"] + (f": {c['reason']}" if c.get("reason") else "")))
     widths = [max(len(r[i]) for r in rows) for i in range(5)]
     lines = ["| " + " | ".join(cell.replace("|", "\\|").ljust(w) for cell, w in zip(r, widths)) + " |" for r in rows]
     lines.insert(1, "|" + "|".join("-" * (w + 2) for w in widths) + "|")

@@ -91,11 +91,14 @@ def cmd_patch_prove(args: argparse.Namespace) -> int:
         write_results(Path(args.results.format(machine=document["machine"])), document)
     print(format_proof(document))
     bad = [c["case"] for c in document["cases"] if c["verdict"] == "differs"]
+    bad += [c["control"] for c in document["controls"] if c["verdict"] == "differs"]
     verdicts = [(c["case"], c.get(k, "")) for c in document["cases"] for k in ("no_harm", "no_harm_emulated")]
+    verdicts += [(c["control"], c["verdict"]) for c in document["controls"] if c["verdict"] != "skipped"]
     harm = sorted({case for case, verdict in verdicts if verdict.startswith("harm")})
     checked = sum(bool(verdict) for _, verdict in verdicts)
     print(f"\n{len(document['cases'])} patched cases on {args.set}: {len(bad)} differ" + (f" ({', '.join(bad)})" if bad else "")
-          + f"; {checked} run where their precondition is absent: {len(harm)} harmed" + (f" ({', '.join(harm)})" if harm else ""))
+          + f"; {checked} run where their precondition is absent (controls included): {len(harm)} harmed"
+          + (f" ({', '.join(harm)})" if harm else ""))
     return 1 if bad or harm else 0
 
 
