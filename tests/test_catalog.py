@@ -28,7 +28,7 @@ def test_every_required_family_has_a_case():
     assert FAMILIES_REQUIRED <= {case.family for case in CATALOG.cases}
 
 
-@pytest.mark.parametrize("case", CATALOG.cases, ids=lambda c: c.id)
+@pytest.mark.parametrize("case", CATALOG.cases + tuple(c.case for c in CATALOG.controls), ids=lambda c: c.id)
 def test_case_script_obeys_the_rules(case):
     assert check_case(case, CATALOG) == []
 

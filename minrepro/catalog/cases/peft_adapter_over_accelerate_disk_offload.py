@@ -1,6 +1,6 @@
 # /// script
 # requires-python = ">=3.10"
-# dependencies = ["torch", "transformers==5.23.0", "accelerate==1.15.0", "peft==0.21.2", "tokenizers==0.22.2"]
+# dependencies = ["torch", "transformers==5.6.2", "accelerate==1.13.0", "peft==0.19.1", "tokenizers==0.22.2"]
 # ///
 """Control (passes on every set): a LoRA adapter over a base that accelerate paged to disk itself.
 
