@@ -421,6 +421,33 @@ def test_controls_pass_unpatched_and_a_patch_that_breaks_one_is_harm(monkeypatch
     assert proof._prove_controls([control], "clean", "patched", 1.0, 1, lambda _: None)[0]["verdict"] == "differs"
 
 
+def test_a_control_is_also_run_without_a_cpu_feature_it_names_where_this_cpu_has_it(monkeypatch):
+    """bitsandbytes picks its CPU kernels by AVX512-BF16 (H's reported harm was on a CPU without it): the 4-bit control
+    runs again with the feature emulated absent, and harm there is harm."""
+    from types import SimpleNamespace
+
+    from minrepro.catalog import proof
+
+    [control] = [c for c in load_catalog().controls if c.emulate_absent]
+    assert set(control.emulate_absent) <= set(proof.EMULABLE_ABSENT)
+    seen = []
+
+    def outcome(case, env, timeout, absent=()):
+        seen.append((env.name, absent))
+        return ("fail-other", "max error 2.74") if env.name == "patched" and absent else ("pass", "")
+
+    monkeypatch.setattr(proof, "_outcome", outcome)
+    monkeypatch.setattr(proof, "skip_reason", lambda case, env: None)
+    clean, patched = (SimpleNamespace(name=n, cpu_flags=("avx512_bf16",)) for n in ("clean", "patched"))
+    [row] = proof._prove_controls([control], clean, patched, 1.0, 1, lambda _: None)
+    assert row["verdict"] == "harm" and row["emulated_absent"]["verdict"] == "harm"
+    assert ("patched", ("avx512_bf16",)) in seen
+    seen.clear()
+    clean.cpu_flags = patched.cpu_flags = ()  # a CPU without it: the plain pair already is that run
+    [row] = proof._prove_controls([control], clean, patched, 1.0, 1, lambda _: None)
+    assert row["verdict"] == "no harm" and "emulated_absent" not in row and all(not a for _, a in seen)
+
+
 def test_a_control_entry_is_checked_like_a_case(tmp_path):
     (tmp_path / "ok.py").write_text("print('ok')\n")
     head = '[sets.pinned]\nrequirements = ["peft==0.19.1"]\n[sets.newest]\nrequirements = ["peft==0.21.2"]\n'

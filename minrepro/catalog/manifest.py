@@ -125,13 +125,14 @@ def load_catalog(path: Path | None = None) -> Catalog:
     return Catalog(sets, cases, path, controls)
 
 
-CONTROL_FIELDS = ("id", "script", "device", "near", "notes")
+CONTROL_FIELDS = ("id", "script", "device", "near", "notes", "emulate_absent")
 
 
 @dataclass(frozen=True)
 class Control:
     case: Case  # declared "pass" on every set, with a signature nothing matches
     near: tuple[str, ...]  # the patch ids whose path it shares (what it guards against)
+    emulate_absent: tuple[str, ...] = ()  # CPU features it is also run without, where this CPU has them
 
 
 def _control(root: Path, index: int, raw: dict[str, Any], sets: dict[str, VersionSet]) -> Control:
@@ -145,8 +146,8 @@ def _control(root: Path, index: int, raw: dict[str, Any], sets: dict[str, Versio
                                                             else f"unknown field(s) {', '.join(unknown)}"))
     raw = {**raw, "family": "control", "signature": "(?!)", "fixed_in": [], "upstream": [],
            **{name: "pass" for name in sets}}
-    near = tuple(raw.pop("near"))
-    return Control(_case(root, index, raw, sets), near)
+    near, emulate = tuple(raw.pop("near")), tuple(raw.pop("emulate_absent", ()))
+    return Control(_case(root, index, raw, sets), near, emulate)
 
 
 def _case(root: Path, index: int, raw: dict[str, Any], sets: dict[str, VersionSet]) -> Case:

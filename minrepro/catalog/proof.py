@@ -163,6 +163,17 @@ def _prove_controls(controls: list[Control], clean: Environment, patched: Enviro
                      "unpatched_headline": unpatched_headline, "patched": observed, "patched_headline": headline,
                      "verdict": verdict})
         log(f"control {control.case.id}: {unpatched} -> {observed} ({verdict})")
+        absent = tuple(f for f in control.emulate_absent if f in EMULABLE_ABSENT and f in (clean.cpu_flags or ()))
+        if absent:  # the same pair on a CPU without the feature (emulated): a bitsandbytes kernel choice
+            (unpatched, _), (observed, headline) = (_outcome(control.case, env, timeout, absent) for env in (clean, patched))
+            emulated = "differs" if not _passes(unpatched) else "no harm" if _passes(observed) else "harm"
+            if NOT_EMULATED in (unpatched, observed):
+                emulated = "not checked: the emulation did not take effect"
+            rows[-1]["emulated_absent"] = {"features": list(absent), "unpatched": unpatched, "patched": observed,
+                                           "patched_headline": headline, "verdict": emulated}
+            if verdict == "no harm" and emulated in ("harm", "differs"):
+                rows[-1]["verdict"] = emulated
+            log(f"control {control.case.id} without {', '.join(absent)} (emulated): {unpatched} -> {observed} ({emulated})")
     return rows
 
 
@@ -230,7 +241,9 @@ def format_proof(document: dict[str, Any]) -> str:
         rows.append((f"{c['control']} (control)", "near: " + ", ".join(pid.split("/")[1] for pid in c["near"]),
                      c.get("unpatched", "skipped"), c.get("patched", "skipped")
                      + (f" ({c['patched_headline'][:50]})" if c.get("patched", "pass") not in ("pass", "skipped") else ""),
-                     c["verdict"] + (f": {c['reason']}" if c.get("reason") else "")))
+                     c["verdict"] + (f": {c['reason']}" if c.get("reason") else "")
+                     + (f"; emulated without {', '.join(c['emulated_absent']['features'])}: "
+                        f"{c['emulated_absent']['verdict']}" if c.get("emulated_absent") else "")))
     widths = [max(len(r[i]) for r in rows) for i in range(5)]
     lines = ["| " + " | ".join(cell.replace("|", "\\|").ljust(w) for cell, w in zip(r, widths)) + " |" for r in rows]
     lines.insert(1, "|" + "|".join("-" * (w + 2) for w in widths) + "|")

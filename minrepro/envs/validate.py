@@ -129,9 +129,9 @@ def tests_for(tree: Path, touched: list[str]) -> list[str]:
 
 def affected_cases(catalog: Catalog, libraries: set[str]) -> list[Case]:
     """Cases whose failing path the candidate's library can reach: the script imports it, its patches or its owner
-    belong to it."""
+    belong to it. The catalog's controls too: one that passed before and fails with the candidate is harm."""
     out = []
-    for case in catalog.cases:
+    for case in catalog.cases + tuple(control.case for control in catalog.controls):
         imports = imported_modules(case.script.read_text(encoding="utf-8"))
         owners = {case.owner.split(".")[0]} if case.owner else set()
         patched = {p.split("/")[0] for p in case.patches}
