@@ -51,3 +51,22 @@ def test_a_failed_test_keeps_the_first_line_of_why():
     assert parse_junit(xml)["tests.test_other.TestX::test_c"] == "passed"
     assert failure_reasons(xml) == {"tests.test_other.TestX::test_a": "AssertionError: **Transformers Deprecation**: x",
                                     "tests.test_other.TestX::test_b": "RuntimeError: boom"}
+
+
+def test_a_candidate_changes_a_failure_only_if_its_signature_changes():
+    """T's case fails with a number read from uninitialized memory: `max error 0.413` in the clean env and `1.87e+27`
+    in a candidate's, a comment-only diff included. validate said "failing differently"; a failure's identity is its
+    signature (normalized message, library frames), not its final line."""
+    from minrepro.catalog.run import CaseResult
+    from minrepro.envs.validate import status
+    from minrepro.harness.signature import parse_traceback
+
+    def failed(last_line: str) -> CaseResult:
+        trace = ('Traceback (most recent call last):\n  File "/tmp/case.py", line 30, in <module>\n'
+                 f"    torch.testing.assert_close(out, ref)\n{last_line}\n")
+        return CaseResult("t", "T", "cpu", "fail", "fail", last_line, parse_traceback(trace).to_dict(), 0.1, "")
+
+    before = failed("AssertionError: LoRA on an offloaded layer changed the output: max error 0.413")
+    assert status(before, failed("AssertionError: LoRA on an offloaded layer changed the output: max error 1.87e+27")) \
+        == "still fails"
+    assert status(before, failed("KeyError: 'base_model.model.lm_head.weight'")) == "changed"

@@ -24,6 +24,7 @@ from ..catalog.run import CaseResult, run_cases
 from ..dirs import cache
 from ..errors import MinreproError
 from ..harness.probe import probe
+from ..harness.signature import Signature
 from ..reducers.source import imported_modules
 from .patching import Patch, apply_patches
 from .venvs import create_env, read_marker, set_env, wheelhouse_from_env, write_marker
@@ -149,8 +150,16 @@ def status(before: CaseResult, after: CaseResult) -> str:
     if not failed_before and failed_after:
         return "newly failing"
     if failed_before and failed_after:
-        return "still fails" if before.headline == after.headline else "changed"
+        return "still fails" if _same_failure(before, after) else "changed"
     return "passes"
+
+
+def _same_failure(before: CaseResult, after: CaseResult) -> bool:
+    """By signature (type, normalized message, library frames, causes), not by the final line: T's garbage from
+    uninitialized memory reads `max error 0.413` in one env and `1.87e+27` in another, a comment-only diff included."""
+    if before.signature and after.signature:
+        return Signature.from_dict(before.signature) == Signature.from_dict(after.signature)
+    return before.headline == after.headline
 
 
 @dataclass
