@@ -70,3 +70,13 @@ def test_a_candidate_changes_a_failure_only_if_its_signature_changes():
     assert status(before, failed("AssertionError: LoRA on an offloaded layer changed the output: max error 1.87e+27")) \
         == "still fails"
     assert status(before, failed("KeyError: 'base_model.model.lm_head.weight'")) == "changed"
+
+
+def test_a_validation_that_ran_no_library_tests_does_not_say_they_found_nothing():
+    from minrepro.envs.validate import SetReport, verdict
+
+    rows = [{"case": "t", "status": "still fails"}]
+    assert verdict([SetReport("newest", "env", ["peft/peft_model.py"], rows)]).endswith(
+        "upstream tests: not run (--upstream-tests runs them)")
+    ran = SetReport("newest", "env", ["peft/peft_model.py"], rows, upstream={"new_failures": []})
+    assert verdict([ran]).endswith("upstream tests: 0 new failure(s)")

@@ -323,7 +323,8 @@ def verdict(reports: list[SetReport]) -> str:
     return (f"verdict: {word} the catalog: fixes {len(fixed)}" + (f" ({', '.join(fixed)})" if fixed else "")
             + f", newly failing {len(broken)}" + (f" ({', '.join(broken)})" if broken else "")
             + f", failing differently {len(changed)}" + (f" ({', '.join(changed)})" if changed else "")
-            + f"; upstream tests: {upstream} new failure(s)")
+            + ("; upstream tests: " + (f"{upstream} new failure(s)" if any(rep.upstream for rep in reports)
+                                       else "not run (--upstream-tests runs them)")))
 
 
 def as_json(candidates: list[Candidate], reports: list[SetReport]) -> dict:
