@@ -133,3 +133,21 @@ def test_a_report_carries_its_repository_s_diff_and_points_at_the_others():
     assert "update-offload-prefix" not in text
     kit_diffs, test = patch_for(case, "peft")
     assert [d.name for d in kit_diffs] == ["peft-offload-tied-weight.diff"] and test.name.endswith(".test")
+
+
+def test_on_main_names_a_newer_release_recorded_beside_main_by_its_versions(tmp_path):
+    """results/main/ also holds the newest set with transformers 5.24.0 (no refs, no set): the draft said "still fails
+    on main (; the None set's other libraries ...)"."""
+    import json
+
+    from minrepro.reports.report import on_main
+
+    [case] = load_catalog().select(["peft-offload-tied-weight"])
+    (tmp_path / "main").mkdir()
+    versions = {"torch": "2.13.0+cpu", "transformers": "5.24.0", "accelerate": "1.15.0", "peft": "0.21.2",
+                "bitsandbytes": "0.50.2", "tokenizers": "0.23.3"}
+    doc = {"set": None, "machine": "cpu", "date": "2026-11-25", "versions": versions,
+           "cases": [{"case": case.id, "observed": "fail"}]}
+    (tmp_path / "main" / "newest-with-transformers-5.24.0-cpu.json").write_text(json.dumps(doc))
+    assert on_main(case, tmp_path) == ("- still fails with transformers 5.24.0, tokenizers 0.23.3 (the newest set "
+                                       "otherwise, cpu, 2026-11-25)")

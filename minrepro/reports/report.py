@@ -24,6 +24,7 @@ from minrepro.errors import MinreproError
 from minrepro.reports.bisect import BisectResult
 from minrepro.catalog.matrix import recorded_runs_of
 from minrepro.envs.patching import PATCHES_DIR, load_patches
+from minrepro.envs.sets import load_sets
 from minrepro.catalog.run import observe
 from minrepro.harness.probe import Environment
 from minrepro.harness.runner import RunResult
@@ -224,6 +225,13 @@ def on_main(case: Case, results_dir: Path) -> str:
             continue
         refs = ", ".join(f"{r['library']} `{r['commit'][:12]}` ({r.get('date')})" for r in document.get("refs", []))
         said = {"fail": "still fails", "pass": "passes"}.get(row["observed"], row["observed"])
+        if not refs:  # a release newer than the newest set (transformers 5.24.0), recorded beside main's runs
+            newest = load_sets()["newest"].pins()
+            newer = ", ".join(f"{lib} {version}" for lib, version in document.get("versions", {}).items()
+                              if lib in newest and version != newest[lib] or lib not in newest and lib != "torch")
+            lines.append(f"- {said} with {newer or 'the newest set'} (the newest set otherwise, {document['machine']}, "
+                         f"{document['date']})")
+            continue
         lines.append(f"- {said} on main ({refs}; the {document['set']} set's other libraries, {document['machine']}, "
                      f"{document['date']})")
     kit = results_dir / "kits" / case.id / "proof.json"
@@ -399,5 +407,6 @@ def _patches(case: Case, library: str) -> str:
                 "```diff", patch.path.read_text(encoding="utf-8").split("\n---\n", 1)[1].rstrip(), "```", "",
                 "</details>", ""]
     if elsewhere:
-        out += ["In the script's path, minrepro's prototypes for other libraries (in its patched runs too):", *elsewhere]
+        out += ["minrepro's proof of this fix also stacks prototypes from other libraries, needed on some releases "
+                "(`minrepro patch prove` shows the chain):", *elsewhere]
     return "\n".join(out)
