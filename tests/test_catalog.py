@@ -413,12 +413,12 @@ def test_controls_pass_unpatched_and_a_patch_that_breaks_one_is_harm(monkeypatch
     outcomes = {"clean": ("pass", ""), "patched": ("fail-other", "KeyError: 'safetensors_file'")}
     monkeypatch.setattr(proof, "_outcome", lambda case, env, timeout, absent=(): outcomes[env])
     monkeypatch.setattr(proof, "skip_reason", lambda case, env: None)
-    [row] = proof._prove_controls([control], "clean", "patched", 1.0, 1, lambda _: None)
+    [row] = proof._prove_controls([control], "clean", "patched", 1.0, lambda _: None)
     assert row["verdict"] == "harm" and "safetensors_file" in row["patched_headline"]
     outcomes["patched"] = ("pass", "")
-    assert proof._prove_controls([control], "clean", "patched", 1.0, 1, lambda _: None)[0]["verdict"] == "no harm"
+    assert proof._prove_controls([control], "clean", "patched", 1.0, lambda _: None)[0]["verdict"] == "no harm"
     outcomes["clean"] = ("fail-other", "E")  # the catalog's claim is wrong
-    assert proof._prove_controls([control], "clean", "patched", 1.0, 1, lambda _: None)[0]["verdict"] == "differs"
+    assert proof._prove_controls([control], "clean", "patched", 1.0, lambda _: None)[0]["verdict"] == "differs"
 
 
 def test_a_control_is_also_run_without_a_cpu_feature_it_names_where_this_cpu_has_it(monkeypatch):
@@ -439,12 +439,12 @@ def test_a_control_is_also_run_without_a_cpu_feature_it_names_where_this_cpu_has
     monkeypatch.setattr(proof, "_outcome", outcome)
     monkeypatch.setattr(proof, "skip_reason", lambda case, env: None)
     clean, patched = (SimpleNamespace(name=n, cpu_flags=("avx512_bf16",)) for n in ("clean", "patched"))
-    [row] = proof._prove_controls([control], clean, patched, 1.0, 1, lambda _: None)
+    [row] = proof._prove_controls([control], clean, patched, 1.0, lambda _: None)
     assert row["verdict"] == "harm" and row["emulated_absent"]["verdict"] == "harm"
     assert ("patched", ("avx512_bf16",)) in seen
     seen.clear()
     clean.cpu_flags = patched.cpu_flags = ()  # a CPU without it: the plain pair already is that run
-    [row] = proof._prove_controls([control], clean, patched, 1.0, 1, lambda _: None)
+    [row] = proof._prove_controls([control], clean, patched, 1.0, lambda _: None)
     assert row["verdict"] == "no harm" and "emulated_absent" not in row and all(not a for _, a in seen)
 
 

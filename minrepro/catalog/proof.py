@@ -144,37 +144,41 @@ def prove(catalog: Catalog, cases: tuple[Case, ...], set_name: str, clean: Path,
         "applied": [p.rel for p in every],
         "hunks": [asdict(r) for r in reports],
         "cases": [asdict(rows[c.id]) for c in patched_cases],
-        "controls": _prove_controls(controls, clean_env, patched_env, timeout, jobs, log),
+        "controls": _prove_controls(controls, clean_env, patched_env, timeout, log),
     }
 
 
-def _prove_controls(controls: list[Control], clean: Environment, patched: Environment, timeout: float, jobs: int,
+def _prove_controls(controls: list[Control], clean: Environment, patched: Environment, timeout: float,
                     log: Callable[[str], None]) -> list[dict[str, Any]]:
-    """Each control (near the applied patches' path, without their bugs) unpatched and with every patch: it must pass
-    on both sides. Failing unpatched, the catalog's claim is wrong ("differs"); failing patched only, it is harm."""
-    runnable = [c for c in controls if skip_reason(c.case, clean) is None]
-    before = _outcomes([c.case for c in runnable], clean, timeout, jobs)
-    after = _outcomes([c.case for c in runnable], patched, timeout, jobs)
-    rows = [{"control": c.case.id, "near": list(c.near), "verdict": "skipped", "reason": skip_reason(c.case, clean)}
-            for c in controls if c not in runnable]
-    for control, (unpatched, unpatched_headline), (observed, headline) in zip(runnable, before, after):
-        verdict = "differs" if not _passes(unpatched) else "no harm" if _passes(observed) else "harm"
-        rows.append({"control": control.case.id, "near": list(control.near), "unpatched": unpatched,
-                     "unpatched_headline": unpatched_headline, "patched": observed, "patched_headline": headline,
-                     "verdict": verdict})
-        log(f"control {control.case.id}: {unpatched} -> {observed} ({verdict})")
+    """Each control (near the applied patches' path, without their bugs) unpatched and with every patch, and again
+    with the CPU features it names emulated absent where this CPU has them: it must pass on both sides. Failing
+    unpatched, the catalog's claim is wrong ("differs"); failing patched only, it is harm."""
+    rows = []
+    for control in controls:
+        reason = skip_reason(control.case, clean)
+        if reason:
+            rows.append({"control": control.case.id, "near": list(control.near), "verdict": "skipped", "reason": reason})
+            continue
+        row = {"control": control.case.id, "near": list(control.near), **_control_pair(control, clean, patched, timeout)}
         absent = tuple(f for f in control.emulate_absent if f in EMULABLE_ABSENT and f in (clean.cpu_flags or ()))
-        if absent:  # the same pair on a CPU without the feature (emulated): a bitsandbytes kernel choice
-            (unpatched, _), (observed, headline) = (_outcome(control.case, env, timeout, absent) for env in (clean, patched))
-            emulated = "differs" if not _passes(unpatched) else "no harm" if _passes(observed) else "harm"
-            if NOT_EMULATED in (unpatched, observed):
-                emulated = "not checked: the emulation did not take effect"
-            rows[-1]["emulated_absent"] = {"features": list(absent), "unpatched": unpatched, "patched": observed,
-                                           "patched_headline": headline, "verdict": emulated}
-            if verdict == "no harm" and emulated in ("harm", "differs"):
-                rows[-1]["verdict"] = emulated
-            log(f"control {control.case.id} without {', '.join(absent)} (emulated): {unpatched} -> {observed} ({emulated})")
+        if absent:  # bitsandbytes picks its CPU kernels by such a feature
+            row["emulated_absent"] = {"features": list(absent), **_control_pair(control, clean, patched, timeout, absent)}
+            if row["verdict"] == "no harm" and row["emulated_absent"]["verdict"] in ("harm", "differs"):
+                row["verdict"] = row["emulated_absent"]["verdict"]
+        log(f"control {control.case.id}: {row['verdict']}")
+        rows.append(row)
     return rows
+
+
+def _control_pair(control: Control, clean: Environment, patched: Environment, timeout: float,
+                  absent: tuple[str, ...] = ()) -> dict[str, str]:
+    (unpatched, unpatched_headline), (observed, headline) = (_outcome(control.case, env, timeout, absent)
+                                                             for env in (clean, patched))
+    verdict = "differs" if not _passes(unpatched) else "no harm" if _passes(observed) else "harm"
+    if NOT_EMULATED in (unpatched, observed):
+        verdict = "not checked: the emulation did not take effect"
+    return {"unpatched": unpatched, "unpatched_headline": unpatched_headline, "patched": observed,
+            "patched_headline": headline, "verdict": verdict}
 
 
 def _prove_no_harm(absent: list[Case], rows: dict[str, ProofRow], clean: Environment, patched: Environment,

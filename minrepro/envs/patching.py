@@ -15,6 +15,7 @@ Application is GNU patch with no fuzz, checked with a dry run first, so a patch 
 
 from __future__ import annotations
 
+import functools
 import importlib.resources
 import re
 import shutil
@@ -129,7 +130,7 @@ def select(patch_ids: list[str], versions: dict[str, str | None], root: Path = P
 def needed(catalog, case, set_name: str) -> list[str]:
     """The case's patch ids that a version set needs: a patch of another family in its list (R's backport in V's,
     which R's KeyError hides on peft 0.19.1) is not needed where that family's own case passes (fixed upstream)."""
-    owners = {p.id: p.case for p in load_patches()}
+    owners = _owners(PATCHES_DIR)
     cases = {c.id: c for c in catalog.cases}
 
     def fixed_there(pid: str) -> bool:
@@ -137,6 +138,12 @@ def needed(catalog, case, set_name: str) -> list[str]:
         return owner != case.id and owner in cases and cases[owner].declared(set_name) == "pass"
 
     return [pid for pid in case.patches if not fixed_there(pid)]
+
+
+@functools.lru_cache(maxsize=None)
+def _owners(root: Path) -> dict[str, str]:
+    """{patch id: the case its header names}, read once (explore asks for every case of a catalog)."""
+    return {p.id: p.case for p in load_patches(root)}
 
 
 def _gnu_patch() -> str:
