@@ -28,7 +28,7 @@ Gemma4ForConditionalGeneration(config).save_pretrained(path)
 ids = torch.tensor([[2, 3, 4]], device=0)
 reference = Gemma4ForConditionalGeneration.from_pretrained(path, device_map={"": 0})(input_ids=ids).logits
 model = Gemma4ForConditionalGeneration.from_pretrained(
-    path, device_map={"": 0, "model.language_model.embed_tokens_per_layer": 1})
+    path, device_map={"": 1, "model.language_model.embed_tokens_per_layer": 0})
 print("per-layer embedding on", model.model.language_model.embed_tokens_per_layer.weight.device)
 torch.testing.assert_close(model(input_ids=ids).logits, reference)
 print("logits equal a one-GPU load's")

@@ -12,7 +12,8 @@ transformers offloaded from a checkpoint (`KeyError: 'safetensors_file'`, or a K
 import os
 import tempfile
 
-import torch
+os.environ["CUDA_VISIBLE_DEVICES"] = ""  # on a GPU box PEFT would redispatch onto cuda:0 (family AB), off this path
+import torch  # noqa: E402
 from accelerate import dispatch_model
 from peft import LoraConfig, PeftModel, get_peft_model
 from transformers import LlamaConfig, LlamaForCausalLM
