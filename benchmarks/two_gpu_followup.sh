@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The second call of a two-GPU round (after benchmarks/two_gpu_round.sh), on a fresh box: carry `.gpu-carry/wh3` (the
 # sets' wheels and the kit's test requirements, without nox's) and `.gpu-carry/peft1.git` (peft main, depth 1).
-#   - family AF: its case and benchmarks/public/two_gpu_ple_probe.py on pinned and newest, unpatched and with its patch;
+#   - family AF: its case and benchmarks/public/two_gpu_ple_probe.py on AF_SETS (default newest; pinned needs
+#     `.gpu-carry/whp`, the pinned wheels, copied into wh3: the carry limit), unpatched and with its patch;
 #   - Q's and V's proofs on newest with their controls (the control that met family AB on a GPU box now hides the GPUs);
 #   - AB's kit on one GPU with the file's tests that need no hub (HUB_TESTS deselected: they fail alike on both sides
 #     offline, and sleep through retries).
@@ -12,7 +13,7 @@ HUB_TESTS="TestGetModuleNamesTiedWithEmbedding or revision_warning or different_
 step() { echo "[$SECONDS s] $*" | tee -a "$logs/steps.txt"; }
 nvidia-smi -L > "$logs/gpus.txt" 2>&1
 af_case=minrepro/catalog/cases/gemma4_per_layer_inputs_other_gpu.py
-for s in pinned newest; do (
+for s in ${AF_SETS:-newest}; do (
   env=/tmp/af-$s
   python3 -m minrepro env create --set $s --wheelhouse "$wh" $env > "$logs/af-$s.log" 2>&1
   for state in unpatched patched; do
