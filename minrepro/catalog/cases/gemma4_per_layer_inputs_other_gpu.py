@@ -7,7 +7,8 @@
 `Gemma4TextModel.project_per_layer_inputs` adds `per_layer_inputs`, which come from `embed_tokens_per_layer`, to
 the projection of the input embeddings. Under a device_map over several GPUs the per-layer embedding can be on
 another GPU than `per_layer_model_projection` (at E4B it is 2.8B of the model's weights: "auto" tends to give it a GPU
-of its own), and only the root's hook moves outputs back, so the sum meets two devices. Found past family AC in
+of its own). With a map that names modules, as "auto" writes it, the text model has no hook of its own that would move
+its inputs (a root entry "" gives it one, and the sum then passes), so the sum meets two devices. Found past family AC in
 explore's newest `mat2 is on cuda:1` row, with every catalog patch, on two H200s. transformers#45823 ("Gemma4 PLE
 device mismatch with device_map=auto") was closed by #45826, which moved the multimodal mask only.
 
@@ -24,11 +25,15 @@ text = Gemma4TextConfig(hidden_size=64, intermediate_size=128, num_hidden_layers
                         layer_types=["sliding_attention", "full_attention"], tie_word_embeddings=False)
 path = tempfile.mkdtemp()
 config = Gemma4Config(text_config=text, vision_config=None, audio_config=None, tie_word_embeddings=False)
-Gemma4ForConditionalGeneration(config).save_pretrained(path)
+model = Gemma4ForConditionalGeneration(config)
+model.save_pretrained(path)
+# a map that names modules, as "auto" writes it (no root entry): the text model itself gets no hook
+device_map = {f"model.{name}": 0 for name, _ in model.model.named_children() if name != "language_model"}
+device_map |= {f"model.language_model.{name}": 0 for name, _ in model.model.language_model.named_children()}
+device_map |= {"lm_head": 0, "model.language_model.embed_tokens_per_layer": 1}
 ids = torch.tensor([[2, 3, 4]], device=0)
 reference = Gemma4ForConditionalGeneration.from_pretrained(path, device_map={"": 0})(input_ids=ids).logits
-model = Gemma4ForConditionalGeneration.from_pretrained(
-    path, device_map={"": 1, "model.language_model.embed_tokens_per_layer": 0})
+model = Gemma4ForConditionalGeneration.from_pretrained(path, device_map=device_map)
 print("per-layer embedding on", model.model.language_model.embed_tokens_per_layer.weight.device)
 torch.testing.assert_close(model(input_ids=ids).logits, reference)
 print("logits equal a one-GPU load's")
