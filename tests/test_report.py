@@ -151,3 +151,13 @@ def test_on_main_names_a_newer_release_recorded_beside_main_by_its_versions(tmp_
     (tmp_path / "main" / "newest-with-transformers-5.24.0-cpu.json").write_text(json.dumps(doc))
     assert on_main(case, tmp_path) == ("- still fails with transformers 5.24.0, tokenizers 0.23.3 (the newest set "
                                        "otherwise, cpu, 2026-11-25)")
+
+
+def test_a_commit_bisection_recorded_beside_the_case_is_in_its_draft():
+    # AD's `bisect --git` record named accelerate#4083, and the draft said nothing of it: only release bisections
+    # (`<case>.json`) were read, not `<case>-<library>-commits.json`
+    catalog = load_catalog()
+    [case] = catalog.select(["dispatch-main-device-from-set"])
+    versions = draft(case, catalog, RESULTS, python=Path("/nonexistent/python"))["extra"]["Versions"]
+    assert "Bisection over accelerate's first-parent commits a5cb37c1..16cb6eb8" in versions
+    assert 'first broke at 2f87576d329d "[Offloading] Support full disk offloading (#4083)" (PR #4083)' in versions

@@ -21,7 +21,7 @@ from packaging.version import Version
 from minrepro.catalog.manifest import Case, Catalog, script_metadata
 from minrepro.dirs import cache
 from minrepro.errors import MinreproError
-from minrepro.reports.bisect import BisectResult
+from minrepro.reports.bisect import BisectResult, CommitBisect
 from minrepro.catalog.matrix import recorded_runs_of
 from minrepro.envs.patching import PATCHES_DIR, load_patches
 from minrepro.envs.sets import load_sets
@@ -367,7 +367,20 @@ def _version_table(case: Case, runs: dict[tuple[str, str], dict[str, Any]], resu
             rows.append(f"- {p['package']}: {fixed} ({judged})")
         for subset in doc.get("minimal_upgrades", []):
             rows.append(f"- minimal upgrade that makes it pass: {' + '.join(subset)}")
+    rows.extend(_commit_bisections(case, results_dir))
     return "\n".join(rows)
+
+
+def _commit_bisections(case: Case, results_dir: Path) -> list[str]:
+    """`minrepro bisect --git` records (`<case>-<library>-commits.json`): the commit that broke or fixed it, its PR."""
+    lines = []
+    for path in sorted((results_dir / "bisect").glob(f"{case.id}-*-commits.json")):
+        doc = json.loads(path.read_text(encoding="utf-8"))
+        found = CommitBisect(**{name: doc[name] for name in CommitBisect.__dataclass_fields__ if name in doc})
+        base = ", ".join(f"{k} {v}" for k, v in doc["base"].items())
+        lines += ["", f"Bisection over {found.library}'s first-parent commits {found.older}..{found.newer} (the "
+                      f"package laid over {base}): {found.sentence()}."]
+    return lines
 
 
 def patched_runs(case: Case, directory: Path) -> str:
