@@ -262,6 +262,11 @@ class CommitBisect:
     judged: dict[str, str] = field(default_factory=dict)
     commits: int = 0  # commits in the range
 
+    @classmethod
+    def from_record(cls, document: dict) -> CommitBisect:
+        """Back from what `minrepro bisect --git` writes (these fields, with the case, base and subjects beside)."""
+        return cls(**{name: document[name] for name in cls.__dataclass_fields__ if name in document})
+
     def sentence(self) -> str:
         where = f"{self.commit[:12]} \"{self.subject}\"" + (f" (PR #{self.pr})" if self.pr else "")
         span = (f"; {len(self.undecided)} commit(s) before it could not be judged, the change may be among them"

@@ -376,7 +376,7 @@ def _commit_bisections(case: Case, results_dir: Path) -> list[str]:
     lines = []
     for path in sorted((results_dir / "bisect").glob(f"{case.id}-*-commits.json")):
         doc = json.loads(path.read_text(encoding="utf-8"))
-        found = CommitBisect(**{name: doc[name] for name in CommitBisect.__dataclass_fields__ if name in doc})
+        found = CommitBisect.from_record(doc)
         base = ", ".join(f"{k} {v}" for k, v in doc["base"].items())
         lines += ["", f"Bisection over {found.library}'s first-parent commits {found.older}..{found.newer} (the "
                       f"package laid over {base}): {found.sentence()}."]

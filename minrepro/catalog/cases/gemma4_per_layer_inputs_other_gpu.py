@@ -6,8 +6,8 @@
 
 `Gemma4TextModel.project_per_layer_inputs` adds `per_layer_inputs`, which come from `embed_tokens_per_layer`, to
 the projection of the input embeddings. Under a device_map over several GPUs the per-layer embedding can be on
-another GPU than `per_layer_model_projection` (at E4B it is 2.8B of the model's weights: "auto" tends to give it a GPU
-of its own). With a map that names modules, as "auto" writes it, the text model has no hook of its own that would move
+another GPU than `per_layer_model_projection` (at E4B it holds 262144 x 42 x 256 = 2.8B parameters, so a map over
+two GPUs can well put it apart from the projection; not measured at E4B). With a map that names modules, as "auto" writes it, the text model has no hook of its own that would move
 its inputs (a root entry "" gives it one, and the sum then passes), so the sum meets two devices. Found past family AC in
 explore's newest `mat2 is on cuda:1` row, with every catalog patch, on two H200s. transformers#45823 ("Gemma4 PLE
 device mismatch with device_map=auto") was closed by #45826, which moved the multimodal mask only.
