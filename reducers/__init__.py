@@ -3,7 +3,7 @@ driver that applies them. It never runs code and imports nothing from the rest o
 `test_many(sources) -> list[bool]` (the Lithium seam)."""
 
 from .passes import FINAL_PASSES, PASSES
-from .search import Problem, TestMany, reduce_source
+from .search import PassRecord, Problem, TestMany, reduce_source
 from .source import code_lines, normalize
 
-__all__ = ["FINAL_PASSES", "PASSES", "Problem", "TestMany", "code_lines", "normalize", "reduce_source"]
+__all__ = ["FINAL_PASSES", "PASSES", "PassRecord", "Problem", "TestMany", "code_lines", "normalize", "reduce_source"]

@@ -189,7 +189,8 @@ def test_interesting_means_the_bug_here_and_not_in_the_fixed_world(tmp_path_fact
     good = _Table({s: g for s, (_, g) in zip(sources, rows)})
     oracle = SignatureOracle(Cache(work / "c.jsonl", "k"), work, 10, executor=bad, original=SIG, good=[good])
     answers = oracle.test_many(sources)
-    assert answers == [b == SIG and g != SIG for b, g in rows]
+    # where the bug is fixed the original passes: so must the candidate (failing otherwise there is no proof)
+    assert answers == [b == SIG and g is None for b, g in rows]
     assert oracle.test_many(sources) == answers  # answers are cached, and the same
 
 

@@ -409,7 +409,8 @@ def test_a_time_budget_ends_the_search_with_a_verified_best(tmp_path, capsys):
     argv = ["reduce", str(script), "--json", "--workdir", str(tmp_path / "work"), "--max-seconds", "0.001"]
     assert main(argv) == 0
     summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
-    assert any("stopped at --max-seconds 0.001" in note for note in summary["notes"])
+    assert any("stopped at the time budget (--max-seconds 0.001" in note for note in summary["notes"])
+    assert summary["maybe_not_minimal"] and summary["budget_seconds"] == 0.001
     text = Path(summary["output"]).read_text()
     assert "maybe not minimal" in text and "NOT VERIFIED" not in text
     assert run_script(Path(summary["output"])).signature == original
@@ -502,18 +503,21 @@ def test_the_cold_verification_runs_the_bad_and_the_good_runs_side_by_side(tmp_p
             time.sleep(0.2)
             with lock:
                 live[0] -= 1
-            return [SimpleNamespace(signature="bug" if self.python in ("bad", "still-bad") else None, loaded=("torch",))]
+            return [SimpleNamespace(signature="bug" if self.python in ("bad", "still-bad") else None, loaded=("torch",), seconds=0.2)]
 
     monkeypatch.setattr(driver, "ColdExecutor", Cold)
     oracle = SimpleNamespace(matches=lambda run: run.signature == "bug", litters=lambda run: "", good_timeout=None,
-                             good_runs=2)
+                             good_runs=2, not_passing=lambda run: "also in a good env: not the bug" if run.signature
+                             else "")
     guard = SimpleNamespace(pythons=("fixed", "also-fixed"))
-    assert driver._verify_cold("x = 1\n", oracle, "bad", guard, 5.0, tmp_path, tmp_path, jobs=8) == (
-        True, True, "also fails the same way where the bug is fixed ()", ("torch",))
+    verified, good_pass, why, loaded, said = driver._verify_cold("x = 1\n", oracle, "bad", guard, 5.0, tmp_path,
+                                                                 tmp_path, jobs=8)
+    assert (verified, good_pass, why, loaded) == (True, True, "", ("torch",)) and "exit 0 in 4 of 4" in said
     assert most[0] == 5  # 1 bad + 2 x 2 good, all at once
     most[0] = 0
-    verified, good_pass, why, _ = driver._verify_cold("x = 1\n", oracle, "bad", SimpleNamespace(pythons=("still-bad",)),
-                                                      5.0, tmp_path, tmp_path, jobs=2)
+    verified, good_pass, why, _, _ = driver._verify_cold("x = 1\n", oracle, "bad",
+                                                         SimpleNamespace(pythons=("still-bad",)), 5.0, tmp_path,
+                                                         tmp_path, jobs=2)
     assert (verified, good_pass) == (False, False) and "still-bad" in why and most[0] == 2
 
 

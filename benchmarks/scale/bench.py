@@ -1,13 +1,17 @@
 #!/usr/bin/env python
 """Reduce at real scale, end to end, as a user would: a setup script leaves a local checkpoint, the user's own job
-script (argparse, a local checkpoint directory, an eval loop) fails on it, `minrepro reduce` is run on a copy.
-Prints one table row per case; `--results FILE` appends the rows as JSON lines.
+script (argparse, a local checkpoint directory, an eval loop, a server, a training step) fails on it, and
+`minrepro reduce SCRIPT --python ENV` runs on a copy with its DEFAULTS (no --jobs, no --max-seconds: a row that sets
+one says so). Prints the row, the time per phase and what each pass removed per minute; `--results FILE` appends
+the row as a JSON line, and `--table FILE...` prints the tables again from recorded rows.
 
-    python benchmarks/scale/bench.py --case cpu-gemma3 --python .nox/minrepro-pinned/bin/python
-    python benchmarks/scale/bench.py --case gpu-gemma4-e4b --python ENV/bin/python --good-python FIXED/bin/python
+    python benchmarks/scale/bench.py --case cpu-gemma3-eval --python PINNED/bin/python
+    python benchmarks/scale/bench.py --case gpu-gemma4-e4b-serve --python NEWEST/bin/python --fixed-python FIXED/bin/python
+    python benchmarks/scale/bench.py --table benchmarks/results/scale.jsonl
 
 The checkpoint is built once per --workdir (by the case's setup, with --python). The user's script is copied, never
-edited; minrepro's output goes beside the copy."""
+edited; minrepro's output goes beside the copy. The output is then run cold where it was reduced (it must fail the
+same way) and, with --fixed-python (an env where the bug is fixed), there too: it must pass (exit 0)."""
 from __future__ import annotations
 
 import argparse
@@ -27,50 +31,60 @@ sys.path.insert(0, str(ROOT))
 from minrepro.harness.runner import run_script  # noqa: E402
 from minrepro.reducers.source import code_lines, code_tokens  # noqa: E402
 
-CASES = {  # case -> (setup arch, the user's script, the env var its checkpoint default reads, the user's other env)
-    "cpu-gemma3": ("gemma3-100m", "eval_adapter.py", "EVAL_CKPT", {}),
-    # E2B fits the script's default budget (1 GiB GPU, 8 GiB RAM) without disk: it passed 3 of 3 runs on two H200s
-    # (2026-11-26). 6 GiB of RAM, the budget docs/scenarios.md measured for E2B's spill, is how its user runs it.
-    "gpu-gemma4-e2b": ("gemma4-e2b", "eval_gemma4_gpu.py", "GEMMA4_CKPT", {"GEMMA4_CPU_BUDGET": "6GiB"}),
-    "gpu-gemma4-e4b": ("gemma4-e4b", "eval_gemma4_gpu.py", "GEMMA4_CKPT", {}),
+# case -> (setup arch, the user's script, the env var its checkpoint default reads, the user's other env)
+CASES = {
+    "cpu-gemma3-eval": ("gemma3-100m", "eval_adapter.py", "EVAL_CKPT", {}),
+    # E2B fits the scripts' default budget (1 GiB GPU, 8 GiB RAM) without disk: it passed 3 of 3 runs on two H200s.
+    # 6 GiB of RAM, the budget docs/scenarios.md measured for E2B's spill, is how its user runs it.
+    "gpu-gemma4-e2b-eval": ("gemma4-e2b", "eval_gemma4_gpu.py", "GEMMA4_CKPT", {"GEMMA4_CPU_BUDGET": "6GiB"}),
+    "gpu-gemma4-e4b-eval": ("gemma4-e4b", "eval_gemma4_gpu.py", "GEMMA4_CKPT", {}),
+    "gpu-gemma4-e4b-serve": ("gemma4-e4b", "serve_gemma4_gpu.py", "GEMMA4_CKPT", {}),
+    "gpu-gemma4-e4b-qlora": ("gemma4-e4b", "qlora_step_gemma4_gpu.py", "GEMMA4_CKPT", {}),
 }
+OLD_NAMES = {"cpu-gemma3": "cpu-gemma3-eval", "gpu-gemma4-e2b": "gpu-gemma4-e2b-eval",
+             "gpu-gemma4-e4b": "gpu-gemma4-e4b-eval"}
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--case", choices=sorted(CASES), required=True)
-    parser.add_argument("--python", required=True, help="the env the script fails in")
-    parser.add_argument("--good-python", action="append", default=[], help="passed on to reduce (default: its guard)")
+    parser.add_argument("--case", choices=sorted(CASES) + sorted(OLD_NAMES))
+    parser.add_argument("--python", help="the env the script fails in")
+    parser.add_argument("--fixed-python", help="an env where the bug is fixed: the output must pass there")
+    parser.add_argument("--label", default="", help="a name for the env in the table (e.g. 'pinned')")
     parser.add_argument("--workdir", default=str(ROOT / ".minrepro" / "scale-bench"))
-    parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--limit", type=float, default=None, help="stop reduce (SIGTERM) after this many seconds")
-    parser.add_argument("--max-seconds", type=float, default=None, help="passed on to reduce: its search's time budget")
-    parser.add_argument("--executor", help="passed on to reduce (default: reduce's own)")
     parser.add_argument("--results", help="append the row as a JSON line here")
     parser.add_argument("--resume", action="store_true", help="continue a stopped reduce (its work dir is kept)")
-    parser.add_argument("--setup", action="store_true", help="only build the checkpoint and run the original (kept for "
-                        "the next call on this machine: a GPU call is 10 minutes, and the reduce should have them)")
+    parser.add_argument("--setup", action="store_true", help="only build the checkpoint and run the original once")
+    parser.add_argument("--table", nargs="+", metavar="FILE", help="print the tables from recorded rows and exit")
+    parser.add_argument("reduce_args", nargs="*", help="after --: flags for `minrepro reduce` (not the defaults)")
     args = parser.parse_args()
-    arch, script_name, env_var, user_env = CASES[args.case]
+    if args.table:
+        rows = [json.loads(line) for f in args.table for line in Path(f).read_text().splitlines() if line.strip()]
+        print_tables(rows)
+        return 0
+    if not args.case or not args.python:
+        parser.error("--case and --python are required (or --table FILE)")
+    case = OLD_NAMES.get(args.case, args.case)
+    arch, script_name, env_var, user_env = CASES[case]
     work = Path(args.workdir).resolve()
     checkpoint = work / arch
     if not (checkpoint / "adapter" / "adapter_config.json").exists():
         began = time.monotonic()
-        subprocess.run([args.python, str(HERE / "make_checkpoint.py"), "--arch", arch, "--out", str(checkpoint)], check=True)
+        subprocess.run([args.python, str(HERE / "make_checkpoint.py"), "--arch", arch, "--out", str(checkpoint)],
+                       check=True)
         print(f"checkpoint {arch} built in {time.monotonic() - began:.0f} s", file=sys.stderr)
-    job = work / "jobs" / args.case
+    job = work / "jobs" / f"{case}-{hashlib.sha256(args.python.encode()).hexdigest()[:8]}"
     job.mkdir(parents=True, exist_ok=True)
     script = job / script_name
     shutil.copy(HERE / script_name, script)
     os.environ.update({env_var: str(checkpoint), **user_env})
     original = _original(script, args.python, job)
     if args.setup:
-        print(f"original: {original.raw_headline.splitlines()[0] if original.raw_headline else 'pass'} in {original.seconds:.0f} s")
+        print(f"original: {_first_line(original)} in {original.seconds:.0f} s")
         return 0
-    command = [sys.executable, "-m", "minrepro", "reduce", str(script), "--python", args.python, "--jobs", str(args.jobs),
-               "--json", *([] if args.resume else ["--fresh"]),
-               *(["--max-seconds", str(args.max_seconds)] if args.max_seconds else []),
-               *(["--executor", args.executor] if args.executor else []), "--workdir", str(job / "work"), *[a for g in args.good_python for a in ("--good-python", g)]]
+    command = [sys.executable, "-m", "minrepro", "reduce", str(script), "--python", args.python, "--json",
+               *([] if args.resume else ["--fresh"]), "--workdir", str(job / "work"), *args.reduce_args]
     began = time.monotonic()
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
     try:
@@ -84,26 +98,69 @@ def main() -> int:
     out = script.with_name(f"{script.stem}.min.py")
     reduced = out.read_text() if out.exists() else ""
     rerun = run_script(out, python=args.python, timeout=1800, isolated=True) if reduced else None
-    row = {"case": args.case, "python": args.python, "max_seconds": args.max_seconds,
-           "executor": summary.get("executor", args.executor), "exit": proc.returncode,
-           "seconds": round(seconds, 1),
+    fixed = (run_script(out, python=args.fixed_python, timeout=1800, isolated=True)
+             if reduced and args.fixed_python else None)
+    row = {"case": case, "env": args.label, "flags": " ".join(args.reduce_args) or "defaults",
+           "executor": summary.get("executor"), "jobs": summary.get("jobs"), "jobs_why": summary.get("jobs_why"),
+           "exit": proc.returncode, "seconds": round(seconds, 1),
            "input_lines": code_lines(script.read_text()), "output_lines": code_lines(reduced) if reduced else None,
            "input_tokens": code_tokens(script.read_text()), "output_tokens": code_tokens(reduced) if reduced else None,
-           "original": original.raw_headline.splitlines()[0] if original.raw_headline else "pass",
-           "original_run_s": round(original.seconds, 1), "output_run_s": round(rerun.seconds, 1) if rerun else None,
+           "original": _first_line(original), "original_run_s": round(original.seconds, 1),
+           "output_run_s": round(rerun.seconds, 1) if rerun else None,
            "output_fails_same": bool(rerun and rerun.signature == original.signature),
-           "verified": bool(summary) and "NOT VERIFIED" not in reduced, "guard": summary.get("guard_why"),
-           "passes_in_good_env": summary.get("passes_in_good_env"), "notes": summary.get("notes", [])}
-    print("| case | exit | total s | lines in -> out | tokens in -> out | run s before -> after | same failure | "
-          "passes where fixed |")
-    print("|---|---|---|---|---|---|---|---|")
-    print(f"| {row['case']} | {row['exit']} | {row['seconds']} | {row['input_lines']} -> {row['output_lines']} | "
-          f"{row['input_tokens']} -> {row['output_tokens']} | {row['original_run_s']} -> {row['output_run_s']} | "
-          f"{row['output_fails_same']} | {row['passes_in_good_env']} |")
+           "output_in_fixed_env": None if fixed is None else ("passes" if fixed.returncode == 0 and not fixed.signature
+                                                               else _first_line(fixed)),
+           "verified": bool(summary) and "NOT VERIFIED" not in reduced,
+           "maybe_not_minimal": summary.get("maybe_not_minimal"), "guard": summary.get("guard_why"),
+           "passes_in_good_env": summary.get("passes_in_good_env"), "good_run": summary.get("good_run"),
+           "phases": summary.get("phases", []), "passes": summary.get("passes", []), "notes": summary.get("notes", [])}
+    print_tables([row])
     if args.results:
         with open(args.results, "a") as fh:
             fh.write(json.dumps(row) + "\n")
     return 0 if proc.returncode == 0 else 1
+
+
+def _first_line(run) -> str:
+    return run.raw_headline.splitlines()[0][:120] if run.raw_headline else "pass"
+
+
+def print_tables(rows: list[dict]) -> None:
+    """The row per reduction, then per phase, then what each pass removed per minute (all rows together)."""
+    print("| case | env | flags | total s | lines in -> out | verified | maybe not minimal | output fails the same "
+          "| output where fixed | at once |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for row in rows:
+        print(f"| {row['case']} | {row.get('env', '')} | {row.get('flags', '')} | {row['seconds']:.0f} | "
+              f"{row['input_lines']} -> {row['output_lines']} | {_yes(row['verified'])} | "
+              f"{_yes(row.get('maybe_not_minimal'))} | {_yes(row['output_fails_same'])} | "
+              f"{row.get('output_in_fixed_env') or 'not run'} | {row.get('jobs')} |")
+    print()
+    print("| case | env | phase | seconds | candidates | s per candidate | at once |")
+    print("|---|---|---|---|---|---|---|")
+    for row in rows:
+        for phase in row.get("phases", []):
+            per = f"{phase['seconds'] / phase['candidates']:.1f}" if phase["candidates"] else ""
+            print(f"| {row['case']} | {row.get('env', '')} | {phase['phase']} | {phase['seconds']:.0f} | "
+                  f"{phase['candidates']} | {per} | {phase['jobs']} |")
+    totals: dict[str, list[float]] = {}
+    for row in rows:
+        for record in row.get("passes", []):
+            seen = totals.setdefault(record["name"], [0, 0.0, 0, 0])
+            seen[0] += record["lines_removed"]
+            seen[1] += record["seconds"]
+            seen[2] += record["candidates"]
+            seen[3] += record["turns"]
+    if totals:
+        print()
+        print("| pass | lines removed | seconds | candidates | turns | lines per minute |")
+        print("|---|---|---|---|---|---|")
+        for name, (lines, secs, candidates, turns) in sorted(totals.items(), key=lambda kv: -kv[1][0] / max(kv[1][1], 1)):
+            print(f"| {name} | {lines} | {secs:.0f} | {candidates} | {turns} | {60 * lines / max(secs, 1e-9):.1f} |")
+
+
+def _yes(value) -> str:
+    return {True: "yes", False: "NO", None: "?"}.get(value, str(value))
 
 
 def _original(script: Path, python: str, job: Path):

@@ -28,6 +28,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)  # as given: what a stopped reduction's resume repeats
     try:
         return args.func(args)
     except Interrupted as exc:  # Ctrl-C in a reduction: where the best script went, how to resume

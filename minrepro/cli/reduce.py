@@ -11,7 +11,7 @@ from ..errors import MinreproError
 from ..harness.placement import placement_lines
 from ..harness.resources import FIRST_RUN_TIMEOUT
 from ..harness.runner import DEFAULT_TIMEOUT, run_script
-from ..reduction.driver import GOOD_RUNS
+from ..reduction.driver import DEFAULT_BUDGET, GOOD_RUNS
 from .common import AfterAWhile
 from .common import progress as _progress
 
@@ -64,7 +64,7 @@ def cmd_matches(args: argparse.Namespace) -> int:
 def cmd_reduce(args: argparse.Namespace) -> int:
     from minrepro.reduction.driver import ReduceOptions, print_summary, reduce_script
 
-    if args.jobs < 1:
+    if args.jobs is not None and args.jobs < 1:
         raise MinreproError("--jobs must be at least 1")
     if sum(x is not None for x in (args.script, args.scenario, args.spec)) != 1:
         raise MinreproError("give one of: a SCRIPT to reduce, --scenario PRESET, --spec FILE")
@@ -73,6 +73,7 @@ def cmd_reduce(args: argparse.Namespace) -> int:
     if args.scenario is not None or args.spec is not None:
         if args.max_seconds is not None:
             raise MinreproError("--max-seconds applies to a SCRIPT's reduction, not to --scenario or --spec")
+        args.jobs = args.jobs or 1
         return _reduce_scenario(args)
     if args.oracle and (args.good_python or args.guard != "auto" or args.good_runs is not None):
         raise MinreproError("--good-python, --good-runs and --guard judge signatures; a command --oracle decides by itself")
@@ -88,7 +89,8 @@ def cmd_reduce(args: argparse.Namespace) -> int:
         executor=args.executor, workdir=Path(args.workdir) if args.workdir else None, fresh=args.fresh,
         good_pythons=list(args.good_python), guard=args.guard, confirm_runs=args.confirm_runs,
         good_runs=args.good_runs, triggers=not args.no_triggers, scale_down=not args.no_scale_down,
-        max_seconds=args.max_seconds,
+        max_seconds=DEFAULT_BUDGET if args.max_seconds is None else args.max_seconds,
+        argv=getattr(args, "argv", None),
     )
     summary = reduce_script(options, log=_progress if args.verbose else lambda _: None, say=_progress if args.verbose else AfterAWhile())
     print_summary(summary, args.json)
@@ -165,14 +167,17 @@ def register(sub: argparse._SubParsersAction) -> None:
     reduce.add_argument("--oracle", metavar="CMD", help="interestingness command; gets the candidate path, "
                                                         "exit 0 means interesting")
     reduce.add_argument("--python", help="interpreter to run candidates with (default: this one)")
-    reduce.add_argument("--jobs", type=int, default=1, help="candidates run in parallel")
+    reduce.add_argument("--jobs", type=int, default=None,
+                        help="runs side by side (default: as many as the cores, the RAM and the GPU memory hold for "
+                             "the runs measured, at most 8; the progress says what was chosen and why)")
     reduce.add_argument("--timeout", type=float, default=None,
                         help="seconds per run (default: 3x the slowest cold run of the original, at least "
                              f"{DEFAULT_TIMEOUT:g}; its first run may take {FIRST_RUN_TIMEOUT:g})")
     reduce.add_argument("--seed", type=int, default=0, help="order in which proposals are tried")
     reduce.add_argument("--max-seconds", type=float, default=None, metavar="S",
-                        help="a SCRIPT's reduction runs no candidate after S seconds (counted from its start); the "
-                             "best so far is then verified and written, with a note that it may not be minimal")
+                        help=f"a SCRIPT's reduction ends within S seconds (default {DEFAULT_BUDGET:g}; 'inf' for no "
+                             "limit): the cold verification's time is kept from the search, whose best by then is "
+                             "verified and written, marked 'maybe not minimal' if the search was cut")
     reduce.add_argument("--executor", default="auto", choices=["auto", "forkserver", "warm-pool", "cold"],
                         help="how candidates run, each in its own process either way (auto: the warm pool where the "
                              "env's torch sees a GPU, else the fork server)")

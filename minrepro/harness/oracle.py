@@ -143,9 +143,21 @@ class SignatureOracle(_Base):
     # where the bug is fixed the script runs to its end, past where it failed: its own limit, not the time budget
     # (a good run cut at the budget would count as "does not fail the same way")
     good_timeout: float | None = None
+    # each judged candidate's run in the bad env, by its cache hash (in memory: what a chosen twin cost, its peak RAM)
+    runs: dict[str, RunResult] = field(default_factory=dict)
 
     def matches(self, result: RunResult) -> bool:
         return same_failure(self.original, self.regex, result)
+
+    def not_passing(self, good_run: RunResult) -> str:
+        """Why a run where the bug is fixed disqualifies a candidate ("" if it passed). The original passes there (the
+        guard checked), so a faithful candidate passes too: one that fails *otherwise* there (a twin whose vocabulary
+        no longer holds generate's ids: an IndexError) lost what makes the original pass, and proves nothing."""
+        if good_run.signature is None:
+            return ""
+        if self.matches(good_run):
+            return "also in a good env: not the bug"
+        return f"fails where the bug is fixed ({good_run.signature.headline}), where the original passes"
 
     def _judge(self, paths: list[Path]) -> list[Answer]:
         results = self.executor.run_many(paths, self.timeout, self.home)
@@ -159,6 +171,7 @@ class SignatureOracle(_Base):
                 results[i], spent[i] = again, results[i].seconds
             else:
                 spent[i] = again.seconds
+        self.runs.update((path.stem, result) for path, result in zip(paths, results))
         answers = [self._answer(r) for r in results]
         for i, answer in enumerate(answers):
             answer.seconds += spent[i]
@@ -168,8 +181,8 @@ class SignatureOracle(_Base):
             for i, run in zip(alive, guard.run_many([paths[i] for i in alive], self.good_timeout or self.timeout,
                                                     self.home)):
                 answers[i].seconds += run.seconds
-                if self.matches(run) and answers[i].interesting:
-                    answers[i].refuse("also in a good env: not the bug")
+                if answers[i].interesting and (why := self.not_passing(run)):
+                    answers[i].refuse(why)
         if self.neutralise is not None:
             self._necessity(paths, results, answers)
         return answers

@@ -15,7 +15,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -69,6 +69,22 @@ class RunResult:
     @property
     def failed(self) -> bool:
         return self.signature is not None
+
+
+def run_to_dict(run: RunResult) -> dict[str, Any]:
+    """A run as JSON-ready data (an interrupted reduction keeps its original's runs: a resume need not redo them)."""
+    data = {f.name: getattr(run, f.name) for f in fields(RunResult)}
+    data["signature"] = run.signature.to_dict() if run.signature is not None else None
+    return data
+
+
+def run_from_dict(data: dict[str, Any]) -> RunResult:
+    values = dict(data)
+    values["signature"] = Signature.from_dict(data["signature"]) if data.get("signature") else None
+    for f in fields(RunResult):
+        if isinstance(values.get(f.name), list):
+            values[f.name] = tuple(values[f.name])
+    return RunResult(**values)
 
 
 def resolve_python(python: str | None) -> str:

@@ -1,5 +1,6 @@
-"""`minrepro reduce`: establish the original failure, choose the guard, run the search, report the triggers,
-verify, write a script a maintainer accepts as is.
+"""`minrepro reduce`: establish the original failure, scale it down, choose the guard, run the search, report the
+triggers, verify, write a script a maintainer accepts as is. `PHASES` is that order, as data: each phase is a function
+over one `Reduction` state, which also holds the time budget (`Deadline`) every phase answers to.
 
 The search lives in `minrepro.reducers` and sees only `test_many`; this module is the execution side of the seam:
 it owns the oracle (differential when a guard exists), the work directory (answers cache + best-so-far state, so
@@ -13,6 +14,7 @@ import contextlib
 import functools
 import hashlib
 import json
+import os
 import re
 import shlex
 import sys
@@ -27,10 +29,18 @@ from ..errors import MinreproError
 from ..harness.executors import ColdExecutor, Executor, make_executor
 from ..harness.oracle import Cache, CommandOracle, SignatureOracle, same_failure
 from ..harness.probe import probe
-from ..harness.resources import FIRST_RUN_TIMEOUT, TIMEOUT_FACTOR, parallel_runs, timeout_for
-from ..harness.runner import DEFAULT_TIMEOUT, RunResult, resolve_python, stop_live_runs
+from ..harness.resources import (
+    FIRST_RUN_TIMEOUT,
+    TIMEOUT_FACTOR,
+    available_ram_mb,
+    fits,
+    free_gpu_mb,
+    parallel_runs,
+    timeout_for,
+)
+from ..harness.runner import DEFAULT_TIMEOUT, RunResult, resolve_python, run_from_dict, run_to_dict, stop_live_runs
 from ..harness.signature import Signature
-from ..reducers import FINAL_PASSES, PASSES, reduce_source
+from ..reducers import FINAL_PASSES, PASSES, PassRecord, reduce_source
 from ..reducers.search import seeding_calls
 from ..reducers.source import code_lines, imported_modules, module_imports, normalize
 from . import output, triggers
@@ -50,6 +60,11 @@ GOOD_RUNS = 2
 # `num_hidden_layers=2` keeps the bug but makes every later candidate, and the final repro, slow.
 SLOWDOWN, GRACE_SECONDS = 2.0, 2.0
 UNDER_TEST = {"torch", "transformers", "accelerate", "peft", "bitsandbytes"}
+DEFAULT_BUDGET = 600.0  # seconds for a whole reduce unless --max-seconds says otherwise (the CLI's default)
+# The cold verification is kept out of the search's time: a bad run and the good runs side by side cost about the
+# slowest of them, cold (imports included); the factor covers a loaded machine.
+VERIFY_FACTOR, VERIFY_GRACE = 1.5, 10.0
+MAX_AUTO_JOBS = 8  # runs side by side when --jobs is not given (cores, RAM and GPU memory permitting)
 
 
 def default_good_runs(original: Signature, source: str) -> int:
@@ -63,7 +78,7 @@ class ReduceOptions:
     signature: str | None = None
     oracle: str | None = None
     python: str | None = None
-    jobs: int = 1
+    jobs: int | None = None  # None: as many as the machine holds (choose_jobs)
     timeout: float | None = None  # None: from the original's cold runs (see harness.resources.timeout_for)
     seed: int = 0
     executor: str = "auto"
@@ -75,7 +90,9 @@ class ReduceOptions:
     good_runs: int | None = None  # None: default_good_runs
     triggers: bool = True
     scale_down: bool = True  # rebuild loaded checkpoints as tiny twins before the text passes
-    max_seconds: float | None = None  # after this long (from the start) no candidate is run; the best is verified
+    # the whole reduce's time budget: no candidate runs past it less the verification's share; the best is verified
+    max_seconds: float | None = None
+    argv: list[str] | None = None  # the command line as given (default: this process's): what a resume repeats
 
 
 @dataclass
@@ -96,6 +113,13 @@ class ReduceSummary:
     notes: list[str] = field(default_factory=list)
     snapshot_runs: int = 0  # candidates served from a prefix snapshot: whether that path was taken at all
     good_runs: int = 0  # runs of each interesting candidate in each good env (see default_good_runs)
+    jobs: int = 1  # runs side by side in the search
+    jobs_why: str = ""  # why that many
+    budget_seconds: float | None = None  # the time budget it ran under
+    maybe_not_minimal: bool = False  # the search stopped at the budget, not at a fixpoint
+    good_run: str = ""  # what the result did where the bug is fixed (the cold verification's good runs)
+    phases: list[dict] = field(default_factory=list)  # per phase: seconds, candidates, runs side by side
+    passes: list[dict] = field(default_factory=list)  # per pass: turns, seconds, candidates, lines removed
 
     def as_json(self) -> dict:
         return asdict(self)
@@ -119,12 +143,14 @@ def refuse_missing_libraries(result: RunResult, source: str, python: str) -> Non
 
 def establish(script: Path, python: str, timeout: float | None, home: Path, runs: int,
               log: Callable[[str], None] = lambda _: None, beside: Callable[[float], Any] | None = None,
+              on_first: Callable[[RunResult], None] = lambda _: None,
               ) -> tuple[Signature, RunResult, list[RunResult], Any]:
     """Run the original `runs` times, cold: its signature if every run agrees, else a one-line error. The first run
     goes alone (under --timeout, or FIRST_RUN_TIMEOUT: nothing is known of its cost yet); the others as many at
     once as its memory allows, under a timeout that follows its time. `beside(timeout)` (the scale-down's traced
     run) goes with them where memory holds one run more, else after them: at E4B it is a 40 s load of its own."""
     results = ColdExecutor(python, 1).run_many([script], timeout or FIRST_RUN_TIMEOUT, home)
+    on_first(results[0])
     at_once = parallel_runs(results, runs - 1 + (beside is not None))
     log(f"establish: run 1 of {runs} took {results[0].seconds:.1f} s"
         + (f" ({results[0].peak_rss_mb:.0f} MB RAM" + (f", {results[0].peak_gpu_mb:.0f} MB GPU" if results[0].peak_gpu_mb
@@ -184,6 +210,93 @@ def interrupts_as_ctrl_c():
             signal.signal(sig, handler)
 
 
+@dataclass
+class Deadline:
+    """The reduction's time budget: the search runs no candidate past `search_until()`, which keeps `reserve`
+    seconds for the cold verification of its result (estimated from what the runs cost)."""
+    start: float
+    seconds: float | None  # the whole reduce; None: no budget
+    reserve: float = 0.0
+
+    def search_until(self) -> float | None:
+        return None if self.seconds is None else self.start + self.seconds - self.reserve
+
+    def passed(self) -> bool:
+        until = self.search_until()
+        return until is not None and time.monotonic() >= until
+
+
+@dataclass
+class Reduction:
+    """One reduction as it goes through the phases: what each phase found, for the next ones. The phases read and
+    write it; nothing else carries state between them."""
+    opts: ReduceOptions
+    log: Callable[[str], None]
+    say: Callable[[str], None]
+    script: Path
+    source: str
+    out: Path
+    home: Path
+    python: str
+    deadline: Deadline
+    progress: Progress
+    notes: list[str] = field(default_factory=list)
+    headline: str = "not established (stopped before the original's runs agreed)"
+    owner: str = ""
+    # establish
+    original: Signature | None = None
+    first_run: RunResult | None = None
+    cold: list[RunResult] = field(default_factory=list)
+    traced: RunResult | None = None
+    timeout: float = DEFAULT_TIMEOUT
+    jobs: int = 1
+    jobs_why: str = ""
+    env: Any = None  # the bad env's probe
+    versions: dict = field(default_factory=dict)
+    loaded: tuple[str, ...] = ()
+    matcher: Callable[[RunResult], bool] | None = None
+    good_envs: Future | None = None  # the guard's first candidate env, made while the original's runs go
+    # scale-down
+    scale_dir: Path | None = None
+    scaled: ScaleDown | None = None
+    twin_seconds: float | None = None  # a cold run of the twin where it fails (what verifying it will cost)
+    # guard and search set-up
+    guard: Guard = UNGUARDED
+    good_timeout: float | None = None
+    started: list[Future] = field(default_factory=list)
+    executor: Executor | None = None
+    guard_executors: list[Executor] = field(default_factory=list)
+    oracle: Any = None
+    workdir: Path | None = None
+    state_path: Path | None = None
+    resumed: bool = False
+    begin: str = ""
+    measured_on: str = ""
+    keep_seeds: bool = False
+    # search and after
+    best: str = ""
+    result: str = ""
+    pass_records: dict[str, PassRecord] = field(default_factory=dict)
+    unjudged: int = 0
+    found: list[triggers.Trigger] = field(default_factory=list)
+    verified: bool = False
+    good_pass: bool | None = None
+    good_said: str = ""  # what the good runs of the result did
+    phases: list[dict] = field(default_factory=list)
+
+    @property
+    def searching_cut(self) -> bool:
+        return self.unjudged > 0
+
+
+@dataclass(frozen=True)
+class Phase:
+    name: str
+    run: Callable[[Reduction], None]
+    detail: Callable[[Reduction], str] = lambda r: ""
+    applies: Callable[[Reduction], bool] = lambda r: True
+
+
 def _reduce_script(opts: ReduceOptions, log: Callable[[str], None], say: Callable[[str], None]) -> ReduceSummary:
     start = time.monotonic()
     script = opts.script.resolve()
@@ -193,180 +306,330 @@ def _reduce_script(opts: ReduceOptions, log: Callable[[str], None], say: Callabl
     out = (opts.out or script.with_name(f"{script.stem}.min.py")).resolve()
     if out == script:
         raise MinreproError("the output path is the input script; minrepro never overwrites it")
-    python = resolve_python(opts.python)
-    notes: list[str] = []
-    executor: Executor | None = None
-    guard_executors: list[Executor] = []
-    guard, versions, loaded = UNGUARDED, {}, ()
-    keep_seeds = False  # a failure the script's own check raises keeps every seeding call (see `Problem`)
-    headline, owner = "not established (stopped before the original's runs agreed)", ""
-    best = [source]
-    progress = Progress(code_lines(source), log, say=say)
-    state_path: Path | None = None
-    timeout = opts.timeout or DEFAULT_TIMEOUT
-    scaled: ScaleDown | None = None
-    started: list[Future] = []  # executors started in the background
-    measured_on = source  # the program the time budget was measured on
-
+    r = Reduction(opts, log, say, script, source, out, script.parent, resolve_python(opts.python),
+                  Deadline(start, opts.max_seconds), Progress(code_lines(source), log, say=say), best=source)
+    r.timeout = opts.timeout or DEFAULT_TIMEOUT
     try:
-        if opts.oracle:
-            key = json.dumps(["command", opts.oracle, python, timeout])
-            workdir = _workdir(opts, script, source, key)
-            oracle = CommandOracle(Cache(workdir / "cache.jsonl", key), workdir, timeout, script.parent,
-                                   command=shlex.split(opts.oracle), jobs=opts.jobs)
-            if not oracle.test_many([source])[0]:
-                raise MinreproError(f"nothing to reduce: the oracle does not accept {script.name} itself")
-            headline, owner = f"oracle: {opts.oracle}", ""
-        else:
-            progress.phase("establish", f"{opts.confirm_runs} cold runs of the original")
-            scale_dir, memo = _scale_workdir(opts, script, source, python) if opts.scale_down else (None, None)
-            trace = None if scale_dir is None or memo is not None else functools.partial(
-                traced_run, normalize(source), python, workdir=scale_dir, home=script.parent)
-            original, first_run, cold, traced = establish(script, python, opts.timeout, script.parent,
-                                                          opts.confirm_runs, say, beside=trace)
-            timeout = timeout_for(cold, opts.timeout)
-            if opts.timeout is None:
-                say(f"timeout per run: {timeout:.0f} s ({TIMEOUT_FACTOR:g}x the slowest cold run, at least "
-                    f"{DEFAULT_TIMEOUT:.0f} s)")
-            refuse_missing_libraries(first_run, source, python)
-            if opts.signature and not _search(opts.signature, first_run.raw_headline):
-                raise MinreproError(f"{script.name} fails with '{first_run.raw_headline.splitlines()[0]}', "
-                                    f"which does not match --signature {opts.signature!r}")
-            headline, owner = original.headline, str(original.owner or "")
-            env = probe(python)
-            versions, loaded = env.versions, first_run.loaded
-            matcher = functools.partial(same_failure, original, opts.signature)
-            jobs = parallel_runs(cold, opts.jobs)
-            if jobs < opts.jobs:
-                notes.append(f"--jobs {opts.jobs} lowered to {jobs} at first: {opts.jobs} runs of the original "
-                             "would not fit in this machine's free memory")
-            # Scale down before the guard: where the bug is fixed the script runs to its end (688 s at E4B with
-            # every patch, against 36 s to fail), so the good env judges the twin, not the checkpoint. Its few
-            # candidates run cold: the warm executor is tried on what the search will stand on (two more loads of
-            # the checkpoint would cost as much as the whole search on the twin).
-            if scale_dir is not None:
-                progress.phase("scale-down", "a tiny twin of each loaded model, judged where the script fails")
-                scaled = memo or _scale_down(opts, scale_dir, script, source, python, timeout,
-                                             ColdExecutor(python, jobs), original, first_run, traced, progress, say)
-            subject, subject_path = (scaled.source, scaled.path) if scaled else (source, script)
-            progress.phase("guard", ("the tiny twin" if scaled else "the original") + " where the bug is fixed")
-            # the search's executors start while the guard runs: each fork server imports the libraries first
-            starting = ThreadPoolExecutor(1 + len(opts.good_pythons))
-            started.append(starting.submit(_start_executor, opts, python, source, first_run.modules, jobs, notes))
-            started += [starting.submit(_start_executor, opts, py, source, first_run.modules, jobs, notes,
-                                        f"guard env {py}: ") for py in opts.good_pythons]
-            starting.shutdown(wait=False)
-            # the good run goes to the end: its cost is not known yet (FIRST_RUN_TIMEOUT)
-            search = GuardSearch(subject_path, subject, original, first_run.raw_headline, matcher, env,
-                                 opts.timeout or FIRST_RUN_TIMEOUT, log, notes=notes, jobs=parallel_runs(cold, 2),
-                                 home=script.parent, known=scaled.good_runs if scaled else {})
-            guard = _choose_guard(search, opts, (script, source) if scaled else None)
-            if scaled is not None and search.script != subject_path:  # the twin lost the bug: real scale after all
-                notes.append("the tiny twin does not pass where the bug is fixed: reduced at real scale")
-                say(notes[-1])
-                scaled = None
-            elif scaled is not None:
-                notes.append(scaled.description)
-            good_timeout = opts.timeout or max(timeout, TIMEOUT_FACTOR * search.passing_seconds)
-            say(f"guard: {guard.why}" + (f" (a passing run took {search.passing_seconds:.0f} s)"
-                                         if search.passing_seconds else ""))
-            good_runs = opts.good_runs or default_good_runs(original, source)
-            key = json.dumps(["signature", opts.signature, python, opts.timeout, guard.key(), good_runs,
-                              "twin" if scaled else "original"])  # a resumed state is of one or the other
-            workdir = _workdir(opts, script, source, key)
-            early = dict(zip(opts.good_pythons, started[1:]))
-            guard_executors = [early[py].result() if py in early else
-                               _start_executor(opts, py, source, first_run.modules, jobs, notes, f"guard env {py}: ")
-                               for py in guard.pythons]
-            stand_on = (scaled.source, scaled.path) if scaled else (source, script)
-            executor, baseline = _warm_executor(started[0].result(), original, stand_on[1], notes, log, timeout)
-            measured_on = stand_on[0] if baseline is not None else source
-            budget = _budget(baseline if baseline is not None else first_run.seconds)
-            # a candidate past the budget is uninteresting anyway: stop it there, not at the timeout
-            oracle = SignatureOracle(Cache(workdir / "cache.jsonl", key), workdir, min(timeout, budget + 1),
-                                     script.parent, executor=executor, original=original, regex=opts.signature,
-                                     max_seconds=budget, good=guard_executors, good_runs=good_runs,
-                                     cwd_writes_allowed=bool(first_run.cwd_writes), good_timeout=good_timeout,
-                                     neutralise=neutralise_library_call if guard.kind == "necessity" else None)
-            # a good env was chosen by two passing runs of the original itself; a necessity control has not run yet
-            if guard.kind == "necessity" and not oracle.test_many([normalize(source)])[0]:
-                notes.append(f"the original does not pass its guard ({guard.why}); reduced unguarded")
-                guard = UNGUARDED
-                oracle.good, oracle.neutralise = (), None
-            if not guard.guarded:
-                notes.append("UNGUARDED: nothing checks that the reduction still holds the library's bug; values the "
-                             "script's own checks read are frozen")
-            keep_seeds = original.raised_by == "script"
-            log(f"signature: {original.headline}  (owner: {original.owner})")
-
-        state_path = workdir / "state.json"
-        state = _load_state(state_path, _digest(source))
-        resumed = state is not None
-        begin = state["best"] if state else source
-        if resumed:
-            say(f"resuming from {state_path} ({code_lines(begin)} code lines so far)")
-        best[0] = begin
-
-        def save(candidate: str) -> None:
-            best[0] = candidate
-            state_path.write_text(json.dumps({"original": _digest(source), "best": candidate}), encoding="utf-8")
-            progress.accepted(code_lines(candidate))
-
-        if not opts.oracle and not resumed and scaled is not None:
-            begin = scaled.source
-            save(begin)
-        if not opts.oracle and begin != measured_on:  # a twin (or a resumed state): the budget follows what it costs now
-            _rebudget(oracle, executor, begin, workdir, script.parent, timeout)
-
-        measure = None if opts.oracle else _facts(python, oracle.timeout, workdir, script.parent, executor)
-        unjudged = [0]
-        until = None if opts.max_seconds is None else start + opts.max_seconds
-        test_many = _within(_counted(oracle.test_many, progress), until, unjudged)
-        result = reduce_source(begin, test_many, PASSES, FINAL_PASSES, opts.jobs,
-                               opts.seed, save, on_pass=progress.phase, freeze_check_data=not guard.guarded,
-                               facts=measure, keep_seeds=keep_seeds)
-        if unjudged[0]:
-            notes.append(f"the search stopped at --max-seconds {opts.max_seconds:g}: {unjudged[0]} proposals were left "
-                         "unjudged, so a smaller script may exist (resume with a larger budget)")
-        if getattr(executor, "snapshots_refused", ""):
-            notes.append("prefix snapshots stopped: a prefix initialized CUDA, which forked children cannot use; "
-                         "candidates ran whole")
-        found: list[triggers.Trigger] = []
-        if opts.triggers and not opts.oracle and (until is None or time.monotonic() < until):
-            progress.phase("trigger report")
-            found = triggers.trigger_report(source, result, oracle.outcomes)
-            explicit = triggers.make_explicit(result, found)
-            if explicit != result and oracle.test_many([explicit])[0]:
-                result = explicit
-        progress.close()
-        good_pass = None
-        if not opts.oracle:
-            say("verifying the result cold, in the bad and the good environments")
-            verified, good_pass, why, loaded = _verify_cold(result, oracle, python, guard, timeout, workdir,
-                                                            script.parent, jobs)
-            if not verified:
-                raise MinreproError(f"the reduced script {why}; kept in {state_path}")
+        for phase in PHASES:
+            if not phase.applies(r):
+                continue
+            began, tried = time.monotonic(), r.progress.tries
+            if phase.name != "search":  # the search names each pass itself
+                r.progress.phase(phase.name, phase.detail(r))
+            phase.run(r)
+            r.phases.append({"phase": phase.name, "seconds": round(time.monotonic() - began, 1),
+                             "candidates": r.progress.tries - tried, "jobs": r.jobs})
+        r.progress.close()
     except KeyboardInterrupt as stop:  # anywhere, Ctrl-C or SIGTERM/SIGHUP: the best so far is written
-        progress.close()
-        _write(out, best[0], source, script, headline, owner, guard, versions, verified=False, loaded=loaded)
-        where = f"; resume with: {_resume_command()}" if state_path else " (stopped before the search began)"
+        r.progress.close()
+        _write(r, verified=False)
         cause = f" by {stop.args[0]}" if stop.args else ""
-        raise Interrupted(f"interrupted{cause}: the best script so far ({code_lines(best[0])} code lines, not "
-                          f"verified) is in {out}{where}") from None
+        # every phase's work is cached by content (the original's runs, the twin, the answers, the best so far):
+        # the same command picks up where this one stopped
+        raise Interrupted(f"interrupted{cause}: the best script so far ({code_lines(r.best)} code lines, not "
+                          f"verified) is in {out}; resume with: {_resume_command(opts.argv)}") from None
     finally:
-        for future in started:  # one that started while the guard ran (closed below if in use, and only once)
+        for future in r.started:  # one that started while the guard ran (closed below if in use, and only once)
             with contextlib.suppress(Exception):
-                guard_executors.append(future.result())
-        for used in {id(e): e for e in [executor, *guard_executors] if e is not None}.values():
+                r.guard_executors.append(future.result())
+        for used in {id(e): e for e in [r.executor, *r.guard_executors] if e is not None}.values():
             used.close()
-
-    text = _write(out, result, source, script, headline, owner, guard, versions, verified=not opts.oracle,
-                  found=found, loaded=loaded, budget=opts.max_seconds if unjudged[0] else None)
+    text = _write(r, verified=not opts.oracle)
+    oracle = r.oracle
     return ReduceSummary(code_lines(source), code_lines(text), oracle.stats.calls, oracle.stats.cache_hits,
-                         round(time.monotonic() - start, 1), headline, str(out),
-                         executor.name if executor else "command", resumed, guard.kind, guard.why, good_pass,
-                         [asdict(t) for t in found], notes, getattr(executor, "snapshot_runs", 0),
-                         oracle.good_runs if guard.pythons else 0)
+                         round(time.monotonic() - start, 1), r.headline, str(out),
+                         r.executor.name if r.executor else "command", r.resumed, r.guard.kind, r.guard.why,
+                         r.good_pass, [asdict(t) for t in r.found], r.notes, getattr(r.executor, "snapshot_runs", 0),
+                         oracle.good_runs if r.guard.pythons else 0, r.jobs, r.jobs_why, opts.max_seconds,
+                         r.searching_cut, r.good_said, r.phases,
+                         [asdict(record) for record in r.pass_records.values()])
+
+
+# --- the phases, in order ---------------------------------------------------------------------------------------
+
+def command_oracle(r: Reduction) -> None:
+    """--oracle CMD: the user's own interestingness test decides; nothing to establish or guard."""
+    opts = r.opts
+    r.jobs = opts.jobs or 1
+    key = json.dumps(["command", opts.oracle, r.python, r.timeout])
+    r.workdir = _workdir(opts, r.script, r.source, key)
+    r.oracle = CommandOracle(Cache(r.workdir / "cache.jsonl", key), r.workdir, r.timeout, r.home,
+                             command=shlex.split(opts.oracle), jobs=r.jobs)
+    if not r.oracle.test_many([r.source])[0]:
+        raise MinreproError(f"nothing to reduce: the oracle does not accept {r.script.name} itself")
+    r.headline = f"oracle: {opts.oracle}"
+
+
+def establish_failure(r: Reduction) -> None:
+    """The original's cold runs agree on one signature (cached: a resumed reduction skips them); the good env the
+    guard will try first is made meanwhile; the parallelism and the timeouts follow what the runs cost."""
+    opts = r.opts
+    r.scale_dir, memo = _scale_workdir(opts, r.script, r.source, r.python) if opts.scale_down else (None, None)
+    r.scaled = memo
+    if not opts.good_pythons and opts.guard == "auto":
+        r.good_envs = ThreadPoolExecutor(1).submit(_make_first_good_env, r.python, r.source, r.notes)
+    remembered = _remembered_runs(r)
+    if remembered is not None:
+        r.cold, r.traced = remembered
+        r.say(f"establish: the original's {len(r.cold)} cold runs from an earlier run of this reduction")
+    else:
+        trace = None if r.scale_dir is None or memo is not None else functools.partial(
+            traced_run, normalize(r.source), r.python, workdir=r.scale_dir, home=r.home)
+        _, _, r.cold, r.traced = establish(r.script, r.python, opts.timeout, r.home, opts.confirm_runs, r.say,
+                                           beside=trace, on_first=functools.partial(_say_estimate, r))
+        _remember_runs(r)
+    r.first_run = next(run for run in r.cold if run.signature is not None)
+    r.original = r.first_run.signature
+    r.timeout = timeout_for(r.cold, opts.timeout)
+    if opts.timeout is None:
+        r.say(f"timeout per run: {r.timeout:.0f} s ({TIMEOUT_FACTOR:g}x the slowest cold run, at least "
+              f"{DEFAULT_TIMEOUT:.0f} s)")
+    refuse_missing_libraries(r.first_run, r.source, r.python)
+    if opts.signature and not _search(opts.signature, r.first_run.raw_headline):
+        raise MinreproError(f"{r.script.name} fails with '{r.first_run.raw_headline.splitlines()[0]}', "
+                            f"which does not match --signature {opts.signature!r}")
+    r.headline, r.owner = r.original.headline, str(r.original.owner or "")
+    r.env = probe(r.python)
+    r.versions, r.loaded = r.env.versions, r.first_run.loaded
+    r.matcher = functools.partial(same_failure, r.original, opts.signature)
+    r.jobs, r.jobs_why = choose_jobs(opts.jobs, r.cold, "the original")
+    r.say(f"parallel runs: {r.jobs} ({r.jobs_why})")
+
+
+def _say_estimate(r: Reduction, first: RunResult) -> None:
+    """Right after the first run: where the original's own cost makes the budget impossible, say so now."""
+    if r.deadline.seconds is None:
+        return
+    # two more cold runs (side by side) and a cold verification cannot be avoided, whatever the search does
+    floor = first.seconds * (1 + 1 + VERIFY_FACTOR)
+    if floor > r.deadline.seconds:
+        r.say(f"the time budget ({r.deadline.seconds:.0f} s, --max-seconds) cannot hold this reduction: one run of "
+              f"the original takes {first.seconds:.0f} s, so establishing and verifying alone need about "
+              f"{floor:.0f} s; the result will be verified, and may be far from minimal")
+        r.notes.append(f"the original's own cost (about {floor:.0f} s to establish and verify) exceeds the time "
+                       f"budget of {r.deadline.seconds:.0f} s")
+
+
+def scale_down_phase(r: Reduction) -> None:
+    """Before the guard: where the bug is fixed the script runs to its end (688 s at E4B with every patch, against
+    36 s to fail), so the good env judges the twin, not the checkpoint. Its few candidates run cold: the warm executor
+    is tried on what the search will stand on."""
+    if r.scaled is None:
+        until = r.deadline.search_until()
+        r.scaled = _scale_down(r.opts, r.scale_dir, r.script, r.source, r.python, r.timeout,
+                               ColdExecutor(r.python, r.jobs), r.original, r.first_run, r.traced, r.progress, r.say,
+                               None if until is None else until - VERIFY_FACTOR * r.first_run.seconds)
+    if r.scaled is not None and r.scaled.bad_run is not None:
+        r.twin_seconds = r.scaled.bad_run.seconds
+    if r.scaled is not None:
+        twin_runs = list(r.scaled.good_runs.values())
+        r.jobs, r.jobs_why = choose_jobs(r.opts.jobs, [run for runs in twin_runs for run in runs]
+                                         + ([r.scaled.bad_run] if r.scaled.bad_run else []), "the twin")
+        r.say(f"parallel runs: {r.jobs} ({r.jobs_why})")
+
+
+def guard_phase(r: Reduction) -> None:
+    """Where the bug is fixed the subject (the twin, else the original) must pass; the search's executors start
+    meanwhile (each warm worker imports the libraries first)."""
+    opts = r.opts
+    subject, subject_path = (r.scaled.source, r.scaled.path) if r.scaled else (r.source, r.script)
+    starting = ThreadPoolExecutor(1 + len(opts.good_pythons))
+    r.started.append(starting.submit(_start_executor, opts, r.python, r.source, r.first_run.modules, r.jobs,
+                                     r.notes))
+    r.started += [starting.submit(_start_executor, opts, py, r.source, r.first_run.modules, r.jobs, r.notes,
+                                  f"guard env {py}: ") for py in opts.good_pythons]
+    starting.shutdown(wait=False)
+    if r.good_envs is not None:
+        r.good_envs.result()  # made while the original ran; the guard finds it ready
+    # the good run goes to the end: its cost is not known yet (FIRST_RUN_TIMEOUT)
+    search = GuardSearch(subject_path, subject, r.original, r.first_run.raw_headline, r.matcher, r.env,
+                         opts.timeout or FIRST_RUN_TIMEOUT, r.log, notes=r.notes, jobs=parallel_runs(r.cold, 2),
+                         home=r.home, known=r.scaled.good_runs if r.scaled else {})
+    r.guard = _choose_guard(search, opts, (r.script, r.source) if r.scaled else None)
+    if r.scaled is not None and search.script != subject_path:  # the twin lost the bug: real scale after all
+        r.notes.append("the tiny twin does not pass where the bug is fixed: reduced at real scale")
+        r.say(r.notes[-1])
+        r.scaled = None
+    elif r.scaled is not None:
+        r.notes.append(r.scaled.description)
+    r.good_timeout = opts.timeout or max(r.timeout, TIMEOUT_FACTOR * search.passing_seconds)
+    r.say(f"guard: {r.guard.why}" + (f" (a passing run took {search.passing_seconds:.0f} s)"
+                                     if search.passing_seconds else ""))
+    # the cold verification's time is kept from the search: a bad run and the good runs, side by side
+    bad_seconds = r.twin_seconds if r.scaled is not None and r.twin_seconds else r.first_run.seconds
+    r.deadline.reserve = VERIFY_FACTOR * max(bad_seconds, search.passing_seconds if r.guard.pythons else 0.0) \
+        + VERIFY_GRACE
+    _open_search(r)
+
+
+def _open_search(r: Reduction) -> None:
+    """The oracle over the chosen guard, its warm executors, and the state a resumed run continues from."""
+    opts = r.opts
+    good_runs = opts.good_runs or default_good_runs(r.original, r.source)
+    key = json.dumps(["signature", opts.signature, r.python, opts.timeout, r.guard.key(), good_runs,
+                      "twin" if r.scaled else "original"])  # a resumed state is of one or the other
+    r.workdir = _workdir(opts, r.script, r.source, key)
+    early = dict(zip(opts.good_pythons, r.started[1:]))
+    r.guard_executors = [early[py].result() if py in early else
+                         _start_executor(opts, py, r.source, r.first_run.modules, r.jobs, r.notes,
+                                         f"guard env {py}: ")
+                         for py in r.guard.pythons]
+    stand_on = (r.scaled.source, r.scaled.path) if r.scaled else (r.source, r.script)
+    r.executor, baseline = _warm_executor(r.started[0].result(), r.original, stand_on[1], r.notes, r.log, r.timeout,
+                                          r.home)
+    r.measured_on = stand_on[0] if baseline is not None else r.source
+    budget = _budget(baseline if baseline is not None else r.first_run.seconds)
+    # a candidate past the budget is uninteresting anyway: stop it there, not at the timeout
+    r.oracle = SignatureOracle(Cache(r.workdir / "cache.jsonl", key), r.workdir, min(r.timeout, budget + 1), r.home,
+                               executor=r.executor, original=r.original, regex=opts.signature, max_seconds=budget,
+                               good=r.guard_executors, good_runs=good_runs,
+                               cwd_writes_allowed=bool(r.first_run.cwd_writes), good_timeout=r.good_timeout,
+                               neutralise=neutralise_library_call if r.guard.kind == "necessity" else None)
+    # a good env was chosen by two passing runs of the original itself; a necessity control has not run yet
+    if r.guard.kind == "necessity" and not r.oracle.test_many([normalize(r.source)])[0]:
+        r.notes.append(f"the original does not pass its guard ({r.guard.why}); reduced unguarded")
+        r.guard = UNGUARDED
+        r.oracle.good, r.oracle.neutralise = (), None
+    if not r.guard.guarded:
+        r.notes.append("UNGUARDED: nothing checks that the reduction still holds the library's bug; values the "
+                       "script's own checks read are frozen")
+    r.keep_seeds = r.original.raised_by == "script"
+    r.log(f"signature: {r.original.headline}  (owner: {r.original.owner})")
+
+
+def search_phase(r: Reduction) -> None:
+    """The passes over the program, from the best state so far (a resumed run's) or the twin, until a round changes
+    nothing or the deadline (which keeps the verification's time) comes."""
+    opts = r.opts
+    r.state_path = r.workdir / "state.json"
+    state = _load_state(r.state_path, _digest(r.source))
+    r.resumed = state is not None
+    begin = state["best"] if state else r.source
+    if r.resumed:
+        r.say(f"resuming from {r.state_path} ({code_lines(begin)} code lines so far)")
+    r.best = begin
+
+    def save(candidate: str) -> None:
+        r.best = candidate
+        r.state_path.write_text(json.dumps({"original": _digest(r.source), "best": candidate}), encoding="utf-8")
+        r.progress.accepted(code_lines(candidate))
+
+    if not opts.oracle and not r.resumed and r.scaled is not None:
+        begin = r.scaled.source
+        save(begin)
+    if not opts.oracle and begin != r.measured_on:  # a twin (or a resumed state): the budget follows its cost now
+        _rebudget(r.oracle, r.executor, begin, r.workdir, r.home, r.timeout)
+    measure = None if opts.oracle else _facts(r.python, r.oracle.timeout, r.workdir, r.home, r.executor)
+    unjudged = [0]
+    test_many = _within(_counted(r.oracle.test_many, r.progress), r.deadline.search_until(), unjudged)
+    guarded = r.guard.guarded or bool(opts.oracle)
+    r.result = reduce_source(begin, test_many, PASSES, FINAL_PASSES, r.jobs, opts.seed, save,
+                             on_pass=r.progress.phase, freeze_check_data=not guarded, facts=measure,
+                             keep_seeds=r.keep_seeds, records=r.pass_records)
+    r.unjudged = unjudged[0]
+    if r.unjudged:
+        r.notes.append(f"the search stopped at the time budget (--max-seconds {opts.max_seconds:g}, less "
+                       f"{r.deadline.reserve:.0f} s kept for the verification): {r.unjudged} proposals were left "
+                       "unjudged, so a smaller script may exist (the same command with a larger budget resumes)")
+    if getattr(r.executor, "snapshots_refused", ""):
+        r.notes.append("prefix snapshots stopped: a prefix initialized CUDA, which forked children cannot use; "
+                       "candidates ran whole")
+
+
+def trigger_phase(r: Reduction) -> None:
+    r.found = triggers.trigger_report(r.source, r.result, r.oracle.outcomes)
+    explicit = triggers.make_explicit(r.result, r.found)
+    if explicit != r.result and r.oracle.test_many([explicit])[0]:
+        r.result = explicit
+    r.best = r.result
+
+
+def verify_phase(r: Reduction) -> None:
+    """Cold, in a fresh interpreter: the result fails with the signature, and passes (exit 0) where the bug is
+    fixed."""
+    r.best = r.result
+    verified, r.good_pass, why, loaded, r.good_said = _verify_cold(r.result, r.oracle, r.python, r.guard, r.timeout,
+                                                                   r.workdir, r.home, r.jobs)
+    if not verified:
+        raise MinreproError(f"the reduced script {why}; kept in {r.state_path}")
+    r.loaded, r.verified = loaded, True
+
+
+PHASES: list[Phase] = [
+    Phase("oracle", command_oracle, applies=lambda r: bool(r.opts.oracle)),
+    Phase("establish", establish_failure, lambda r: f"{r.opts.confirm_runs} cold runs of the original",
+          applies=lambda r: not r.opts.oracle),
+    Phase("scale-down", scale_down_phase, lambda r: "a tiny twin of each loaded model, judged where the script fails",
+          applies=lambda r: not r.opts.oracle and r.scale_dir is not None),
+    Phase("guard", guard_phase, lambda r: ("the tiny twin" if r.scaled else "the original") + " where the bug is fixed",
+          applies=lambda r: not r.opts.oracle),
+    Phase("search", search_phase),
+    Phase("trigger report", trigger_phase,
+          applies=lambda r: r.opts.triggers and not r.opts.oracle and not r.deadline.passed()),
+    Phase("verify", verify_phase, lambda r: "the result cold, in the bad and the good environments",
+          applies=lambda r: not r.opts.oracle),
+]
+
+
+def choose_jobs(given: int | None, runs: list[RunResult], what: str) -> tuple[int, str]:
+    """Runs side by side: `given` (--jobs) where memory holds them, else as many as the cores, the RAM and the GPU
+    memory hold for runs like `runs` (at most MAX_AUTO_JOBS: the passes take the first interesting candidate of each
+    batch, so a wider batch is mostly spent). What was chosen and why, in words."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    measured = [run for run in runs if run.peak_rss_mb or run.peak_gpu_mb]
+    peak_ram = max((run.peak_rss_mb for run in measured), default=0.0)
+    peak_gpu = max((run.peak_gpu_mb for run in measured), default=0.0)
+    ram, gpu = fits(peak_ram, available_ram_mb()), fits(peak_gpu, free_gpu_mb())
+    held = [f"RAM holds {ram}" if ram is not None else "", f"GPU memory {gpu}" if gpu is not None else ""]
+    why_memory = (f"{what}'s run peaks at {peak_ram / 1024:.1f} GB RAM"
+                  + (f", {peak_gpu / 1024:.1f} GB GPU" if peak_gpu else "") + ": " + ", ".join(h for h in held if h)
+                  if measured else f"{what}'s memory was not measured")
+    if given is not None:
+        jobs = max(1, min([given] + [n for n in (ram, gpu) if n is not None]))
+        return jobs, f"--jobs {given}" + ("" if jobs == given else f", lowered: {why_memory}")
+    limits = [n for n in (cores, MAX_AUTO_JOBS, ram, gpu) if n is not None]
+    jobs = max(1, min(limits))
+    return jobs, f"{cores} cores, at most {MAX_AUTO_JOBS}; {why_memory}"
+
+
+def _make_first_good_env(python: str, source: str, notes: list[str]) -> None:
+    """The version set the guard tries first, made in the cache while the original's cold runs go (it takes
+    minutes the first time; the guard would otherwise wait for it after establishing)."""
+    from .guard import first_set_to_try
+
+    with contextlib.suppress(Exception):  # the guard makes it itself, and says why, if this fails
+        first_set_to_try(python, source, notes.append)
+
+
+def _remembered_runs(r: Reduction) -> tuple[list[RunResult], RunResult | None] | None:
+    """The original's cold runs (and the traced run) from an earlier, interrupted run of this same reduction."""
+    path = _established_path(r)
+    if path is None or r.opts.fresh or not path.is_file():
+        return None
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        if data.get("original") != _digest(r.source) or data.get("python") != r.python:
+            return None
+        cold = [run_from_dict(run) for run in data["cold"]]
+        return cold, run_from_dict(data["traced"]) if data.get("traced") else None
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def _remember_runs(r: Reduction) -> None:
+    path = _established_path(r)
+    if path is None:
+        return
+    path.write_text(json.dumps({"original": _digest(r.source), "python": r.python,
+                                "cold": [run_to_dict(run) for run in r.cold],
+                                "traced": run_to_dict(r.traced) if r.traced is not None else None}), encoding="utf-8")
+
+
+def _established_path(r: Reduction) -> Path | None:
+    if r.scale_dir is not None:
+        return r.scale_dir / "established.json"
+    workdir = _workdir(r.opts, r.script, r.source, json.dumps(["establish", r.python, r.opts.confirm_runs]))
+    return workdir / "established.json"
 
 
 def _scale_workdir(opts: ReduceOptions, script: Path, source: str, python: str) -> tuple[Path, ScaleDown | None]:
@@ -391,10 +654,11 @@ def _scale_workdir(opts: ReduceOptions, script: Path, source: str, python: str) 
 def _scale_down(opts: ReduceOptions, workdir: Path, script: Path, source: str, python: str, timeout: float,
                 executor: Executor,
                 original: Signature, first_run: RunResult, traced: RunResult, progress: Progress,
-                say: Callable[[str], None]) -> ScaleDown | None:
+                say: Callable[[str], None], until: float | None = None) -> ScaleDown | None:
     """The tiny twin, judged where the script fails (same signature, same time rules, no guard yet). Each candidate
     also runs twice in each --good-python env, at the same time: those are the guard's two runs of the twin, which
-    the guard then takes as they are (at E4B they were a third run of 91 s, after the judge's own)."""
+    the guard then takes as they are (at E4B they were a third run of 91 s, after the judge's own). Past `until`
+    (the time budget less the verification's share) no twin is tried: the search stands on the original."""
     key = json.dumps(["scale", opts.signature, python])
     oracle = SignatureOracle(Cache(workdir / "cache.jsonl", key), workdir, timeout, script.parent, executor=executor,
                              original=original, regex=opts.signature, cwd_writes_allowed=bool(first_run.cwd_writes))
@@ -420,11 +684,14 @@ def _scale_down(opts: ReduceOptions, workdir: Path, script: Path, source: str, p
                     answers[i] = answers[i] and all(run.signature is None for run in pair)
         return answers
 
-    scaled = try_scale_down(normalize(source), traced, _counted(judge, progress), say)
+    scaled = try_scale_down(normalize(source), traced, _within(_counted(judge, progress), until, [0]), say)
     if scaled is None:
         return None
     scaled.path, scaled.original = workdir / "twin.py", _digest(source)
     scaled.good_runs = good_runs.get(scaled.source, {})
+    runs = getattr(oracle, "runs", None)  # what the chosen twin cost cold (a stand-in oracle may not say)
+    if runs:
+        scaled.bad_run = runs.get(oracle.cache.hash(scaled.source)[:16])
     scaled.path.write_text(scaled.source, encoding="utf-8")
     (workdir / "twin.json").write_text(scaled.to_json(), encoding="utf-8")
     say(scaled.description)
@@ -558,24 +825,28 @@ def _counted(test_many, progress: Progress):
     return run
 
 
-def _write(out: Path, result: str, source: str, script: Path, headline: str, owner: str, guard: Guard,
-           versions: dict, verified: bool, found: list[triggers.Trigger] = (), loaded: tuple[str, ...] = (),
-           budget: float | None = None) -> str:
-    body = triggers.annotate(output.layout(result), list(found))
+def _write(r: Reduction, verified: bool) -> str:
+    """The output: PEP 723 pins, a header that says what it fails with, what guards it and what the verification
+    saw, then the reduced program."""
+    body = triggers.annotate(output.layout(r.best), list(r.found))
     status = "" if verified else "INTERRUPTED, NOT VERIFIED: "
-    header = (output.pep723(body, versions, loaded) if versions else "") + (
-        f"# {status}reduced by minrepro from {script.name}: {code_lines(source)} -> {code_lines(body)} code lines.\n"
-        f"# Fails with: {headline}" + (f"  (in {owner})" if owner else "") + "\n"
-        f"# Guard: {guard.why}\n"
-        + (f"# The search stopped at its time budget (--max-seconds {budget:g}): maybe not minimal.\n"
-           if budget is not None else ""))
+    lines = [f"# {status}reduced by minrepro from {r.script.name}: {code_lines(r.source)} -> {code_lines(body)} "
+             "code lines.",
+             f"# Fails with: {r.headline}" + (f"  (in {r.owner})" if r.owner else ""),
+             f"# Guard: {r.guard.why}"]
+    if verified and r.good_said:
+        lines.append(f"# Where the bug is fixed it {r.good_said}.")
+    if verified and r.searching_cut:
+        lines.append(f"# The search stopped at its time budget (--max-seconds {r.opts.max_seconds:g}): maybe not "
+                     "minimal.")
+    header = (output.pep723(body, r.versions, r.loaded) if r.versions else "") + "\n".join(lines) + "\n"
     text = header + body
-    out.write_text(text, encoding="utf-8")
+    r.out.write_text(text, encoding="utf-8")
     return text
 
 
-def _resume_command() -> str:
-    return " ".join(shlex.quote(a) for a in ["minrepro", *sys.argv[1:]])
+def _resume_command(argv: list[str] | None = None) -> str:
+    return " ".join(shlex.quote(a) for a in ["minrepro", *(sys.argv[1:] if argv is None else argv)])
 
 
 def _start_executor(opts: ReduceOptions, python: str, source: str, recorded: tuple[str, ...], jobs: int,
@@ -592,13 +863,14 @@ def _start_executor(opts: ReduceOptions, python: str, source: str, recorded: tup
 
 
 def _warm_executor(executor: Executor, original: Signature, script: Path, notes: list[str],
-                   log: Callable[[str], None], timeout: float) -> tuple[Executor, float | None]:
+                   log: Callable[[str], None], timeout: float, home: Path | None = None,
+                   ) -> tuple[Executor, float | None]:
     """The started executor and the script's run time under it (as many runs at once as the search makes: the time
     budget follows that), if every run reproduces the original signature (a warm executor that disagrees with
     itself is not trusted either); otherwise cold runs, their time not measured here (None)."""
     if executor.name == "cold":
         return executor, None
-    warm = executor.run_many([script] * max(2, executor.jobs), timeout, script.parent)
+    warm = executor.run_many([script] * max(2, executor.jobs), timeout, home or script.parent)
     if any(run.signature != original for run in warm):
         executor.close()
         seen = "; ".join(sorted({run.signature.headline if run.signature else "passes" for run in warm}))
@@ -615,13 +887,14 @@ def _warm_executor(executor: Executor, original: Signature, script: Path, notes:
 
 
 def _verify_cold(result: str, oracle: SignatureOracle, python: str, guard: Guard, timeout: float, workdir: Path,
-                 home: Path, jobs: int = 1) -> tuple[bool, bool | None, str, tuple[str, ...]]:
-    """The result fails with the signature in a fresh interpreter; and (None when unguarded) it does not in the
-    good environments. No run-time budget here: a cold run pays the imports the budget excludes. Then: what
-    went wrong, for the error, and the packages the bad run loaded (what the output's pins must name).
+                 home: Path, jobs: int = 1) -> tuple[bool, bool | None, str, tuple[str, ...], str]:
+    """The result fails with the signature in a fresh interpreter; and (None when unguarded) it passes, exit 0, in
+    the good environments, as the original does there. No run-time budget here: a cold run pays the imports the
+    budget excludes. Then: what went wrong, for the error; the packages the bad run loaded (what the output's pins
+    must name); what the good runs did, in words.
     The bad run and the good runs go side by side, `jobs` at once (what memory allows for what the search ran): one
-    after another, the good runs of E4B's pinned twin, which runs to its end where the bug is fixed, did not end in
-    the 90 s a GPU call had left."""
+    after another, the good runs of E4B's pinned twin, which runs to its end where the bug is fixed, took longer than
+    the bad run by far."""
     path = workdir / "verify.py"
     path.write_text(result, encoding="utf-8")
     runs = [(python, timeout)] + [(py, oracle.good_timeout or timeout) for py in guard.pythons
@@ -632,13 +905,19 @@ def _verify_cold(result: str, oracle: SignatureOracle, python: str, guard: Guard
     bad = results[0]
     if not oracle.matches(bad):
         ended = bad.signature.headline if bad.signature else "passed"
-        return False, None, f"does not reproduce in a fresh interpreter ({ended} after {bad.seconds:.0f} s)", ()
+        return False, None, f"does not reproduce in a fresh interpreter ({ended} after {bad.seconds:.0f} s)", (), ""
     if why := oracle.litters(bad):
-        return False, None, f"{why} (cold)", ()
+        return False, None, f"{why} (cold)", (), ""
     if not guard.pythons:
-        return True, None, "", bad.loaded
-    also = sorted({py for (py, _), run in zip(runs[1:], results[1:]) if oracle.matches(run)})
-    return not also, not also, f"also fails the same way where the bug is fixed ({', '.join(also)})", bad.loaded
+        return True, None, "", bad.loaded, ""
+    good = list(zip((py for py, _ in runs[1:]), results[1:]))
+    failing = [(py, run) for py, run in good if run.signature is not None]
+    if failing:
+        what = "; ".join(sorted({f"{oracle.not_passing(run)} under {py}" for py, run in failing}))
+        return False, False, f"does not pass where the bug is fixed: {what}", bad.loaded, ""
+    seconds = ", ".join(f"{run.seconds:.1f}" for _, run in good)
+    said = f"passes: exit 0 in {len(good)} of {len(good)} cold runs ({seconds} s)"
+    return True, True, "", bad.loaded, said
 
 
 def _load_state(path: Path, original: str) -> dict | None:
@@ -662,7 +941,8 @@ def _search(regex: str, text: str) -> bool:
 
 def print_summary(summary: ReduceSummary, as_json: bool) -> None:
     print(f"{summary.input_lines} -> {summary.output_lines} code lines, {summary.oracle_calls} oracle calls "
-          f"({summary.cache_hits} cache hits), {summary.seconds:.1f} s, executor {summary.executor}"
+          f"({summary.cache_hits} cache hits), {summary.seconds:.1f} s, executor {summary.executor}, "
+          f"{summary.jobs} at once"
           + (f", {summary.snapshot_runs} from prefix snapshots" if summary.executor == "forkserver" else "")
           + (" (resumed)" if summary.resumed else ""))
     print(f"signature: {summary.signature}")
@@ -670,7 +950,14 @@ def print_summary(summary: ReduceSummary, as_json: bool) -> None:
           + (f" ({summary.good_runs} good-env run{'s' if summary.good_runs > 1 else ''} per candidate)"
              if summary.good_runs else "")
           + ("" if summary.passes_in_good_env is None else
-             f"; the result passes in the good env: {'yes' if summary.passes_in_good_env else 'NO'}"))
+             f"; the result passes in the good env: {'yes' if summary.passes_in_good_env else 'NO'}"
+             + (f" ({summary.good_run})" if summary.good_run else "")))
+    if summary.phases:
+        print("phases: " + ", ".join(f"{p['phase']} {p['seconds']:.0f} s" + (f" ({p['candidates']} candidates)"
+                                                                           if p["candidates"] else "")
+                                     for p in summary.phases))
+    if summary.maybe_not_minimal:
+        print(f"stopped at the time budget ({summary.budget_seconds:g} s): verified, maybe not minimal")
     if summary.triggers:
         print("trigger report:")
         print(triggers.format_table([triggers.Trigger(**t) for t in summary.triggers]))

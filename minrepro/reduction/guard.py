@@ -153,6 +153,20 @@ def other_version_set(search: GuardSearch) -> Guard | None:
     return None
 
 
+def first_set_to_try(python: str, source: str, note: Callable[[str], None]) -> None:
+    """Make the env of the version set `other_version_set` tries first (the same order), so that it is ready when
+    the guard asks: the driver runs this while the original's cold runs go."""
+    if not imported_modules(source) & HF_LIBRARIES:
+        return
+    from ..harness.probe import probe
+
+    catalog = load_catalog()
+    current = catalog.detect_set(probe(python).versions)
+    first = next(iter(sorted((s for s in catalog.sets if s != current), key=lambda s: s != "newest")), None)
+    if first is not None:
+        set_env(catalog, first, False, note)
+
+
 def patched_family(search: GuardSearch) -> Guard | None:
     """The catalog family this failure belongs to (same signature regex and owner): its patched environment."""
     if search.catalog is None:

@@ -12,7 +12,7 @@ from typing import Callable
 from ..reducers import FINAL_PASSES, PASSES
 
 PASS_COUNT = len(PASSES) + len(FINAL_PASSES)
-SETUP_PHASES = {"establish", "guard", "scale-down", "trigger report"}
+SETUP_PHASES = {"oracle", "establish", "scale-down", "guard", "trigger report", "verify"}
 
 
 class Progress:

@@ -25,6 +25,7 @@ class ScaleDown:
     original: str = ""   # digest of the script it is the twin of (a memo of an earlier edit is stale)
     # its runs in each --good-python env while it was judged (the guard takes them); not kept in the memo
     good_runs: dict[str, list[RunResult]] = field(default_factory=dict)
+    bad_run: RunResult | None = None  # its cold run where the script fails (what verifying it costs); not kept either
 
     def to_json(self) -> str:
         return json.dumps({"source": self.source, "description": self.description, "kept": self.kept,

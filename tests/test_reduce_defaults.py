@@ -1,0 +1,185 @@
+"""What a user gets from `minrepro reduce SCRIPT` with no flags: runs side by side chosen from the machine, a time
+budget that keeps the verification's share, a fixed world that must *pass*, passes that yield their turns when they
+shrink nothing, and a resume command whatever the phase it was stopped in."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from minrepro.cli import main
+from minrepro.errors import MinreproError
+from minrepro.harness.oracle import Cache, SignatureOracle
+from minrepro.harness.runner import RunResult, run_from_dict, run_to_dict
+from minrepro.harness.signature import Frame, Signature
+
+SIG = Signature("exception", "RuntimeError", "boom", (Frame("fakelib", "fakelib", "f"),), (), "library")
+ELSE = Signature("exception", "IndexError", "index out of range in self", (Frame("torch", "torch", "embedding"),),
+                 (), "library")
+FAILING = "import json\nraise RuntimeError('boom')\n"
+
+
+class _Table:
+    """An executor answering from a table: candidate source -> signature (None: exit 0)."""
+
+    name = "table"
+
+    def __init__(self, table):
+        self.table = table
+
+    def run_many(self, scripts, timeout, home=None):
+        return [RunResult(0 if self.table[Path(s).read_text()] is None else 1, "", "", 0.1,
+                          self.table[Path(s).read_text()], "") for s in scripts]
+
+
+@pytest.mark.parametrize("where_fixed, interesting", [(None, True), (SIG, False), (ELSE, False)])
+def test_where_the_bug_is_fixed_a_candidate_must_pass_not_merely_fail_otherwise(tmp_path, where_fixed, interesting):
+    # a twin whose per-layer vocabulary was shrunk below generate's ids failed with an IndexError where the bug is
+    # fixed; taken as "does not fail the same way there", its output failed on the newest set it claimed to pass on
+    oracle = SignatureOracle(Cache(tmp_path / "c.jsonl", "k"), tmp_path, 10, executor=_Table({"c = 1\n": SIG}),
+                             original=SIG, good=[_Table({"c = 1\n": where_fixed})], good_runs=1)
+    assert oracle.test_many(["c = 1\n"]) == [interesting]
+    note = oracle.cache.notes[oracle.cache.hash("c = 1\n")]
+    assert ("where the original passes" in note) == (where_fixed is ELSE)
+
+
+def test_the_cold_verification_refuses_a_result_that_fails_otherwise_where_the_bug_is_fixed(tmp_path, monkeypatch):
+    from minrepro.reduction import driver
+
+    class Cold:
+        def __init__(self, python, jobs):
+            self.python = python
+
+        def run_many(self, scripts, timeout, home):
+            signature = SIG if self.python == "bad" else ELSE
+            return [RunResult(1, "", "", 0.3, signature, "")]
+
+    monkeypatch.setattr(driver, "ColdExecutor", Cold)
+    oracle = SignatureOracle(Cache(tmp_path / "c.jsonl", "k"), tmp_path, 10, original=SIG, good_runs=2)
+    verified, good_pass, why, _, said = driver._verify_cold("x = 1\n", oracle, "bad", SimpleNamespace(pythons=("new",)),
+                                                            5.0, tmp_path, tmp_path, jobs=3)
+    assert (verified, good_pass, said) == (False, False, "")
+    assert "does not pass where the bug is fixed" in why and "IndexError" in why
+
+
+def _run(rss=0.0, gpu=0.0):
+    return RunResult(1, "", "", 1.0, SIG, "", peak_rss_mb=rss, peak_gpu_mb=gpu)
+
+
+def test_runs_side_by_side_follow_the_cores_and_the_memory_unless_given(monkeypatch):
+    from minrepro.reduction import driver
+
+    monkeypatch.setattr(driver.os, "sched_getaffinity", lambda pid: set(range(16)))
+    monkeypatch.setattr(driver, "available_ram_mb", lambda: 100_000.0)
+    monkeypatch.setattr(driver, "free_gpu_mb", lambda: 80_000.0)
+    jobs, why = driver.choose_jobs(None, [_run(2_000.0, 600.0)], "the twin")
+    assert jobs == driver.MAX_AUTO_JOBS and "16 cores" in why and "2.0 GB RAM" in why
+    # an E4B original holds 30 GB of RAM: two at once
+    jobs, why = driver.choose_jobs(None, [_run(30_000.0, 20_000.0)], "the original")
+    assert jobs == 2 and "RAM holds 2" in why
+    monkeypatch.setattr(driver.os, "sched_getaffinity", lambda pid: {0, 1})
+    assert driver.choose_jobs(None, [_run(500.0)], "the twin")[0] == 2  # the 2-core box
+    jobs, why = driver.choose_jobs(6, [_run(30_000.0)], "the original")
+    assert jobs == 2 and why.startswith("--jobs 6, lowered")
+    assert driver.choose_jobs(6, [_run(500.0)], "the twin") == (6, "--jobs 6")
+
+
+def test_a_pass_that_changed_nothing_yields_its_turns_to_those_that_did():
+    from minrepro.reducers import reduce_source
+
+    calls = {"shrinks": 0, "idle": 0}
+
+    def shrinks(problem):  # drops one line per turn while there are three or more
+        calls["shrinks"] += 1
+        lines = problem.current.splitlines()
+        if len(lines) > 2:
+            problem.accept("\n".join(lines[1:]) + "\n")
+
+    def idle(problem):
+        calls["idle"] += 1
+
+    source = "".join(f"x{i} = {i}\n" for i in range(8))
+    records = {}
+    result = reduce_source(source, lambda batch: [True] * len(batch), [idle, shrinks], [], records=records)
+    assert result == "x6 = 6\nx7 = 7\n"
+    # idle ran on the first round, then only once the productive pass was spent (twice: that round and the last)
+    assert calls["idle"] == 2 and calls["shrinks"] == 8
+    assert records["shrinks"].lines_removed == 6 and records["idle"].lines_removed == 0
+
+
+def test_a_run_is_the_same_after_a_round_trip_through_json():
+    run = RunResult(1, "out", "err", 2.5, SIG, "RuntimeError: boom", ({"event": "load"},), (3, 4), ("torch",),
+                    ("base",), ("torch.nn",), 900.0, 120.0)
+    assert run_from_dict(json.loads(json.dumps(run_to_dict(run)))) == run
+    passing = RunResult(0, "", "", 0.1, None, "")
+    assert run_from_dict(json.loads(json.dumps(run_to_dict(passing)))) == passing
+
+
+def test_stopped_during_the_guard_it_writes_the_original_and_says_how_to_resume(tmp_path, capsys, monkeypatch):
+    from minrepro.reduction import driver
+
+    def stopped(r):
+        raise KeyboardInterrupt("SIGTERM")
+
+    monkeypatch.setattr(driver, "PHASES", [p if p.name != "guard" else driver.Phase("guard", stopped)
+                                           for p in driver.PHASES])
+    script = tmp_path / "job.py"
+    script.write_text(FAILING)
+    assert main(["reduce", str(script), "--workdir", str(tmp_path / "w"), "--executor", "cold"]) == 130
+    err = capsys.readouterr().err
+    assert "resume with: minrepro reduce" in err and "by SIGTERM" in err
+    assert "INTERRUPTED, NOT VERIFIED" in (tmp_path / "job.min.py").read_text()
+
+
+def test_a_resumed_reduction_takes_the_originals_runs_from_its_earlier_start(tmp_path, capsys, monkeypatch):
+    from minrepro.reduction import driver
+
+    script = tmp_path / "job.py"
+    script.write_text(FAILING)
+    argv = ["reduce", str(script), "--workdir", str(tmp_path / "w"), "--executor", "cold", "--guard", "none",
+            "--json"]
+    assert main(argv) == 0
+    first = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    calls = []
+
+    def establish(*args, **kwargs):
+        calls.append(args)
+        raise MinreproError("ran the original again")
+
+    monkeypatch.setattr(driver, "establish", establish)
+    assert main(argv) == 0
+    again = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert calls == [] and again["signature"] == first["signature"]
+    assert main([*argv, "--fresh"]) == 2 and calls  # --fresh runs the original again
+
+
+def test_the_summary_says_per_phase_what_it_cost_and_what_ran_side_by_side(tmp_path, capsys):
+    script = tmp_path / "job.py"
+    script.write_text("import json\nimport os\nx = 1\nraise RuntimeError('boom')\n")
+    assert main(["reduce", str(script), "--workdir", str(tmp_path / "w"), "--executor", "cold", "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert [p["phase"] for p in summary["phases"]] == ["establish", "scale-down", "guard", "search", "trigger report",
+                                                      "verify"]
+    assert summary["jobs"] >= 1 and "cores" in summary["jobs_why"]
+    assert summary["budget_seconds"] is not None and not summary["maybe_not_minimal"]
+    assert any(record["lines_removed"] for record in summary["passes"])
+
+
+def test_a_budget_the_original_cannot_fit_is_said_at_the_start(tmp_path, capsys):
+    script = tmp_path / "job.py"
+    script.write_text("import time\ntime.sleep(0.6)\nraise RuntimeError('boom')\n")
+    argv = ["reduce", str(script), "--workdir", str(tmp_path / "w"), "--executor", "cold", "--max-seconds", "1",
+            "--json"]
+    assert main(argv) == 0
+    captured = capsys.readouterr()
+    summary = json.loads(captured.out.strip().splitlines()[-1])
+    assert any("exceeds the time budget" in note for note in summary["notes"])
+    assert "NOT VERIFIED" not in Path(summary["output"]).read_text()
+
+
+if __name__ == "__main__":
+    sys.exit(pytest.main([__file__, "-q"]))
