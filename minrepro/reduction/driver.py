@@ -367,7 +367,7 @@ def establish_failure(r: Reduction) -> None:
     r.scale_dir, memo = _scale_workdir(opts, r.script, r.source, r.python) if opts.scale_down else (None, None)
     r.scaled = memo
     if not opts.good_pythons and opts.guard == "auto":
-        r.good_envs = ThreadPoolExecutor(1).submit(_make_first_good_env, r.python, r.source, r.notes)
+        r.good_envs = ThreadPoolExecutor(1).submit(_make_guard_envs, r.python, r.source, r.notes)
     remembered = _remembered_runs(r)
     if remembered is not None:
         r.cold, r.traced = remembered
@@ -440,7 +440,7 @@ def guard_phase(r: Reduction) -> None:
                                   f"guard env {py}: ") for py in opts.good_pythons]
     starting.shutdown(wait=False)
     if r.good_envs is not None:
-        r.good_envs.result()  # made while the original ran; the guard finds it ready
+        r.good_envs.result()  # made while the original ran; the guard finds them ready
     # the good run goes to the end: its cost is not known yet (FIRST_RUN_TIMEOUT)
     search = GuardSearch(subject_path, subject, r.original, r.first_run.raw_headline, r.matcher, r.env,
                          opts.timeout or FIRST_RUN_TIMEOUT, r.log, notes=r.notes, jobs=parallel_runs(r.cold, 2),
@@ -592,13 +592,13 @@ def choose_jobs(given: int | None, runs: list[RunResult], what: str) -> tuple[in
     return jobs, f"{cores} cores, at most {MAX_AUTO_JOBS}; {why_memory}"
 
 
-def _make_first_good_env(python: str, source: str, notes: list[str]) -> None:
-    """The version set the guard tries first, made in the cache while the original's cold runs go (it takes
-    minutes the first time; the guard would otherwise wait for it after establishing)."""
-    from .guard import first_set_to_try
+def _make_guard_envs(python: str, source: str, notes: list[str]) -> None:
+    """The envs the guard may try, made in the cache while the original's cold runs go (a minute or more each, the
+    first time)."""
+    from .guard import make_guard_envs
 
-    with contextlib.suppress(Exception):  # the guard makes it itself, and says why, if this fails
-        first_set_to_try(python, source, notes.append)
+    with contextlib.suppress(Exception):  # the guard makes them itself, and says why, if this fails
+        make_guard_envs(python, source, notes.append)
 
 
 def _remembered_runs(r: Reduction) -> tuple[list[RunResult], RunResult | None] | None:

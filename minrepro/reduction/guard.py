@@ -66,8 +66,8 @@ def neutralise_library_call(source: str, run: RunResult) -> str | None:
     else:
         replacement = ast.Pass()
     for parent in ast.walk(tree):
-        for field in ("body", "orelse", "finalbody"):
-            block = getattr(parent, field, None)
+        for name in ("body", "orelse", "finalbody"):
+            block = getattr(parent, name, None)
             if isinstance(block, list) and target in block:
                 block[block.index(target)] = replacement
                 return ast.unparse(ast.fix_missing_locations(tree)) + "\n"
@@ -146,25 +146,32 @@ def other_version_set(search: GuardSearch) -> Guard | None:
     if not imported_modules(search.source) & HF_LIBRARIES or search.catalog is None:
         return None
     current = search.catalog.detect_set(search.bad.versions)
-    for name in sorted((s for s in search.catalog.sets if s != current), key=lambda s: s != "newest"):
+    for name in _other_sets(search.catalog, current):
         python = _set_env(search, name, patched=False)
         if python and search.passes_in(python):
             return Guard("good-env", f"passes on the {name} set ({_pins(search.catalog, name)})", (python,))
     return None
 
 
-def first_set_to_try(python: str, source: str, note: Callable[[str], None]) -> None:
-    """Make the env of the version set `other_version_set` tries first (the same order), so that it is ready when
-    the guard asks: the driver runs this while the original's cold runs go."""
+def make_guard_envs(python: str, source: str, note: Callable[[str], None]) -> None:
+    """Make, in the order the guard tries them, the envs it may need: the other version sets, then the current set
+    patched. The driver runs this while the original's cold runs go: on a fresh box each env takes a minute or more
+    to make, which the guard would otherwise wait for one after another."""
     if not imported_modules(source) & HF_LIBRARIES:
         return
     from ..harness.probe import probe
 
     catalog = load_catalog()
     current = catalog.detect_set(probe(python).versions)
-    first = next(iter(sorted((s for s in catalog.sets if s != current), key=lambda s: s != "newest")), None)
-    if first is not None:
-        set_env(catalog, first, False, note)
+    for name in _other_sets(catalog, current):
+        set_env(catalog, name, False, note)
+    if current is not None:
+        set_env(catalog, current, True, note)
+
+
+def _other_sets(catalog: Catalog, current: str | None) -> list[str]:
+    """The version sets other than the bad env's, newest first: a release that fixed it is the likeliest."""
+    return sorted((s for s in catalog.sets if s != current), key=lambda s: s != "newest")
 
 
 def patched_family(search: GuardSearch) -> Guard | None:
