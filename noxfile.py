@@ -1,5 +1,5 @@
 """nox sessions: the catalog on each version set (`minrepro`), the patches proved on each set (`patched`),
-the test suite (`tests`), and an offline wheelhouse for GPU boxes without network (`wheelhouse`).
+the test suite (`tests`), the linter (`lint`), and an offline wheelhouse for GPU boxes without network (`wheelhouse`).
 
 Results go to .minrepro/results/ (untracked): a run never rewrites tracked files. `-- --record` writes them to
 results/ instead and regenerates the matrices in docs/catalog.md from there (what a maintainer of this repo does).
@@ -106,6 +106,17 @@ def tests(session: nox.Session) -> None:
     _install(session, *(str(r) for r in SETS[TEST_SET].requirements))
     session.install("-e", ".[test]")
     session.run("pytest", *(session.posargs or ["-m", "not catalog"]))
+
+
+RUFF = "ruff==0.17.6"  # pinned: a new ruff release brings new findings, which should arrive as a change of their own
+
+
+@nox.session
+def lint(session: nox.Session) -> None:
+    """ruff's checks and its format check, configured in pyproject.toml (`[tool.ruff]`); nothing is rewritten."""
+    session.install(RUFF)
+    session.run("ruff", "check", *session.posargs)
+    session.run("ruff", "format", "--check", *session.posargs)
 
 
 @nox.session(venv_backend="none")
