@@ -2,7 +2,8 @@
 the test suite (`tests`), the linter (`lint`), and an offline wheelhouse for GPU boxes without network (`wheelhouse`).
 
 Results go to .minrepro/results/ (untracked): a run never rewrites tracked files. `-- --record` writes them to
-results/ instead and regenerates the matrices in docs/catalog.md from there (what a maintainer of this repo does).
+results/ instead and regenerates the pages generated from there (`minrepro docs`: docs/catalog.md, docs/families/,
+docs/main.md), which is what a maintainer of this repo does.
 
 Environment:
   MINREPRO_WHEELHOUSE=DIR  install the HF libraries from DIR only (pip --no-index), for offline GPU boxes.
@@ -74,7 +75,8 @@ def minrepro(session: nox.Session, vset: str) -> None:
     session.run("python", "-m", "minrepro", "run", "--set", vset, "--jobs", str(os.cpu_count() or 1), "--warm",
                 "--results", str(where / f"{vset}-{machine}.json"), *args, env=env)
     if where == ROOT / "results":
-        session.run("python", "-m", "minrepro", "matrix", "--readme", str(ROOT / "docs" / "catalog.md"), env=env)
+        session.run("python", "-m", "minrepro", "docs", "--results", str(ROOT / "results"),
+                    "--docs", str(ROOT / "docs"), env=env)
 
 
 @nox.session(venv_params=VENV_PARAMS)
@@ -91,7 +93,8 @@ def patched(session: nox.Session, vset: str) -> None:
                 "--results", str(where / "patched" / f"{vset}-{{machine}}.json"), "--jobs", str(os.cpu_count() or 1),
                 *wheelhouse, *args, env=env)
     if where == ROOT / "results":
-        session.run("python", "-m", "minrepro", "matrix", "--readme", str(ROOT / "docs" / "catalog.md"), env=env)
+        session.run("python", "-m", "minrepro", "docs", "--results", str(ROOT / "results"),
+                    "--docs", str(ROOT / "docs"), env=env)
 
 
 TEST_SET = "pinned"  # the libraries the `libs` tests run against (the seeds' stack: most families fail there)

@@ -24,6 +24,7 @@ from typing import Callable
 
 from ..catalog.manifest import Case, Catalog
 from ..catalog.run import observe
+from ..dirs import scrubbed, without_local_paths
 from ..envs.patching import PATCHES_DIR
 from ..envs.refs import RepoRef, native_into_checkout, overlay_env
 from ..envs.upstream import TEST_REQUIREMENTS, TestRun, new_failures, run_tests
@@ -374,6 +375,7 @@ def write_kit(proof: KitProof, work: Path, out: Path, description: str) -> None:
     if series.exists():
         shutil.rmtree(series)
     _git(work, "format-patch", "-q", "-o", str(series.absolute()), f"{proof.commits[0]}~1..{proof.commits[-1]}")
-    (out / "PR.md").write_text(description, encoding="utf-8")
-    (out / "proof.json").write_text(json.dumps({**asdict(proof), "green": proof.green}, indent=2) + "\n",
+    # read by maintainers on other machines: no path of this one
+    (out / "PR.md").write_text(without_local_paths(description), encoding="utf-8")
+    (out / "proof.json").write_text(json.dumps(scrubbed({**asdict(proof), "green": proof.green}), indent=2) + "\n",
                                     encoding="utf-8")
