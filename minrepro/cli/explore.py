@@ -80,8 +80,8 @@ def cmd_explore(args: argparse.Namespace) -> int:
 def _reduce_recorded(args: argparse.Namespace, python: str, set_name: str, patches: list[str], catalog,
                      versions: dict) -> int:
     """No search: reduce the findings a recorded report left unreduced that are still new (its search ran out of
-    the call's time, or ran with `--reduce 0`), most important first, in an env like the one it explored; the report is rewritten
-    after each, so a stopped run keeps what it reduced."""
+    its time, or ran with `--reduce 0`), most important first, in an env like the one it explored; the report is
+    rewritten after each, so a stopped run keeps what it reduced."""
     from ..scenarios import explore as ex
 
     if not args.results or not (Path(args.results) / "report.json").is_file():

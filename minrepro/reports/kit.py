@@ -1,4 +1,4 @@
-"""A PR kit: a catalog family's fix carried to the library's `main`, the way its maintainers take a contribution.
+"""A PR kit: a catalog family's fix brought to the library's `main`, the way its maintainers take a contribution.
 
 From a fetched repository (`--repo LIB=GITDIR[@REF]`), a shared clone gets a branch with two commits: the
 regression test (`patches/<lib>/<name>.test`: the test file and class it goes into, then the method, written in
@@ -203,7 +203,7 @@ def kit_env(catalog: Catalog, library: str, envs: Path, ruff: str = "ruff") -> P
     requirements = [str(r) for r in catalog.version_set("newest").requirements]
     create_env(env, requirements, wheelhouse_from_env(), label=f"kit {library}")
     # as `upstream-tests` does: only the set's pins are forced into the env (patches land there); the test tools may
-    # come from the torch site it sees (scipy on a CUDA image, where the wheelhouse cannot carry a 35 MB wheel)
+    # come from the torch site it sees (scipy on a CUDA image, which a small wheelhouse leaves out: a 35 MB wheel)
     pip_install(env, TEST_REQUIREMENTS[library] + [ruff], wheelhouse_from_env())
     return env
 
