@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 from pathlib import Path
 from typing import Any
 
@@ -374,25 +375,28 @@ def _kit(case: Case, records: Records, page_dir: Path) -> list[str]:
     doc = _json(proof)
     base = doc.get("base", {})
     counts = doc.get("file_counts", {})
-    before, after = counts.get("before", {}), counts.get("after", {})
+    before, after = counts.get("main") or counts.get("before") or {}, counts.get("after", {})
     lint = ", ".join(f"{k} {v}" for k, v in doc.get("lint", {}).items())
+    where = f" on {doc['machine']}" if doc.get("machine") else ""
+    # double backticks: the options may hold backticks of their own
+    options = f" with `` --pytest-args {shlex.join(doc['pytest_args'])} ``" if doc.get("pytest_args") else ""
+    outcome = "passes" if doc.get("case_after_outcome") == "pass" else f"gives {doc.get('case_after_outcome')}"
     lines = [
         "### PR kit",
         "",
-        f"{'Green' if doc.get('green') else 'Not green'} on {doc['library']} main `{base.get('commit', '')[:8]}` "
-        f"(`minrepro kit {case.id} --repo {doc['library']}=GITDIR`): the new test `{doc.get('test')}` "
-        f"{doc.get('test_before')} before the fix and {doc.get('test_after')} after; the case "
-        f"{'passes' if doc.get('case_after_outcome') == 'pass' else 'gives ' + str(doc.get('case_after_outcome'))}"
-        f" with it; its file {_counts(before)} on main, {_counts(after)} with the fix; {lint} "
-        f"({doc.get('lint_tool', 'ruff')}). [`PR.md`]({_rel(proof.parent / 'PR.md', page_dir)}), "
-        f"[`series/`]({_rel(proof.parent / 'series', page_dir)}).",
+        f"{'Green' if doc.get('green') else 'Not green'} on {doc['library']} main `{base.get('commit', '')[:8]}`"
+        f"{where} "
+        f"(`minrepro kit {case.id} --repo {doc['library']}=GITDIR`{options}): the new test `{doc.get('test')}` "
+        f"{doc.get('test_before')} before the fix and {doc.get('test_after')} after; the case {outcome} with it; its "
+        f"file {_counts(before)} on main, {_counts(after)} with the fix; {lint} ({doc.get('lint_tool', 'ruff')}). "
+        f"[`PR.md`]({_rel(proof.parent / 'PR.md', page_dir)}), [`series/`]({_rel(proof.parent / 'series', page_dir)}).",
         "",
     ]
     return lines
 
 
 def _counts(counts: dict[str, int]) -> str:
-    return ", ".join(f"{n} {k}" for k, n in counts.items() if n) or "not run"
+    return ", ".join(f"{n} {k}" for k, n in counts.items() if isinstance(n, int) and n) or "not run"
 
 
 # --- docs/benchmarks.md's catalog timings ----------------------------------------------------------------
