@@ -1,8 +1,9 @@
 """nox sessions: the catalog on each version set (`minrepro`), the patches proved on each set (`patched`),
-the test suite (`tests`), and an offline wheelhouse for GPU boxes without network (`wheelhouse`).
+the test suite (`tests`), the linter (`lint`), and an offline wheelhouse for GPU boxes without network (`wheelhouse`).
 
 Results go to .minrepro/results/ (untracked): a run never rewrites tracked files. `-- --record` writes them to
-results/ instead and regenerates the matrices in docs/catalog.md from there (what a maintainer of this repo does).
+results/ instead and regenerates the pages generated from there (`minrepro docs`: docs/catalog.md, docs/families/,
+docs/main.md), which is what a maintainer of this repo does.
 
 Environment:
   MINREPRO_WHEELHOUSE=DIR  install the HF libraries from DIR only (pip --no-index), for offline GPU boxes.
@@ -74,7 +75,8 @@ def minrepro(session: nox.Session, vset: str) -> None:
     session.run("python", "-m", "minrepro", "run", "--set", vset, "--jobs", str(os.cpu_count() or 1), "--warm",
                 "--results", str(where / f"{vset}-{machine}.json"), *args, env=env)
     if where == ROOT / "results":
-        session.run("python", "-m", "minrepro", "matrix", "--readme", str(ROOT / "docs" / "catalog.md"), env=env)
+        session.run("python", "-m", "minrepro", "docs", "--results", str(ROOT / "results"),
+                    "--docs", str(ROOT / "docs"), env=env)
 
 
 @nox.session(venv_params=VENV_PARAMS)
@@ -91,7 +93,8 @@ def patched(session: nox.Session, vset: str) -> None:
                 "--results", str(where / "patched" / f"{vset}-{{machine}}.json"), "--jobs", str(os.cpu_count() or 1),
                 *wheelhouse, *args, env=env)
     if where == ROOT / "results":
-        session.run("python", "-m", "minrepro", "matrix", "--readme", str(ROOT / "docs" / "catalog.md"), env=env)
+        session.run("python", "-m", "minrepro", "docs", "--results", str(ROOT / "results"),
+                    "--docs", str(ROOT / "docs"), env=env)
 
 
 TEST_SET = "pinned"  # the libraries the `libs` tests run against (the seeds' stack: most families fail there)
@@ -106,6 +109,17 @@ def tests(session: nox.Session) -> None:
     _install(session, *(str(r) for r in SETS[TEST_SET].requirements))
     session.install("-e", ".[test]")
     session.run("pytest", *(session.posargs or ["-m", "not catalog"]))
+
+
+RUFF = "ruff==0.17.6"  # pinned: a new ruff release brings new findings, which should arrive as a change of their own
+
+
+@nox.session
+def lint(session: nox.Session) -> None:
+    """ruff's checks and its format check, configured in pyproject.toml (`[tool.ruff]`); nothing is rewritten."""
+    session.install(RUFF)
+    session.run("ruff", "check", *session.posargs)
+    session.run("ruff", "format", "--check", *session.posargs)
 
 
 @nox.session(venv_backend="none")

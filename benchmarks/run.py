@@ -239,7 +239,9 @@ def judge(output: Path, original, bad: str, good: str | None) -> dict:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--python", required=True, help="interpreter of the environment the scripts fail in")
+    parser.add_argument("--python", help="interpreter of the environment the scripts fail in (required to run)")
+    parser.add_argument("--table", nargs="+", metavar="JSON", help="run nothing: print the table from recorded "
+                        "--json files, the latest row per script and tool (files in date order)")
     parser.add_argument("--good-python", help="interpreter of an environment where the bugs are fixed (patched)")
     parser.add_argument("--shrinkray", help="path to the shrinkray executable (Python >= 3.12)")
     parser.add_argument("--peers-python", help="interpreter with pysource-minimize, lithium-reducer and picire")
@@ -251,6 +253,10 @@ def main() -> int:
     parser.add_argument("--minrepro-args", default="", help="more arguments for `minrepro reduce` (e.g. '--good-runs 1')")
     parser.add_argument("--tools", default=",".join(TOOLS), help=f"comma-separated subset of: {', '.join(TOOLS)}")
     args = parser.parse_args()
+    if args.table:
+        return print_recorded(args.table)
+    if not args.python:
+        parser.error("--python is required to run the benchmark")
 
     rows = overhead(args.python, args.overhead_runs) if args.overhead_runs else []
     scripts = sorted(SCRIPTS.glob("*.py"))
@@ -284,13 +290,33 @@ def main() -> int:
             outcome = run()
             if "output" in outcome:
                 outcome.update(judge(outcome["output"], original, args.python, args.good_python))
-                outcome["output"] = str(outcome["output"])
+                outcome["output"] = outcome["output"].name  # in a temp dir of this machine: the name says enough
             results.append({"script": script.stem, "tool": tool, "input": code_lines(script.read_text()), **outcome})
             print(f"    {results[-1]}", file=sys.stderr, flush=True)
     if args.json:
         Path(args.json).write_text(json.dumps({"overhead": rows, "results": results, "cap": args.cap,
                                                "jobs": args.jobs}, indent=2))
     _print(rows, results, args.cap)
+    return 0
+
+
+def print_recorded(files: list[str]) -> int:
+    """The latest recorded row of each (script, tool) over the given --json files, taken in name order (their names
+    start with the date), with the file each row came from."""
+    latest: dict[tuple[str, str], dict] = {}
+    for name in sorted(files, key=lambda f: Path(f).name):
+        doc = json.loads(Path(name).read_text(encoding="utf-8"))
+        for row in doc["results"]:
+            if "error" in row or "skipped" in row or row.get("lines") is None:
+                continue  # a row that measured nothing does not replace one that did
+            latest[(row["script"], row["tool"])] = {**row, "cap": doc["cap"], "file": Path(name).name}
+    print("| script | tool | code lines | oracle calls | wall s | same signature | faithful | recorded in |")
+    print("|---|---|---|---|---|---|---|---|")
+    for (script, tool), r in sorted(latest.items(), key=lambda item: (item[0][0], item[0][1] != "minrepro reduce")):
+        capped = f" (cap {r['cap']:.0f})" if r.get("capped") else ""
+        faithful = "—" if r.get("faithful") is None else ("yes" if r["faithful"] else "NO")
+        print(f"| {script} | {tool} | {r['input']} → {r['lines']} | {r['calls'] if r['calls'] is not None else '?'} | "
+              f"{r['seconds']:.0f}{capped} | {'yes' if r['same'] else 'NO'} | {faithful} | `{r['file']}` |")
     return 0
 
 

@@ -1,10 +1,14 @@
 """Where minrepro writes what it makes: never over tracked files of a checkout, never into the current
-directory unasked. `MINREPRO_CACHE` overrides the cache (venvs, checkpoints, reduction work directories)."""
+directory unasked. `MINREPRO_CACHE` overrides the cache (venvs, checkpoints, reduction work directories).
+What it records for others to read (results, reports, kits) names no path of the machine it ran on."""
 
 from __future__ import annotations
 
 import os
+import re
+import tempfile
 from pathlib import Path
+from typing import Any
 
 
 def cache_dir() -> Path:
@@ -18,3 +22,31 @@ def cache_dir() -> Path:
 
 def cache(*parts: str) -> Path:
     return cache_dir().joinpath(*parts)
+
+
+CHECKOUT = Path(__file__).resolve().parent.parent  # the checkout (or site-packages) this minrepro runs from
+# an interpreter's packages, wherever the env lives: `/any/env/lib/python3.11/site-packages/` -> `site-packages/`
+_SITE_PACKAGES = re.compile(r"(?:<cache>|<tmp>|~|\.)?/[^\s'\"\\]*?/(?:site|dist)-packages/")
+
+
+def without_local_paths(text: str) -> str:
+    """Text as a record keeps it, read on another machine: the paths of this one (an interpreter's site-packages, the
+    cache, the checkout, the home, the temp directory) become placeholders. A file under a temp directory keeps its
+    name: `'/tmp/run-x/tmp/y/index.json'` -> `'<tmp>/index.json'`."""
+    text = _SITE_PACKAGES.sub("site-packages/", text)
+    for local, placeholder in ((str(cache_dir()), "<cache>"), (str(CHECKOUT), "."), (str(Path.home()), "~")):
+        if len(local) > 1:  # a path ends at a separator, a quote, a space or the end: "/root" is not "/root-entry"
+            text = re.sub(r"(?<![\w.-])" + re.escape(local) + r"(?=[/'\"\s\\]|$)", placeholder, text)
+    temp = re.escape(tempfile.gettempdir().rstrip("/"))
+    return re.sub(temp + r"(?:/[^\s'\"\\/]+)*/", "<tmp>/", text)
+
+
+def scrubbed(value: Any) -> Any:
+    """A JSON-like document with `without_local_paths` applied to every string in it (keys included)."""
+    if isinstance(value, str):
+        return without_local_paths(value)
+    if isinstance(value, dict):
+        return {scrubbed(k): scrubbed(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [scrubbed(v) for v in value]
+    return value

@@ -194,7 +194,7 @@ def test_interesting_means_the_bug_here_and_not_in_the_fixed_world(tmp_path_fact
     assert oracle.test_many(sources) == answers  # answers are cached, and the same
 
 
-# --- what a new user hit (issue 20) ---------------------------------------------------------------------
+# --- what a new user hit -------------------------------------------------------------------------------
 
 def _signed_job(bad: str, tmp_path: Path, capsys) -> tuple[str, str]:
     """A failing script and the file holding what `signature --json` printed for it."""

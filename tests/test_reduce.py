@@ -239,7 +239,7 @@ if rel.getboolean("strict"):
 
 
 def test_an_ini_config_read_through_getters_is_resolved_and_falls_off(tmp_path, capsys):
-    # nightly_quant_report (unseen, round 5) kept its ConfigParser at 38 lines: `m.getint('layers')`,
+    # nightly_quant_report (an unseen script) kept its ConfigParser at 38 lines: `m.getint('layers')`,
     # `q.get('type')` are calls, and only `name.attr` / `name['k']` reads were recorded
     script = tmp_path / "job.py"
     script.write_text(INI_CONFIG)
@@ -401,7 +401,7 @@ def test_timeouts_and_parallel_runs_follow_what_the_original_cost():
 
 
 def test_a_time_budget_ends_the_search_with_a_verified_best(tmp_path, capsys):
-    # a GPU user's job has 10 minutes: past --max-seconds no candidate runs, and what was reached is verified and
+    # a GPU user's job has a wall-clock limit: past --max-seconds no candidate runs, and what was reached is verified and
     # written, said to be maybe not minimal (here the budget ends before the first proposal: the original stands)
     script = tmp_path / "job.py"
     script.write_text(DECOY)

@@ -1,4 +1,4 @@
-"""Family H's patch and the forced repack flag (issue 38): one Linear4bit, no write-back, no patch, two no-grad
+"""Family H's patch and the forced repack flag: one Linear4bit, no write-back, no patch, two no-grad
 forwards, with bitsandbytes' own `support_avx512bf16_for_cpu` and with it forced on. As a CPU without AVX512-BF16
 runs it: `MINREPRO_EMULATE_ABSENT=avx512_bf16 PY minrepro/harness/_bootstrap.py benchmarks/h/forced_flag_alone.py`."""
 import bitsandbytes as bnb

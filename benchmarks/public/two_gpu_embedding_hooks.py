@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Issue 37, explore's two-GPU row `index is on cuda:0` (Gemma4TextScaledWordEmbedding.forward): what the load
+"""Family AB, explore's two-GPU row `index is on cuda:0` (Gemma4TextScaledWordEmbedding.forward): what the load
 exercised, before the forward fails. A tiny Gemma 4 (the finding's config) on two GPUs, loaded like the finding
 (``--case finding``: a base at ``{"": 1, one down_proj: "cpu"}``, PEFT's redispatch under
 ``{0: 200KB, 1: 3MB, cpu: 1MB}``) or like explore's placement control (``--case control``: ``{"": 0, layers.1:
@@ -47,7 +47,7 @@ def main():
     parser.add_argument("--case", choices=sorted(CASES), default="finding")
     parser.add_argument("--move-ids", action="store_true")
     args = parser.parse_args()
-    if torch.cuda.device_count() < 2:  # benchmarks/gpu_box.sh runs every script here, on one GPU too
+    if torch.cuda.device_count() < 2:  # say so on a box with one GPU, instead of failing
         emit(step="skipped", why=f"needs two GPUs; {torch.cuda.device_count()} visible")
         return
     base_map, budget = CASES[args.case]

@@ -6,9 +6,10 @@ from __future__ import annotations
 import re
 import sys
 import tomllib
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from packaging.requirements import Requirement
 from packaging.version import InvalidVersion, Version
@@ -19,6 +20,7 @@ from ..reducers.source import code_lines, imported_modules
 
 CASES_DIR = Path(__file__).with_name("cases")
 MANIFEST = CASES_DIR / "catalog.toml"
+FAMILIES = "families.toml"  # beside the manifest: what each family is, for its generated page
 OUTCOMES = ("fail", "pass", "unreproduced", "fail-other")  # fail-other: another failure comes first there
 FAILING = ("fail", "fail-other")  # outcomes that declare the case fails on that set
 DEVICES = ("cpu", "cuda")
@@ -73,11 +75,26 @@ class Case:
 
 
 @dataclass(frozen=True)
+class Family:
+    """A bug family as its page tells it (`families.toml`): its cases come from the manifest."""
+
+    id: str
+    title: str  # what fails, in a line
+    summary: str  # what fails and why
+    notes: str = ""  # what else is known: what was tried, where it does not show, leads
+
+
+@dataclass(frozen=True)
 class Catalog:
     sets: dict[str, VersionSet]
     cases: tuple[Case, ...]
     path: Path = field(default=MANIFEST)
     controls: tuple[Control, ...] = ()  # scripts near a family's path without its bug: they pass, patched or not
+    families: dict[str, Family] = field(default_factory=dict)  # by id, in the manifest's order of first case
+
+    def family_ids(self) -> list[str]:
+        """Every family the cases name, in the order the manifest first names it."""
+        return list(dict.fromkeys(case.family for case in self.cases))
 
     def select(self, ids: Iterable[str]) -> tuple[Case, ...]:
         """The named cases in the order given (all when none), or a one-line error for unknown ids."""
@@ -122,7 +139,38 @@ def load_catalog(path: Path | None = None) -> Catalog:
         if case.id in seen:
             raise MinreproError(f"{path.name}: duplicate case id {case.id!r}")
         seen.add(case.id)
-    return Catalog(sets, cases, path, controls)
+    return Catalog(sets, cases, path, controls, _families(path.parent / FAMILIES, cases))
+
+
+FAMILY_FIELDS = ("title", "summary", "notes")
+
+
+def _families(path: Path, cases: tuple[Case, ...]) -> dict[str, Family]:
+    """`families.toml`: a `[family."ID"]` table per family the cases name (title and summary required). A user's
+    catalog may have none: its families then have no page of their own."""
+    if not path.is_file():
+        return {}
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8")).get("family", {})
+    except tomllib.TOMLDecodeError as exc:
+        raise MinreproError(f"cannot read {path}: {exc}") from None
+    named = list(dict.fromkeys(case.family for case in cases))
+    unknown = [fid for fid in data if fid not in named]
+    missing = [fid for fid in named if fid not in data]
+    if unknown or missing:
+        raise MinreproError(f"{path.name}: " + "; ".join(
+            part for part in (f"no case of family {', '.join(unknown)}" if unknown else "",
+                              f"no entry for family {', '.join(missing)}" if missing else "") if part))
+    families = {}
+    for fid in named:
+        raw = data[fid]
+        unknown_fields = sorted(set(raw) - set(FAMILY_FIELDS))
+        empty = [key for key in ("title", "summary") if not str(raw.get(key, "")).strip()]
+        if unknown_fields or empty:
+            raise MinreproError(f"{path.name}: family {fid}: unknown or empty field(s) "
+                                f"{', '.join(unknown_fields + empty)}")
+        families[fid] = Family(fid, raw["title"].strip(), raw["summary"].strip(), raw.get("notes", "").strip())
+    return families
 
 
 CONTROL_FIELDS = ("id", "script", "device", "near", "notes", "emulate_absent")
@@ -275,7 +323,7 @@ def check_case(case: Case, catalog: Catalog) -> list[str]:
         problems.append(f"imports outside torch/HF libraries/stdlib: {', '.join(foreign)}")
     meta = script_metadata(source)
     if meta is None:
-        return problems + ["no PEP 723 '# /// script' block"]
+        return [*problems, "no PEP 723 '# /// script' block"]
     problems += _check_pins(case, meta, catalog, imported_modules(source) & LIBRARIES)
     return problems
 

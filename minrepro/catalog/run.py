@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from minrepro.catalog.manifest import FAILING, Catalog, Case, expected_outcome
+from minrepro.dirs import scrubbed
 from minrepro.errors import MinreproError
 from minrepro.harness.probe import Environment
 from minrepro.harness.executors import ColdExecutor, ForkServerExecutor
@@ -180,5 +181,6 @@ def _clip(text: str, width: int) -> str:
 
 
 def write_results(path: Path, document: dict[str, Any]) -> None:
+    """Record a document for others to read: no path of this machine in it (`dirs.scrubbed`)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(document, indent=2, sort_keys=False) + "\n", encoding="utf-8")
+    path.write_text(json.dumps(scrubbed(document), indent=2, sort_keys=False) + "\n", encoding="utf-8")

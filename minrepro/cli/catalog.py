@@ -1,4 +1,5 @@
-"""Catalog commands: `run` the cases and judge them, `check` their scripts, `list` them, render the `matrix`."""
+"""Catalog commands: `run` the cases and judge them, `check` their scripts, `list` them, render the `matrix`, and
+`docs`: every page generated from the catalog and results/ (the family pages, docs/catalog.md, docs/main.md)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from pathlib import Path
 
 from ..catalog.manifest import check_case, load_catalog
 from ..catalog.matrix import readme_with_matrices, tables, write_matrices
+from ..catalog.pages import stale_pages, write_docs
 from ..catalog.run import check_set, format_table, results_document, run_cases, write_results
 from ..catalog.targets import is_script, reference_run, resolve, results_home, static_problems, with_pins
 from ..envs.refs import parse_repo, ref_env, refs_page
@@ -126,7 +128,7 @@ def _check_in_sets(catalog, cases: list, sets: list[str], args: argparse.Namespa
     differs = 0
     for case in cases:
         cells = []
-        for column, runs in columns.items():
+        for runs in columns.values():
             r = runs[case.id]
             shown = "pass" if r.observed == "pass" else f"{r.observed}: {r.headline[:60]}"
             cells.append(shown + (" ✗ differs" if r.verdict == "differs" else ""))
@@ -139,7 +141,8 @@ def _check_in_sets(catalog, cases: list, sets: list[str], args: argparse.Namespa
 
 def cmd_list(args: argparse.Namespace) -> int:
     for case in load_catalog(args.manifest).cases:
-        print(f"{case.id:34} {case.family:3} {case.device:5} " + " ".join(f"{k}={v:12}" for k, v in case.outcomes.items()))
+        outcomes = " ".join(f"{k}={v:12}" for k, v in case.outcomes.items())
+        print(f"{case.id:34} {case.family:3} {case.device:5} {outcomes}")
     return 0
 
 
@@ -155,6 +158,21 @@ def cmd_matrix(args: argparse.Namespace) -> int:
         return 0
     write_matrices(catalog, Path(args.results), readme)
     print(f"matrix written to {readme}", file=sys.stderr)
+    return 0
+
+
+def cmd_docs(args: argparse.Namespace) -> int:
+    catalog = load_catalog(args.manifest)
+    if args.check:
+        stale = stale_pages(catalog, Path(args.results), Path(args.docs))
+        if stale:
+            raise MinreproError(f"{len(stale)} generated page(s) differ from what the catalog and {args.results} give "
+                                f"({', '.join(str(p) for p in stale[:5])}{', ...' if len(stale) > 5 else ''}): "
+                                "run `minrepro docs`")
+        return 0
+    changed = write_docs(catalog, Path(args.results), Path(args.docs))
+    print(f"{len(changed)} page(s) written" + (f": {', '.join(str(p) for p in changed)}" if changed else ""),
+          file=sys.stderr)
     return 0
 
 
@@ -199,3 +217,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     matrix.add_argument("--readme", help="rewrite the matrix block of this README (default: print)")
     matrix.add_argument("--check", action="store_true", help="fail if the README's matrix is stale")
     matrix.set_defaults(func=cmd_matrix)
+
+    docs = sub.add_parser("docs", help="write the pages generated from the catalog and results/: a page per family "
+                          "(docs/families/), docs/catalog.md's blocks, docs/main.md")
+    docs.add_argument("--results", default="results", help="the recorded results (default: results)")
+    docs.add_argument("--docs", default="docs", help="the docs directory (default: docs)")
+    docs.add_argument("--check", action="store_true", help="write nothing; fail if a generated page is stale")
+    docs.set_defaults(func=cmd_docs)

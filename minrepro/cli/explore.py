@@ -10,7 +10,7 @@ from pathlib import Path
 from ..catalog.manifest import Case, check_case, load_catalog
 from ..catalog.run import observe
 from ..catalog.targets import headline_regex
-from ..dirs import cache
+from ..dirs import cache, scrubbed, without_local_paths
 from ..envs.venvs import env_of, read_marker
 from ..errors import MinreproError
 from ..scenarios.table import checkpoint_namespace
@@ -80,8 +80,8 @@ def cmd_explore(args: argparse.Namespace) -> int:
 def _reduce_recorded(args: argparse.Namespace, python: str, set_name: str, patches: list[str], catalog,
                      versions: dict) -> int:
     """No search: reduce the findings a recorded report left unreduced that are still new (its search ran out of
-    the call's time, or ran with `--reduce 0`), most important first, in an env like the one it explored; the report is rewritten
-    after each, so a stopped run keeps what it reduced."""
+    its time, or ran with `--reduce 0`), most important first, in an env like the one it explored; the report is
+    rewritten after each, so a stopped run keeps what it reduced."""
     from ..scenarios import explore as ex
 
     if not args.results or not (Path(args.results) / "report.json").is_file():
@@ -110,8 +110,9 @@ def _reduce_recorded(args: argparse.Namespace, python: str, set_name: str, patch
 def _write_report(results: Path, doc: dict) -> dict:
     from ..scenarios import explore as ex
 
-    (results / "report.json").write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
-    (results / "report.md").write_text(ex.report_markdown(doc), encoding="utf-8")
+    recorded = scrubbed(doc)  # the report is read on other machines: no path of this one
+    (results / "report.json").write_text(json.dumps(recorded, indent=1) + "\n", encoding="utf-8")
+    (results / "report.md").write_text(ex.report_markdown(recorded), encoding="utf-8")
     return doc
 
 
@@ -147,7 +148,7 @@ def _reduce_finding(key: str, witness, opts, catalog, results: Path, args: argpa
     outcomes, others = _outcomes(case, catalog, opts.timeout)
     case = replace(case, outcomes={"pinned": "pass", "newest": "pass", **outcomes})
     entry = ex.candidate_entry(case, outcomes)
-    (folder / f"{name}.case.toml").write_text(entry, encoding="utf-8")
+    (folder / f"{name}.case.toml").write_text(without_local_paths(entry), encoding="utf-8")
     return {"script": str(out), "lines": summary.output_lines, "spec": str(folder / f"{name}.spec.json"),
             "steps": str(steps_file_of(out.resolve())), "spec_steps": [n for n, _, _ in trip.steps[1:]],
             "guard": summary.guard, "outcomes": outcomes, "other_failures": others,

@@ -10,8 +10,10 @@ from pathlib import Path
 
 from ..catalog.manifest import load_catalog, script_pins
 from ..catalog.targets import is_script, resolve, results_home
-from ..dirs import cache
 from ..catalog.matrix import write_matrices
+from ..catalog.pages import write_docs
+from ..dirs import cache, without_local_paths
+from ..reports.report import REPOSITORIES
 from ..catalog.run import write_results
 from ..errors import MinreproError
 from ..harness.runner import DEFAULT_TIMEOUT
@@ -80,8 +82,11 @@ def cmd_bisect(args: argparse.Namespace) -> int:
         fixed = [f"{r.package}=={r.first_fixed}" for r in results if r.first_fixed]
         record_fixed_in(catalog.path, case.id, fixed)
         print(f"recorded fixed_in = {fixed} for {case.id} in {catalog.path}", file=sys.stderr)
-        if Path(args.readme).is_file():
-            write_matrices(load_catalog(args.manifest), results_dir, Path(args.readme))
+        readme, catalog = Path(args.readme), load_catalog(args.manifest)
+        if readme.is_file() and catalog.families:  # the family's page shows the bisection and fixed_in too
+            write_docs(catalog, results_dir, readme.parent)
+        elif readme.is_file():
+            write_matrices(catalog, results_dir, readme)
     return 0
 
 
@@ -136,7 +141,8 @@ def _bisect_git(args: argparse.Namespace, case, envs: Path, wheelhouse: Path | N
                         args.timeout, _progress)
     found = bisect_commits(judge, older, newer)
     print(f"{case.id}: {repo.library} {older}..{newer}: {found.sentence()}")
-    document = {"case": case.id, "base": base, "repository": str(repo.gitdir), **found.__dict__,
+    public = REPOSITORIES.get(repo.library, repo.library)  # the record names the repository, not this machine's copy
+    document = {"case": case.id, "base": base, "repository": public, **found.__dict__,
                 "subjects": {c: judge.cache[c].get("subject", "") for c in found.judged}}
     target = results_dir / "bisect" / f"{case.id}-{repo.library}-commits.json"
     write_results(target, document)
@@ -203,7 +209,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         else:
             out_dir.mkdir(parents=True, exist_ok=True)
             target = out_dir / f"{case.id}.{'json' if args.format == 'json' else 'md'}"
-            target.write_text(text + "\n", encoding="utf-8")
+            target.write_text(without_local_paths(text) + "\n", encoding="utf-8")
             print(f"{target}: {report['repository']}: {report['title']}")
     return 0
 

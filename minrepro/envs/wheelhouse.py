@@ -2,7 +2,7 @@
 
 torch and its CUDA runtime are never downloaded: the target's system torch is reused. bitsandbytes
 wheels carry a library per CUDA version (about 60 MB); `slim_wheel` keeps only the CPU library and the
-CUDA versions asked for, so the wheelhouse fits what can be carried to an offline machine.
+CUDA versions asked for, so the wheelhouse stays small enough to copy to an offline machine.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""A PR kit: a catalog family's fix carried to the library's `main`, the way its maintainers take a contribution.
+"""A PR kit: a catalog family's fix brought to the library's `main`, the way its maintainers take a contribution.
 
 From a fetched repository (`--repo LIB=GITDIR[@REF]`), a shared clone gets a branch with two commits: the
 regression test (`patches/<lib>/<name>.test`: the test file and class it goes into, then the method, written in
@@ -24,6 +24,7 @@ from typing import Callable
 
 from ..catalog.manifest import Case, Catalog
 from ..catalog.run import observe
+from ..dirs import scrubbed, without_local_paths
 from ..envs.patching import PATCHES_DIR
 from ..envs.refs import RepoRef, native_into_checkout, overlay_env
 from ..envs.upstream import TEST_REQUIREMENTS, TestRun, new_failures, run_tests
@@ -202,7 +203,7 @@ def kit_env(catalog: Catalog, library: str, envs: Path, ruff: str = "ruff") -> P
     requirements = [str(r) for r in catalog.version_set("newest").requirements]
     create_env(env, requirements, wheelhouse_from_env(), label=f"kit {library}")
     # as `upstream-tests` does: only the set's pins are forced into the env (patches land there); the test tools may
-    # come from the torch site it sees (scipy on a CUDA image, where the wheelhouse cannot carry a 35 MB wheel)
+    # come from the torch site it sees (scipy on a CUDA image, which a small wheelhouse leaves out: a 35 MB wheel)
     pip_install(env, TEST_REQUIREMENTS[library] + [ruff], wheelhouse_from_env())
     return env
 
@@ -374,6 +375,7 @@ def write_kit(proof: KitProof, work: Path, out: Path, description: str) -> None:
     if series.exists():
         shutil.rmtree(series)
     _git(work, "format-patch", "-q", "-o", str(series.absolute()), f"{proof.commits[0]}~1..{proof.commits[-1]}")
-    (out / "PR.md").write_text(description, encoding="utf-8")
-    (out / "proof.json").write_text(json.dumps({**asdict(proof), "green": proof.green}, indent=2) + "\n",
+    # read by maintainers on other machines: no path of this one
+    (out / "PR.md").write_text(without_local_paths(description), encoding="utf-8")
+    (out / "proof.json").write_text(json.dumps(scrubbed({**asdict(proof), "green": proof.green}), indent=2) + "\n",
                                     encoding="utf-8")

@@ -120,7 +120,7 @@ SEED_REPORTS: dict[str, SeedReport] = {
     **{name: SeedReport(_R03_SOURCE + "; A needs double quant", "B", "params4bit-hf-initialized", _R03_NO_DQ,
                         needs_offloaded_quantized=True)
        for name in ("r03-split-no-dq", "r03-peft-spill-no-dq")},
-    "r03-peft-all-disk": SeedReport("issue 15's E4B table (all on disk)", "-", None,
+    "r03-peft-all-disk": SeedReport("the E4B measurements with everything on disk: a refusal, then family U", "-", None,
                                     {"pinned": "offload the whole model to the disk", "reporter": "offload the whole model to the disk",
                                      "newest": r"FileNotFoundError.*index\.json"}),
     "r06-peft-device-map": SeedReport("seed R06 (PEFT device_map); C fixed in transformers 5.23", "C", "gemma4-shared-kv-keyerror",

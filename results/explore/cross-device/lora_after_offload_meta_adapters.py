@@ -1,8 +1,8 @@
 """LoRA attached after dispatch_model to a layer offloaded to cpu (one GPU): where do its adapters live, is the
 delta applied in the forward, and what does a backward do?
 
-Run: python lora_after_offload_meta_adapters.py [plain] (one GPU). Recorded in docs/findings.md,
-"peft#3169 on two GPUs".
+Run: python lora_after_offload_meta_adapters.py [plain] (one GPU). Its results are on family E's
+page (docs/families/e.md).
 """
 import sys
 import bitsandbytes as bnb

@@ -1,0 +1,111 @@
+"""benchmarks/gpu_box.py, the GPU box's one entry point: its arguments, the steps it plans and the commands it would
+run (checked on CPU through --dry-run and its planning functions), and its time limit on a real process."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+_spec = importlib.util.spec_from_file_location("gpu_box", ROOT / "benchmarks" / "gpu_box.py")
+gpu_box = importlib.util.module_from_spec(_spec)
+sys.modules["gpu_box"] = gpu_box  # dataclasses look their module up by name
+_spec.loader.exec_module(gpu_box)
+
+
+def _dry_run(capsys, *argv: str) -> str:
+    assert gpu_box.main([*argv, "--dry-run"]) == 0
+    return capsys.readouterr().out
+
+
+def _commands(args) -> list:
+    return [command for step in gpu_box.plan(args) for lane in step.lanes for command in lane]
+
+
+def test_one_gpu_plans_every_step_but_the_two_gpu_rows(capsys):
+    out = _dry_run(capsys, "--gpus", "1")
+    assert [line[2:] for line in out.splitlines() if line.startswith("# ") and line[2:3].isalpha()][1:] == [
+        "catalog",
+        "patched",
+        "reduce-round",
+    ]
+    assert "CUDA_VISIBLE_DEVICES=0 " in out
+    for vset in gpu_box.version_sets():
+        assert f"nox -s 'minrepro({vset})'" in out and f"nox -s 'patched({vset})'" in out
+
+
+def test_two_gpus_add_the_rows_and_run_two_reductions_side_by_side():
+    args = gpu_box.parse_args(["--gpus", "2"])
+    steps = {step.name: step for step in gpu_box.plan(args)}
+    assert list(steps) == list(gpu_box.STEPS)
+    reduce_lanes = steps["reduce-round"].lanes[1:]  # the first makes the envs
+    assert [{c.env["CUDA_VISIBLE_DEVICES"] for c in lane} for lane in reduce_lanes] == [{"0"}, {"1"}]
+    rows = [c for c in steps["two-gpu-rows"].lanes[0] if "signature" in c.argv]
+    assert rows and all("--placement" in c.argv for c in rows)
+
+
+def test_the_reduce_round_keeps_bench_py_s_interface():
+    args = gpu_box.parse_args(["reduce-round", "--gpus", "1", "--workdir", "/w", "--reduce-sets", "newest"])
+    bench = [c for c in _commands(args) if "benchmarks/scale/bench.py" in c.argv]
+    assert {c.argv[c.argv.index("--case") + 1] for c in bench} == set(gpu_box.bench_gpu_cases())
+    for command in bench:
+        assert command.argv[command.argv.index("--python") + 1] == "/w/envs/newest/bin/python"
+        assert command.argv[command.argv.index("--workdir") + 1] == "/w/reduce/newest"
+        assert command.argv[command.argv.index("--results") + 1] == "/w/reduce/newest/rows.jsonl"
+
+
+def test_bench_cases_come_from_bench_py_unless_named():
+    assert gpu_box.bench_gpu_cases() and all(c.startswith("gpu-") for c in gpu_box.bench_gpu_cases())
+    args = gpu_box.parse_args(["reduce-round", "--gpus", "1", "--reduce-case", "gpu-x", "--reduce-sets", "pinned"])
+    assert [c.log for c in _commands(args) if "--case" in c.argv] == ["gpu-x-pinned.log"]
+
+
+def test_an_offline_box_installs_from_the_wheelhouse_and_stays_off_the_hub(tmp_path, capsys):
+    out = _dry_run(capsys, "--gpus", "2", "--wheelhouse", str(tmp_path))
+    assert f"MINREPRO_WHEELHOUSE={tmp_path}" in out and "HF_HUB_OFFLINE=1" in out
+    assert f"env create {tmp_path.parent}" not in out and f"--wheelhouse {tmp_path}" in out
+
+
+def test_record_and_sets_reach_nox(capsys):
+    out = _dry_run(capsys, "catalog", "--gpus", "1", "--sets", "newest", "--record", "--jobs", "4")
+    assert out.splitlines()[2:] == [f"{sys.executable} -m nox -s 'minrepro(newest)' -- --record --jobs 4"]
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (["two-gpu-rows", "--gpus", "1"], "two-gpu-rows needs two GPUs"),
+        (["bisect", "--gpus", "1"], "unknown step bisect"),
+        (["--gpus", "1", "--sets", "pinned,oldest"], "unknown set oldest"),
+        (["--gpus", "1", "--time-limit", "0"], "--time-limit must be a positive"),
+        (["--gpus", "0"], "no GPU"),
+    ],
+)
+def test_bad_arguments_are_one_line(argv, says, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        gpu_box.parse_args(argv)
+    assert exit_info.value.code == 2
+    assert says in capsys.readouterr().err.splitlines()[-1]
+
+
+def test_a_command_at_the_time_limit_is_stopped_and_a_late_one_not_started(tmp_path, monkeypatch):
+    monkeypatch.setattr(gpu_box, "MIN_START_SECONDS", 0)
+    monkeypatch.setattr(gpu_box, "GRACE_SECONDS", 5)
+    sleeper = gpu_box.Command([sys.executable, "-c", "import time; time.sleep(60)"], "sleep.log")
+    began = time.monotonic()
+    assert gpu_box.run_command(sleeper, {}, tmp_path, gpu_box.Clock(1.0)) == "stopped at the time limit"
+    assert time.monotonic() - began < 20
+    monkeypatch.setattr(gpu_box, "MIN_START_SECONDS", 60)
+    assert gpu_box.run_command(sleeper, {}, tmp_path, gpu_box.Clock(30.0)).startswith("skipped (")
+
+
+def test_an_env_an_earlier_run_made_is_kept(tmp_path):
+    made = tmp_path / "python"
+    made.write_text("")
+    command = gpu_box.Command(["false"], "env.log", unless_exists=str(made))
+    assert gpu_box.run_command(command, {}, tmp_path, gpu_box.Clock(None)) == "kept"
+    assert gpu_box.run_command(gpu_box.Command(["true"], "ok.log"), {}, tmp_path, gpu_box.Clock(None)) == "ok"
