@@ -18,18 +18,14 @@ from ..reducers.source import code_lines, imported_modules
 
 
 def is_script(arg: str) -> bool:
-    return arg.endswith(".py") or Path(arg).is_file()
+    return arg.endswith((".py", ".ipynb")) or Path(arg).is_file()
 
 
 def read_source(path: Path) -> str:
-    if not path.is_file():
-        raise MinreproError(f"no such script: {path}")
-    source = path.read_text(encoding="utf-8")
-    try:
-        compile(source, str(path), "exec")
-    except SyntaxError as exc:
-        raise MinreproError(f"{path} is not valid Python: {exc.msg} (line {exc.lineno})") from None
-    return source
+    """The script's text, or a one-line error saying what the file is instead (binary, JSON, invalid Python)."""
+    from ..inputs import read_python
+
+    return read_python(path)
 
 
 def pinned_set(catalog: Catalog, path: Path) -> str | None:
@@ -61,6 +57,9 @@ def script_case(path: Path, reference: RunResult, reference_set: str | None) -> 
     """The script as a case: it is expected to fail as it did in the reference environment."""
     if reference.signature is None:
         raise MinreproError(f"{path} passes in its reference environment: there is no failure to check or bisect")
+    from ..inputs import refuse_own_failure
+
+    refuse_own_failure(reference, path.name)
     owner = reference.signature.owner
     return Case(id=path.stem, script=path.resolve(), family=USER_SCRIPT, device="cpu",
                 signature=headline_regex(reference.raw_headline), outcomes={reference_set: "fail"} if reference_set else {},

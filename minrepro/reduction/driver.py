@@ -30,6 +30,7 @@ from ..harness.probe import probe
 from ..harness.resources import FIRST_RUN_TIMEOUT, TIMEOUT_FACTOR, parallel_runs, timeout_for
 from ..harness.runner import DEFAULT_TIMEOUT, RunResult, resolve_python, stop_live_runs
 from ..harness.signature import Signature
+from ..inputs import refuse_own_failure
 from ..reducers import FINAL_PASSES, PASSES, reduce_source
 from ..reducers.search import seeding_calls
 from ..reducers.source import code_lines, imported_modules, module_imports, normalize
@@ -76,6 +77,9 @@ class ReduceOptions:
     triggers: bool = True
     scale_down: bool = True  # rebuild loaded checkpoints as tiny twins before the text passes
     max_seconds: float | None = None  # after this long (from the start) no candidate is run; the best is verified
+    # what the user gave, prepared as a plain script (minrepro.inputs.Prepared: arguments, a notebook, -m MODULE);
+    # `script` is then its path in the cache. None for a plain script.
+    prepared: Any = None
 
 
 @dataclass
@@ -190,9 +194,11 @@ def _reduce_script(opts: ReduceOptions, log: Callable[[str], None], say: Callabl
     from ..catalog.targets import read_source  # the one rule for a script given on the command line
 
     source = read_source(script)
-    out = (opts.out or script.with_name(f"{script.stem}.min.py")).resolve()
-    if out == script:
+    given = opts.prepared.original if opts.prepared else script  # a prepared script's user file is never written
+    out = (opts.out or (opts.prepared.out if opts.prepared else script.with_name(f"{script.stem}.min.py"))).resolve()
+    if out in (script, given.resolve()):
         raise MinreproError("the output path is the input script; minrepro never overwrites it")
+    home = opts.prepared.home if opts.prepared else script.parent  # where the run imports from
     python = resolve_python(opts.python)
     notes: list[str] = []
     executor: Executor | None = None
@@ -212,7 +218,7 @@ def _reduce_script(opts: ReduceOptions, log: Callable[[str], None], say: Callabl
         if opts.oracle:
             key = json.dumps(["command", opts.oracle, python, timeout])
             workdir = _workdir(opts, script, source, key)
-            oracle = CommandOracle(Cache(workdir / "cache.jsonl", key), workdir, timeout, script.parent,
+            oracle = CommandOracle(Cache(workdir / "cache.jsonl", key), workdir, timeout, home,
                                    command=shlex.split(opts.oracle), jobs=opts.jobs)
             if not oracle.test_many([source])[0]:
                 raise MinreproError(f"nothing to reduce: the oracle does not accept {script.name} itself")
@@ -221,14 +227,15 @@ def _reduce_script(opts: ReduceOptions, log: Callable[[str], None], say: Callabl
             progress.phase("establish", f"{opts.confirm_runs} cold runs of the original")
             scale_dir, memo = _scale_workdir(opts, script, source, python) if opts.scale_down else (None, None)
             trace = None if scale_dir is None or memo is not None else functools.partial(
-                traced_run, normalize(source), python, workdir=scale_dir, home=script.parent)
-            original, first_run, cold, traced = establish(script, python, opts.timeout, script.parent,
+                traced_run, normalize(source), python, workdir=scale_dir, home=home)
+            original, first_run, cold, traced = establish(script, python, opts.timeout, home,
                                                           opts.confirm_runs, say, beside=trace)
             timeout = timeout_for(cold, opts.timeout)
             if opts.timeout is None:
                 say(f"timeout per run: {timeout:.0f} s ({TIMEOUT_FACTOR:g}x the slowest cold run, at least "
                     f"{DEFAULT_TIMEOUT:.0f} s)")
             refuse_missing_libraries(first_run, source, python)
+            refuse_own_failure(first_run, opts.prepared.name if opts.prepared else script.name)
             if opts.signature and not _search(opts.signature, first_run.raw_headline):
                 raise MinreproError(f"{script.name} fails with '{first_run.raw_headline.splitlines()[0]}', "
                                     f"which does not match --signature {opts.signature!r}")
@@ -259,7 +266,7 @@ def _reduce_script(opts: ReduceOptions, log: Callable[[str], None], say: Callabl
             # the good run goes to the end: its cost is not known yet (FIRST_RUN_TIMEOUT)
             search = GuardSearch(subject_path, subject, original, first_run.raw_headline, matcher, env,
                                  opts.timeout or FIRST_RUN_TIMEOUT, log, notes=notes, jobs=parallel_runs(cold, 2),
-                                 home=script.parent, known=scaled.good_runs if scaled else {})
+                                 home=home, known=scaled.good_runs if scaled else {})
             guard = _choose_guard(search, opts, (script, source) if scaled else None)
             if scaled is not None and search.script != subject_path:  # the twin lost the bug: real scale after all
                 notes.append("the tiny twin does not pass where the bug is fixed: reduced at real scale")
@@ -284,7 +291,7 @@ def _reduce_script(opts: ReduceOptions, log: Callable[[str], None], say: Callabl
             budget = _budget(baseline if baseline is not None else first_run.seconds)
             # a candidate past the budget is uninteresting anyway: stop it there, not at the timeout
             oracle = SignatureOracle(Cache(workdir / "cache.jsonl", key), workdir, min(timeout, budget + 1),
-                                     script.parent, executor=executor, original=original, regex=opts.signature,
+                                     home, executor=executor, original=original, regex=opts.signature,
                                      max_seconds=budget, good=guard_executors, good_runs=good_runs,
                                      cwd_writes_allowed=bool(first_run.cwd_writes), good_timeout=good_timeout,
                                      neutralise=neutralise_library_call if guard.kind == "necessity" else None)
@@ -316,9 +323,9 @@ def _reduce_script(opts: ReduceOptions, log: Callable[[str], None], say: Callabl
             begin = scaled.source
             save(begin)
         if not opts.oracle and begin != measured_on:  # a twin (or a resumed state): the budget follows what it costs now
-            _rebudget(oracle, executor, begin, workdir, script.parent, timeout)
+            _rebudget(oracle, executor, begin, workdir, home, timeout)
 
-        measure = None if opts.oracle else _facts(python, oracle.timeout, workdir, script.parent, executor)
+        measure = None if opts.oracle else _facts(python, oracle.timeout, workdir, home, executor)
         unjudged = [0]
         until = None if opts.max_seconds is None else start + opts.max_seconds
         test_many = _within(_counted(oracle.test_many, progress), until, unjudged)
@@ -343,12 +350,13 @@ def _reduce_script(opts: ReduceOptions, log: Callable[[str], None], say: Callabl
         if not opts.oracle:
             say("verifying the result cold, in the bad and the good environments")
             verified, good_pass, why, loaded = _verify_cold(result, oracle, python, guard, timeout, workdir,
-                                                            script.parent, jobs)
+                                                            home, jobs)
             if not verified:
                 raise MinreproError(f"the reduced script {why}; kept in {state_path}")
     except KeyboardInterrupt as stop:  # anywhere, Ctrl-C or SIGTERM/SIGHUP: the best so far is written
         progress.close()
-        _write(out, best[0], source, script, headline, owner, guard, versions, verified=False, loaded=loaded)
+        _write(out, best[0], source, script, headline, owner, guard, versions, verified=False, loaded=loaded,
+               prepared=opts.prepared)
         where = f"; resume with: {_resume_command()}" if state_path else " (stopped before the search began)"
         cause = f" by {stop.args[0]}" if stop.args else ""
         raise Interrupted(f"interrupted{cause}: the best script so far ({code_lines(best[0])} code lines, not "
@@ -361,7 +369,7 @@ def _reduce_script(opts: ReduceOptions, log: Callable[[str], None], say: Callabl
             used.close()
 
     text = _write(out, result, source, script, headline, owner, guard, versions, verified=not opts.oracle,
-                  found=found, loaded=loaded, budget=opts.max_seconds if unjudged[0] else None)
+                  found=found, loaded=loaded, budget=opts.max_seconds if unjudged[0] else None, prepared=opts.prepared)
     return ReduceSummary(code_lines(source), code_lines(text), oracle.stats.calls, oracle.stats.cache_hits,
                          round(time.monotonic() - start, 1), headline, str(out),
                          executor.name if executor else "command", resumed, guard.kind, guard.why, good_pass,
@@ -396,7 +404,8 @@ def _scale_down(opts: ReduceOptions, workdir: Path, script: Path, source: str, p
     also runs twice in each --good-python env, at the same time: those are the guard's two runs of the twin, which
     the guard then takes as they are (at E4B they were a third run of 91 s, after the judge's own)."""
     key = json.dumps(["scale", opts.signature, python])
-    oracle = SignatureOracle(Cache(workdir / "cache.jsonl", key), workdir, timeout, script.parent, executor=executor,
+    home = opts.prepared.home if opts.prepared else script.parent
+    oracle = SignatureOracle(Cache(workdir / "cache.jsonl", key), workdir, timeout, home, executor=executor,
                              original=original, regex=opts.signature, cwd_writes_allowed=bool(first_run.cwd_writes))
     good_runs: dict[str, dict[str, list[RunResult]]] = {}  # candidate -> good python -> its runs there
     jobs = getattr(executor, "jobs", 1)
@@ -411,7 +420,7 @@ def _scale_down(opts: ReduceOptions, workdir: Path, script: Path, source: str, p
         with ThreadPoolExecutor(1 + len(opts.good_pythons)) as pool:
             bad = pool.submit(oracle.test_many, sources)
             good = {py: pool.submit(_run_sources, [s for s in sources for _ in range(2)], py, workdir / "good",
-                                    timeout, script.parent, spare) for py in opts.good_pythons}
+                                    timeout, home, spare) for py in opts.good_pythons}
             answers = bad.result()
             for python_, runs in ((py, future.result()) for py, future in good.items()):
                 for i, text in enumerate(sources):
@@ -560,12 +569,14 @@ def _counted(test_many, progress: Progress):
 
 def _write(out: Path, result: str, source: str, script: Path, headline: str, owner: str, guard: Guard,
            versions: dict, verified: bool, found: list[triggers.Trigger] = (), loaded: tuple[str, ...] = (),
-           budget: float | None = None) -> str:
+           budget: float | None = None, prepared: Any = None) -> str:
     body = triggers.annotate(output.layout(result), list(found))
     status = "" if verified else "INTERRUPTED, NOT VERIFIED: "
     header = (output.pep723(body, versions, loaded) if versions else "") + (
-        f"# {status}reduced by minrepro from {script.name}: {code_lines(source)} -> {code_lines(body)} code lines.\n"
-        f"# Fails with: {headline}" + (f"  (in {owner})" if owner else "") + "\n"
+        f"# {status}reduced by minrepro from {prepared.name if prepared else script.name}: {code_lines(source)} -> "
+        f"{code_lines(body)} code lines.\n"
+        + "".join(f"# {line}\n" for line in (prepared.header(body) if prepared else ()))
+        + f"# Fails with: {headline}" + (f"  (in {owner})" if owner else "") + "\n"
         f"# Guard: {guard.why}\n"
         + (f"# The search stopped at its time budget (--max-seconds {budget:g}): maybe not minimal.\n"
            if budget is not None else ""))
