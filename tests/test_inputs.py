@@ -187,7 +187,7 @@ def test_a_file_that_is_not_python_source_is_refused(tmp_path, capsys, content, 
     assert main(["reduce", str(script), "--workdir", str(tmp_path / "w")]) == 2
     err = capsys.readouterr().err.strip()
     assert message in err and len(err.splitlines()) == 1
-    with pytest.raises(MinreproError, match="not Python source|not UTF-8"):
+    with pytest.raises(MinreproError, match=r"not Python source|not UTF-8"):
         read_python(script)
 
 
@@ -336,7 +336,8 @@ def test_a_module_run_with_dash_m(tmp_path, capsys, monkeypatch):
     out = tmp_path / "run.min.py"
     assert Path(summary["output"]) == out
     text = out.read_text()
-    assert "# reduced by minrepro from -m relcheck.run" in text and "# Original command: python -m relcheck.run beta" in text
+    assert "# reduced by minrepro from -m relcheck.run" in text
+    assert "# Original command: python -m relcheck.run beta" in text
     assert "Version(" in text.split("# Guard:")[1]
 
 

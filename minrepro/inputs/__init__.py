@@ -71,7 +71,7 @@ class Prepared:
     def header(self, body: str) -> list[str]:
         """The output header's lines about the input: the command line, the variables the run had that the output
         does not set, what a notebook lost, and the user's files the output still opens."""
-        lines = [f"Original command: {self.command}"]
+        lines = [f"Original command: {self.command}"] if self.command else []
         kept = set(re.findall(r"os\.environ\[['\"](\w+)['\"]\]\s*=", body))
         others = {**{k: v for k, v in self.env.items() if k not in kept}, **self.held}
         if others:
@@ -138,7 +138,7 @@ def prepare_notebook(path: Path, args: list[str], cwd: Path, environ: Mapping[st
     # Jupyter runs a notebook in its own folder: its relative paths are read from there
     home = path.resolve().parent
     prepared = _prepared(path.name, path, source, home, home, args, environ, extra or {},
-                         command or f"jupyter: {path}" + (f" with sys.argv {args}" if args else ""))
+                         command or (f"the notebook {path} with sys.argv {[path.name, *args]}" if args else ""))
     prepared.notes = notes
     return prepared
 
@@ -200,7 +200,8 @@ def _prepared(name: str, given: Path, source: str, home: Path, base: Path, args:
         return None
     if path0 is None and _imports_from(source, home):
         path0 = home
-    reads_file = any(isinstance(n, ast.Name) and n.id == "__file__" for n in ast.walk(ast.parse(source)))
+    reads_file = given.suffix == ".py" and any(isinstance(n, ast.Name) and n.id == "__file__"
+                                               for n in ast.walk(ast.parse(source)))
     lines = ["import sys"] if args or path0 else []
     lines += ["import os"] * bool(env)
     lines += [f"os.environ[{k!r}] = {v!r}" for k, v in env.items()]
@@ -340,6 +341,8 @@ def read_python(path: Path) -> str:
         raise MinreproError(f"{path} is not Python source: it is not UTF-8 text (byte {exc.start})") from None
     if text.lstrip().startswith(("{", "[")):
         kind = _json_kind(text)
+        if kind and path.suffix == ".ipynb":
+            raise MinreproError(f"{path} is a notebook: reduce, check, signature and bisect read notebooks")
         if kind:
             raise MinreproError(f"{path} is not Python source: it holds {kind}")
     try:
