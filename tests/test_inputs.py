@@ -104,6 +104,11 @@ def test_the_prelude_goes_after_the_docstring_and_future_imports():
     compile(text, "x", "exec")
 
 
+def test_the_prelude_goes_after_a_leading_comment_block():
+    source = "#!/usr/bin/env python\n# /// script\n# dependencies = []\n# ///\nimport os\n"
+    assert insert_prelude(source, ["import sys"]).endswith("# ///\nimport sys\nimport os\n")
+
+
 def test_relative_config_paths_become_absolute_in_arguments_and_calls(tmp_path):
     (tmp_path / "cfg.yaml").write_text("a: 1\n")
     (tmp_path / "ckpt").mkdir()

@@ -233,6 +233,9 @@ def insert_prelude(source: str, lines: list[str]) -> str:
         else:
             break
     text = source.splitlines(keepends=True)
+    first_code = body[0].lineno - 1 if body else len(text)
+    while after < first_code and (not text[after].strip() or text[after].lstrip().startswith("#")):
+        after += 1  # a shebang, a PEP 723 block, a licence header: they stay first
     return "".join(text[:after]) + "".join(f"{line}\n" for line in lines) + "".join(text[after:])
 
 
