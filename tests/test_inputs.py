@@ -271,6 +271,7 @@ def test_a_notebook_reduces_to_a_script_beside_it(tmp_path, capsys):
     assert "`!nvidia-smi` (a shell command)" in text
     body = text.split("# Guard:")[1]
     assert "Version(" in body and "display" not in body and "!" not in body
+    assert "display() is print()" not in text  # the output has no display() left
     assert summary["output_lines"] <= 3
 
 

@@ -49,6 +49,7 @@ SECRET = re.compile(r"(?:^|_)(?:TOKEN|KEY)(?:_|$)|SECRET|PASSWORD|CREDENTIAL")  
 READ_SUFFIXES = {".yaml", ".yml", ".json", ".jsonl", ".toml", ".ini", ".cfg", ".conf", ".txt", ".csv", ".tsv"}
 CHECKPOINT_MARKS = ("config.json", "adapter_config.json")
 # A failure the script's own text raises before any library runs: not a library bug to reduce.
+DISPLAY_NOTE = "Jupyter's display() is print() here."
 OWN_FAILURES = {"NameError", "UnboundLocalError", "SyntaxError", "IndentationError", "TabError", "ImportError",
                 "ModuleNotFoundError", "FileNotFoundError"}
 
@@ -76,7 +77,7 @@ class Prepared:
         others = {**{k: v for k, v in self.env.items() if k not in kept}, **self.held}
         if others:
             lines.append("The run also had: " + ", ".join(f"{k}={v}" for k, v in sorted(others.items())))
-        lines += self.notes
+        lines += [n for n in self.notes if n != DISPLAY_NOTE or "display = print" in body]
         still = [f for f in self.files if repr(f)[1:-1] in body]
         if still:
             lines.append("Opens " + ", ".join(still) + ": the failure depends on " + ("it" if len(still) == 1
@@ -129,7 +130,7 @@ def prepare_notebook(path: Path, args: list[str], cwd: Path, environ: Mapping[st
         shown = converted.dropped[:6] + ([f"{len(converted.dropped) - 6} more"] if len(converted.dropped) > 6 else [])
         notes.append("Dropped: " + "; ".join(shown) + ".")
     if converted.uses_display:
-        notes.append("Jupyter's display() is print() here.")
+        notes.append(DISPLAY_NOTE)
     source = converted.source
     if converted.uses_display:
         source = "display = print\n" + source
