@@ -146,6 +146,14 @@ def test_signature_and_check_take_the_arguments(tmp_path, capsys, monkeypatch):
     assert "job" in capsys.readouterr().out
 
 
+def test_bisect_takes_the_arguments_and_asks_for_pins(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "job.py").write_text("import sys\nfrom packaging.version import Version\nVersion(sys.argv[1])\n")
+    assert main(["bisect", "job.py", "--package", "packaging", "--python", sys.executable, "--", "1.0 beta"]) == 2
+    last = capsys.readouterr().err.strip().splitlines()[-1]  # after the reference run's progress line
+    assert last.startswith("minrepro: error: job.py pins no versions")
+
+
 # --- environment variables ---------------------------------------------------------------------------
 
 def test_the_runs_variables_are_sorted_into_moved_held_and_secret():
@@ -273,6 +281,14 @@ def test_a_notebook_reduces_to_a_script_beside_it(tmp_path, capsys):
     assert "Version(" in body and "display" not in body and "!" not in body
     assert "display() is print()" not in text  # the output has no display() left
     assert summary["output_lines"] <= 3
+
+
+def test_check_and_signature_take_a_notebook(tmp_path, capsys):
+    path = notebook(tmp_path / "explore.ipynb", COLAB)
+    assert main(["signature", str(path)]) == 0
+    assert "InvalidVersion" in capsys.readouterr().out
+    assert main(["check", str(path), "--python", sys.executable]) in (0, 1)
+    assert capsys.readouterr().out.startswith("explore")
 
 
 def test_magics_become_python_or_are_dropped():
