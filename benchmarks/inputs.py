@@ -1,5 +1,5 @@
 """Benchmark: `minrepro reduce` with default settings on inputs written as users run them: an argparse job that needs
-its arguments, a job whose settings are in a YAML file, a notebook exported from a Colab-style session, a module run
+its arguments, a job whose settings are in a YAML file, a notebook exported from Colab, a module run
 with `-m`, and a script meant for `accelerate launch` with one process. Each fails on the pinned set with a library
 bug on CPU (family C: Gemma 4's shared-KV KeyError after PEFT's redispatch), at tiny size.
 
