@@ -211,19 +211,28 @@ def _two_gpu_rows(args: argparse.Namespace, work: Path) -> Step:
 
 
 def _reduce_round(args: argparse.Namespace, work: Path) -> Step:
-    setup = [_env(args, work, s) for s in args.reduce_sets]
+    """Each case on each set with `minrepro reduce`'s defaults, one reduction per GPU at a time, each on its GPU's
+    share of the cores (as if it had a box of its own). The output is then run where the bug is fixed: the set's env
+    with every catalog patch (`{set}-fixed`)."""
+    setup = [_env(args, work, s) for s in args.reduce_sets] + [_fixed_env(args, work, s) for s in args.reduce_sets]
     jobs = [(case, vset) for case in args.reduce_case for vset in args.reduce_sets]
     lanes: list[list[Command]] = [[] for _ in range(min(args.gpus, len(jobs)))]
+    cores = _core_shares(len(lanes))
     for i, (case, vset) in enumerate(jobs):
         gpu = i % len(lanes)
         where = work / "reduce" / vset  # a checkpoint per set: one saved by a newer transformers may not load
         argv = [
+            *cores[gpu],
             sys.executable,
             str(BENCH.relative_to(ROOT)),
             "--case",
             case,
             "--python",
             str(work / "envs" / vset / "bin" / "python"),
+            "--fixed-python",
+            str(work / "envs" / f"{vset}-fixed" / "bin" / "python"),
+            "--label",
+            vset,
             "--workdir",
             str(where),
             "--results",
@@ -232,6 +241,26 @@ def _reduce_round(args: argparse.Namespace, work: Path) -> Step:
         lanes[gpu].append(Command(argv, f"{case}-{vset}.log", {"CUDA_VISIBLE_DEVICES": str(gpu)}))
     # the envs first, in the first lane: the others wait for them (see run_step)
     return Step("reduce-round", [setup, *lanes])
+
+
+def _fixed_env(args: argparse.Namespace, work: Path, vset: str) -> Command:
+    """The set's env with every catalog patch that applies: where the GPU cases' bugs are fixed."""
+    target = work / "envs" / f"{vset}-fixed"
+    wheelhouse = ["--wheelhouse", str(Path(args.wheelhouse).resolve())] if args.wheelhouse else []
+    make = " && ".join(shlex.join(argv) for argv in (
+        _minrepro("env", "create", str(target), "--set", vset, *wheelhouse),
+        _minrepro("patch", "apply", "--set", vset, "--into", str(target))))
+    return Command(["sh", "-c", make], f"env-{vset}-fixed.log", unless_exists=str(target / "bin" / "python"))
+
+
+def _core_shares(lanes: int) -> list[list[str]]:
+    """A `taskset` prefix per lane giving it an equal share of this process's cores (none where there is one lane
+    or no taskset)."""
+    cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+    if lanes < 2 or not shutil.which("taskset") or len(cores) < lanes:
+        return [[] for _ in range(lanes)]
+    share = len(cores) // lanes
+    return [["taskset", "-c", ",".join(map(str, cores[i * share:(i + 1) * share]))] for i in range(lanes)]
 
 
 def base_env(args: argparse.Namespace) -> dict[str, str]:

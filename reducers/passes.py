@@ -15,7 +15,7 @@ import operator
 import re
 from typing import Callable, Iterator
 
-from minrepro.harness._bootstrap import read_key  # the profile's rule for a config read: one definition
+from minrepro.harness._bootstrap import read_key, reads_input  # the profile's rule for a config read: one definition
 
 from .scale import SHRINK
 from .ddmin import ddmin
@@ -953,10 +953,12 @@ def resolve_recorded_values(problem: Problem) -> None:
     # a recorded value is a literal's source; anything else (a str-valued enum's repr, recorded by an older
     # bootstrap: `<TaskType.CAUSAL_LM: 'CAUSAL_LM'>`) is not a value this pass can write back
     values = {k: v for k, v in problem.facts.get("values", {}).items() if _is_literal(v)}
-    written = _floats(ast.parse(problem.current))
+    tree = ast.parse(problem.current)
+    written, inputs = _floats(tree), _input_names(tree)
     # a float the script computed (a loss, read once, so "never changed") is a result, not a setting: frozen,
-    # it would turn the script's own check into a constant
-    keys = [k for k in _read_keys(problem.current) if k in values and _floats(ast.parse(values[k])) <= written]
+    # it would turn the script's own check into a constant. One read from a file or the command line is a setting.
+    keys = [k for k in _read_keys(problem.current) if k in values
+            and (_floats(ast.parse(values[k])) <= written or _is_input(k, inputs))]
 
     def resolved(batch: list[str]) -> str | None:
         present = [k for k in batch if k in _read_keys(problem.current)]  # an accepted batch took some already
@@ -976,6 +978,22 @@ def _accept_batches(problem: Problem, batches: list[list[str]], candidate: Calla
         tried.add(text)
         if problem.first_interesting([text]) is not None:
             problem.accept(text)
+
+
+def _input_names(tree: ast.AST) -> set[str]:
+    """Names bound from what a file or the command line gave (`cfg = yaml.safe_load(fh)`, `args = p.parse_args()`,
+    `model_args, data_args = parser.parse_args_into_dataclasses()`)."""
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign) and any(reads_input(n) for n in ast.walk(node.value)):
+            names |= {n.id for t in node.targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+    return names
+
+
+def _is_input(key: str, inputs: set[str]) -> bool:
+    """A read of a file's data or of the command line: its floats are settings, not results."""
+    expr = ast.parse(key, mode="eval").body
+    return reads_input(expr) or key.startswith("sys.argv[") or re.match(r"\w+", key).group() in inputs
 
 
 def _is_literal(text: str) -> bool:

@@ -18,18 +18,14 @@ from ..reducers.source import code_lines, imported_modules
 
 
 def is_script(arg: str) -> bool:
-    return arg.endswith(".py") or Path(arg).is_file()
+    return arg.endswith((".py", ".ipynb")) or Path(arg).is_file()
 
 
 def read_source(path: Path) -> str:
-    if not path.is_file():
-        raise MinreproError(f"no such script: {path}")
-    source = path.read_text(encoding="utf-8")
-    try:
-        compile(source, str(path), "exec")
-    except SyntaxError as exc:
-        raise MinreproError(f"{path} is not valid Python: {exc.msg} (line {exc.lineno})") from None
-    return source
+    """The script's text, or a one-line error saying what the file is instead (binary, JSON, invalid Python)."""
+    from ..inputs import read_python
+
+    return read_python(path)
 
 
 def pinned_set(catalog: Catalog, path: Path) -> str | None:

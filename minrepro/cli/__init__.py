@@ -14,6 +14,7 @@ from ..reduction.driver import Interrupted
 from . import catalog, envs, explore, reduce, reports, scenarios
 
 GROUPS = (catalog, reduce, envs, scenarios, explore, reports)
+TAKE_ARGUMENTS = {"reduce", "check", "signature", "bisect"}  # `COMMAND SCRIPT -- ARGS`: the user's run's arguments
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -27,9 +28,17 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    args.argv = list(sys.argv[1:] if argv is None else argv)  # as given: what a stopped reduction's resume repeats
+    from ..inputs import split_arguments
+
+    given = list(sys.argv[1:] if argv is None else argv)
+    own, script_args = split_arguments(given)
+    args = build_parser().parse_args(own)
+    args.script_args = script_args
+    args.argv = given  # as given: what a stopped reduction's resume repeats
     try:
+        if script_args and args.command not in TAKE_ARGUMENTS:
+            raise MinreproError(f"arguments after -- are a script's: {', '.join(sorted(TAKE_ARGUMENTS))} take them, "
+                                f"not {args.command}")
         return args.func(args)
     except Interrupted as exc:  # Ctrl-C in a reduction: where the best script went, how to resume
         print(f"minrepro: {exc}", file=sys.stderr)

@@ -83,6 +83,9 @@ def cmd_check(args: argparse.Namespace) -> int:
         catalog.version_set(name)
     if args.patched and not sets:
         raise MinreproError("--patched runs in the sets' envs: name them with --set")
+    from ..inputs import prepare_names
+
+    args.cases, _ = prepare_names(args.cases, args.script_args, args.module, args.python)
     if args.write_pins and (len(args.cases) != 1 or not is_script(args.cases[0])):
         raise MinreproError("--write-pins takes exactly one script")
     targets = resolve(catalog, args.cases, args.python, args.timeout, _progress) if args.cases else [
@@ -196,6 +199,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     check = sub.add_parser("check", help="static checks of cases or scripts; with --set, run them on version sets")
     check.add_argument("cases", nargs="*", metavar="CASE|SCRIPT", help="catalog case ids or script paths "
                        "(default: every case)")
+    check.add_argument("-m", "--module", help="check this module's run as `python -m MODULE` (arguments after --)")
     check.add_argument("--set", metavar="S1,S2", help="also run each target in these version sets' environments "
                        "(made once in the cache) and record the runs")
     check.add_argument("--patched", action="store_true", help="with --set: also run each target with every catalog "

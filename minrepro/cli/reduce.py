@@ -18,13 +18,20 @@ from .common import progress as _progress
 
 def cmd_signature(args: argparse.Namespace) -> int:
     from ..catalog.targets import read_source
+    from ..inputs import prepare, refuse_own_failure, take_env
     from ..reduction.driver import refuse_missing_libraries
 
-    source = read_source(Path(args.script))  # a syntax error is bad input, not a failure to sign
-    result = run_script(args.script, python=args.python, timeout=args.timeout, trace=args.placement)
+    prepared = prepare(args.script, args.script_args, args.module, args.python)
+    take_env(prepared)
+    script = prepared.path if prepared else Path(args.script)
+    source = read_source(script)  # a syntax error is bad input, not a failure to sign
+    result = run_script(script, python=args.python, timeout=args.timeout, trace=args.placement,
+                        path0=prepared.home if prepared else None)
     refuse_missing_libraries(result, source, args.python or "this interpreter")
+    refuse_own_failure(result, prepared.name if prepared else script.name)
     if result.signature is None and not args.placement:
-        raise MinreproError(f"{args.script} does not fail: nothing to sign (exit 0 in {result.seconds:.1f} s)")
+        raise MinreproError(f"{prepared.name if prepared else args.script} does not fail: nothing to sign (exit 0 in "
+                            f"{result.seconds:.1f} s)")
     if args.json:
         signed = {} if result.signature is None else {
             "headline": result.raw_headline, "signature": result.signature.to_dict(), "owner": str(result.signature.owner)}
@@ -66,8 +73,10 @@ def cmd_reduce(args: argparse.Namespace) -> int:
 
     if args.jobs is not None and args.jobs < 1:
         raise MinreproError("--jobs must be at least 1")
-    if sum(x is not None for x in (args.script, args.scenario, args.spec)) != 1:
-        raise MinreproError("give one of: a SCRIPT to reduce, --scenario PRESET, --spec FILE")
+    given = args.script is not None or args.module is not None or bool(args.script_args)
+    if given + (args.scenario is not None) + (args.spec is not None) != 1:
+        raise MinreproError("give one of: a SCRIPT (or NOTEBOOK.ipynb, -m MODULE, a command line after --) to "
+                            "reduce, --scenario PRESET, --spec FILE")
     if args.max_seconds is not None and args.max_seconds <= 0:
         raise MinreproError("--max-seconds must be positive")
     if args.scenario is not None or args.spec is not None:
@@ -83,14 +92,19 @@ def cmd_reduce(args: argparse.Namespace) -> int:
         raise MinreproError("--good-runs must be at least 1")
     if args.guard == "none" and args.good_runs is not None:
         raise MinreproError("--good-runs counts runs in a good env; --guard none has none")
+    from minrepro.inputs import prepare, take_env
+
+    prepared = prepare(args.script, args.script_args, args.module, args.python)
+    take_env(prepared)
     options = ReduceOptions(
-        script=Path(args.script), out=Path(args.out) if args.out else None, signature=args.signature,
+        script=prepared.path if prepared else Path(args.script), out=Path(args.out) if args.out else None,
+        signature=args.signature,
         oracle=args.oracle, python=args.python, jobs=args.jobs, timeout=args.timeout, seed=args.seed,
         executor=args.executor, workdir=Path(args.workdir) if args.workdir else None, fresh=args.fresh,
         good_pythons=list(args.good_python), guard=args.guard, confirm_runs=args.confirm_runs,
         good_runs=args.good_runs, triggers=not args.no_triggers, scale_down=not args.no_scale_down,
         max_seconds=DEFAULT_BUDGET if args.max_seconds is None else args.max_seconds,
-        argv=getattr(args, "argv", None),
+        argv=getattr(args, "argv", None), prepared=prepared,
     )
     summary = reduce_script(options, log=_progress if args.verbose else lambda _: None, say=_progress if args.verbose else AfterAWhile())
     print_summary(summary, args.json)
@@ -134,7 +148,8 @@ def _read_spec(path: Path):
 
 def register(sub: argparse._SubParsersAction) -> None:
     signature = sub.add_parser("signature", help="run a script and print its failure signature")
-    signature.add_argument("script", help="the script to run")
+    signature.add_argument("script", nargs="?", help="the script (or NOTEBOOK.ipynb) to run; its arguments follow --")
+    signature.add_argument("-m", "--module", help="run this module as `python -m MODULE` would (arguments after --)")
     signature.add_argument("--python", help="interpreter whose environment runs it (default: this one)")
     signature.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, help="seconds before it counts as a timeout")
     signature.add_argument("--json", action="store_true", help="print it as JSON (what `matches --expect` reads)")
@@ -154,13 +169,17 @@ def register(sub: argparse._SubParsersAction) -> None:
     matches.set_defaults(func=cmd_matches)
 
     reduce = sub.add_parser("reduce", help="shrink a failing script, keeping its failure signature")
-    reduce.add_argument("script", nargs="?", help="the failing script (it is never modified)")
+    reduce.add_argument("script", nargs="?", help="the failing script or NOTEBOOK.ipynb (never modified); the "
+                        "arguments of its run follow --, or the whole command line does: `-- accelerate launch job.py "
+                        "ARGS`")
+    reduce.add_argument("-m", "--module", help="reduce this module's run as `python -m MODULE` (arguments after --)")
     reduce.add_argument("--scenario", metavar="PRESET", help="start from a seed scenario (see `minrepro scenario list`)")
     reduce.add_argument("--spec", metavar="FILE", help="start from a scenario spec file (an `explore` finding's)")
     reduce.add_argument("--scale", default="tiny", choices=["tiny", "e2b", "e4b"], help="scenario model scale")
     reduce.add_argument("--device", default="cpu", choices=["cpu", "cuda"], help="scenario placement family")
     reduce.add_argument("--keep-steps", action="store_true", help="keep every accepted scenario step beside the output")
-    reduce.add_argument("-o", "--out", help="output path (default: <stem>.min.py beside SCRIPT)")
+    reduce.add_argument("-o", "--out", help="output path (default: <stem>.min.py beside SCRIPT; in the current "
+                        "folder for -m)")
     reduce.add_argument("--signature", metavar="REGEX",
                         help="keep candidates whose final exception line matches REGEX (type and library "
                              "frames still required)")

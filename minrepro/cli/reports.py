@@ -36,7 +36,13 @@ def cmd_bisect(args: argparse.Namespace) -> int:
 
     from minrepro.reports.bisect import bisect_package, judge_for, minimal_upgrades, releases
 
+    from minrepro.inputs import prepare_names
+
     catalog = load_catalog(args.manifest)
+    names, _ = prepare_names([args.case] if args.case else [], args.script_args, args.module, args.python)
+    if len(names) != 1:
+        raise MinreproError("give one CASE or SCRIPT to bisect")
+    args.case = names[0]
     [(case, _)] = resolve(catalog, [args.case], args.python, args.timeout, _progress)
     script = is_script(args.case)
     if script and args.record:
@@ -216,7 +222,9 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 def register(sub: argparse._SubParsersAction) -> None:
     bisect = sub.add_parser("bisect", help="find the release of a package that fixed (or broke) a case or script")
-    bisect.add_argument("case", metavar="CASE|SCRIPT", help="a catalog case id, or a script with PEP 723 pins")
+    bisect.add_argument("case", nargs="?", metavar="CASE|SCRIPT", help="a catalog case id, or a script with PEP 723 "
+                        "pins (its arguments after --)")
+    bisect.add_argument("-m", "--module", help="bisect this module's run as `python -m MODULE` (arguments after --)")
     target = bisect.add_mutually_exclusive_group(required=True)
     target.add_argument("--package", help="the package whose releases are searched")
     target.add_argument("--packages", metavar="A,B", help="joint mode: each alone, then minimal upgrade sets")

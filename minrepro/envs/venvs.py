@@ -11,6 +11,7 @@ a full torch per environment filled the CI machine's disk once a third version s
 from __future__ import annotations
 
 import datetime as _dt
+import fcntl
 import json
 import os
 import shutil
@@ -177,11 +178,20 @@ def wheelhouse_from_env() -> Path | None:
 def set_env(catalog, name: str, patched: bool = False, note=lambda _: None) -> Path:
     """The python of the cached env of a version set (patched: with every catalog patch that applies, in stacking
     order), made on first use in ~/.cache/minrepro/envs/ and reused while its marker still matches."""
-    from ..catalog.manifest import stacking_order
     from ..dirs import cache
-    from .patching import applied_as_today, apply_patches, select
 
     env = cache("envs", f"{name}-patched" if patched else name)
+    # two reductions on one box may ask for the same env at once: one makes it, the other waits and reuses it
+    env.parent.mkdir(parents=True, exist_ok=True)
+    with open(env.with_name(f".{env.name}.lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return _set_env(catalog, name, patched, note, env)
+
+
+def _set_env(catalog, name: str, patched: bool, note, env: Path) -> Path:
+    from ..catalog.manifest import stacking_order
+    from .patching import applied_as_today, apply_patches, select
+
     requirements = [str(r) for r in catalog.version_set(name).requirements]
     marker = read_marker(env) or {}
     wanted = [] if not patched else select(stacking_order(catalog), catalog.sets[name].pins())

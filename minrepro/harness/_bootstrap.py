@@ -410,12 +410,15 @@ def install_trace(path):
 # --- profile of the original (for the reducer's static passes and prefix snapshots) ------------------
 
 _LITERALS = (int, float, str, bool, type(None))
+_MAX_TEXT = 4000  # characters: a longer text (a whole data file read) is not written into a script as a literal
 
 
 def _literal_repr(value, depth=0):
     """A source expression for a plain value, or None: literals, and small lists, tuples and str-keyed dicts of
     them nested at most three deep (a config section: `{'r': 8, 'target_modules': ['q_proj', 'v_proj']}`)."""
     # the exact types: a subclass's repr (a str-valued enum: `<TaskType.CAUSAL_LM: 'CAUSAL_LM'>`) is no literal
+    if type(value) is str and len(value) > _MAX_TEXT:
+        return None
     if type(value) in _LITERALS and not (isinstance(value, float) and value != value):
         return repr(value)
     if type(value) not in (tuple, list, dict) or depth >= 3 or len(value) > 16:
@@ -431,11 +434,27 @@ def _literal_repr(value, depth=0):
 
 
 _GETTERS = ("get", "getint", "getfloat", "getboolean")  # dict.get and configparser's section getters
+# Calls that read a file's data: what they returned becomes a literal where the failure does not need the file
+# (`yaml.safe_load(fh)`, `json.load(open(args.config))`, `Path(p).read_text()`). A call that returns no plain data
+# (`torch.load`'s tensors) records nothing.
+FILE_READERS = ("load", "loads", "safe_load", "full_load", "read", "read_text", "readlines")
+# Calls that turn the command line into settings: the values read from what they return are inputs, like a file's.
+ARGUMENT_PARSERS = ("parse_args", "parse_known_args", "parse_args_into_dataclasses")
+
+
+def reads_input(node):
+    """True for a call that reads a file's data or parses the command line (see FILE_READERS)."""
+    import ast
+
+    func = getattr(node, "func", None)
+    name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else None
+    return isinstance(node, ast.Call) and name in FILE_READERS + ARGUMENT_PARSERS
 
 
 def read_key(node):
     """A config read as source, or None: `name.attr`, `name['key']...` (constant str keys, on a name or a
-    `name.attr`), or a getter called with constants on one of those (`m.getint('layers')`, `cfg['q'].get('type')`).
+    `name.attr`), or a getter called with constants on one of those (`m.getint('layers')`, `cfg['q'].get('type')`),
+    a call that reads a file's data (FILE_READERS), or `sys.argv[1]`.
 
     The one rule for both sides: the profile here records these reads' values, and the reducer's
     `resolve_recorded_values` (which imports this) writes them back. Standard library only: this file also runs in
@@ -447,9 +466,15 @@ def read_key(node):
         constant_args = 0 < len(args) <= 2 and not node.keywords \
             and all(isinstance(a, ast.Constant) for a in args) and type(args[0].value) is str
         on_a_read = isinstance(f, ast.Attribute) and (isinstance(f.value, ast.Name) or read_key(f.value) is not None)
-        return ast.unparse(node) if constant_args and on_a_read and f.attr in _GETTERS else None
+        if constant_args and on_a_read and f.attr in _GETTERS:
+            return ast.unparse(node)
+        reader = isinstance(f, (ast.Attribute, ast.Name)) and getattr(f, "attr", getattr(f, "id", "")) in FILE_READERS
+        return ast.unparse(node) if reader else None
     if not isinstance(node, (ast.Attribute, ast.Subscript)) or not isinstance(node.ctx, ast.Load):
         return None
+    if isinstance(node, ast.Subscript) and ast.unparse(node.value) == "sys.argv" \
+            and isinstance(node.slice, ast.Constant) and type(node.slice.value) is int:
+        return ast.unparse(node)  # an argument read straight from the command line
     inner = node
     while isinstance(inner, ast.Subscript) and isinstance(inner.slice, ast.Constant) \
             and type(inner.slice.value) is str:

@@ -372,18 +372,21 @@ class ForkServerExecutor(_WarmExecutor):
 
 
 class WarmPoolExecutor(_WarmExecutor):
-    """Workers spawned ahead of need; each imports the libraries, runs one candidate and exits."""
+    """Workers spawned ahead of need; each imports the libraries, runs one candidate and exits. `spares` more than
+    `jobs` are kept warming: a worker's imports take 15-20 s at E4B's stack, a twin's run under 2 s, so with only
+    `jobs` of them each batch after the first waited for its replacements' imports (one candidate at a time took
+    18-28 s where the run itself takes 2)."""
 
     name = "warm-pool"
 
     def __init__(self, python: str | None = None, preload: Sequence[str] = (), jobs: int = 1,
-                 recorded: Sequence[str] = ()):
-        self.python, self.jobs = resolve_python(python), max(1, jobs)
+                 recorded: Sequence[str] = (), spares: int = 0):
+        self.python, self.jobs, self.spares = resolve_python(python), max(1, jobs), max(0, spares)
         self.preload = list(dict.fromkeys([*preload, *recorded]))  # each worker may initialize CUDA: it never forks
         self.chosen_because = ""  # why "auto" took it over the fork server, if it did
         self._tmp = _scratch("pool")
         self._log = open(Path(self._tmp.name) / "workers.log", "wb")
-        self._idle = [self._spawn() for _ in range(self.jobs)]
+        self._idle = [self._spawn() for _ in range(self.jobs + self.spares)]
 
     def _spawn(self) -> tuple[subprocess.Popen, _Lines]:
         proc = _start_worker(self.python, "single", self.preload, self._log, self.jobs)
@@ -437,7 +440,8 @@ def _cuda_visible_in(python: str) -> bool:
         return False
 
 
-def _auto(python: str | None, preload: Sequence[str], jobs: int, recorded: Sequence[str] = ()) -> Executor:
+def _auto(python: str | None, preload: Sequence[str], jobs: int, recorded: Sequence[str] = (),
+          spares: int = 0) -> Executor:
     """The warm pool where CUDA is visible, else the fork server. On a GPU the fork server's prefix snapshots stop at
     the first CUDA initialization, and its children were slower: the E2B twin of eval_gemma4_gpu.py (pinned, two
     H200s, 8 at once, 2026-11-26) cost 12.1 s per candidate under the fork server and 7.6 s under the warm pool; on
@@ -457,7 +461,7 @@ def _auto(python: str | None, preload: Sequence[str], jobs: int, recorded: Seque
             why = (f"the fork server would leave {', '.join(server.skipped)} to each candidate "
                    "(importing it initializes CUDA)")
             server.close()
-    pool = WarmPoolExecutor(python, preload, jobs, recorded)
+    pool = WarmPoolExecutor(python, preload, jobs, recorded, spares)
     pool.chosen_because = why
     return pool
 
@@ -466,11 +470,13 @@ EXECUTORS = {"cold": ColdExecutor, "forkserver": ForkServerExecutor, "warm-pool"
 
 
 def make_executor(kind: str, python: str | None, preload: Sequence[str], jobs: int,
-                  recorded: Sequence[str] = ()) -> Executor:
+                  recorded: Sequence[str] = (), spares: int = 0) -> Executor:
     """``preload``: the script's own imports; ``recorded``: every module a run of it imported (what the libraries
     import lazily), preloaded after them by the warm executors. "auto": see `_auto`."""
     if kind == "cold":
         return ColdExecutor(python, jobs)
     if kind not in EXECUTORS:
         raise MinreproError(f"unknown executor {kind!r} (known: {', '.join(EXECUTORS)})")
+    if kind in ("auto", "warm-pool"):  # workers warming ahead of need: only the warm pool keeps spares
+        return EXECUTORS[kind](python, preload, jobs, recorded, spares=spares)
     return EXECUTORS[kind](python, preload, jobs, recorded)

@@ -40,6 +40,7 @@ from ..harness.resources import (
 )
 from ..harness.runner import DEFAULT_TIMEOUT, RunResult, resolve_python, run_from_dict, run_to_dict, stop_live_runs
 from ..harness.signature import Signature
+from ..inputs import refuse_own_failure
 from ..reducers import FINAL_PASSES, PASSES, PassRecord, reduce_source
 from ..reducers.search import seeding_calls
 from ..reducers.source import code_lines, imported_modules, module_imports, normalize
@@ -93,6 +94,9 @@ class ReduceOptions:
     # the whole reduce's time budget: no candidate runs past it less the verification's share; the best is verified
     max_seconds: float | None = None
     argv: list[str] | None = None  # the command line as given (default: this process's): what a resume repeats
+    # what the user gave, prepared as a plain script (minrepro.inputs.Prepared: arguments, a notebook, -m MODULE);
+    # `script` is then its path in the cache. None for a plain script.
+    prepared: Any = None
 
 
 @dataclass
@@ -303,10 +307,12 @@ def _reduce_script(opts: ReduceOptions, log: Callable[[str], None], say: Callabl
     from ..catalog.targets import read_source  # the one rule for a script given on the command line
 
     source = read_source(script)
-    out = (opts.out or script.with_name(f"{script.stem}.min.py")).resolve()
-    if out == script:
+    given = opts.prepared.original if opts.prepared else script  # a prepared script's user file is never written
+    out = (opts.out or (opts.prepared.out if opts.prepared else script.with_name(f"{script.stem}.min.py"))).resolve()
+    if out in (script, given.resolve()):
         raise MinreproError("the output path is the input script; minrepro never overwrites it")
-    r = Reduction(opts, log, say, script, source, out, script.parent, resolve_python(opts.python),
+    home = opts.prepared.home if opts.prepared else script.parent  # where the run imports from
+    r = Reduction(opts, log, say, script, source, out, home, resolve_python(opts.python),
                   Deadline(start, opts.max_seconds), Progress(code_lines(source), log, say=say), best=source)
     r.timeout = opts.timeout or DEFAULT_TIMEOUT
     try:
@@ -385,6 +391,7 @@ def establish_failure(r: Reduction) -> None:
         r.say(f"timeout per run: {r.timeout:.0f} s ({TIMEOUT_FACTOR:g}x the slowest cold run, at least "
               f"{DEFAULT_TIMEOUT:.0f} s)")
     refuse_missing_libraries(r.first_run, r.source, r.python)
+    refuse_own_failure(r.first_run, opts.prepared.name if opts.prepared else r.script.name)
     if opts.signature and not _search(opts.signature, r.first_run.raw_headline):
         raise MinreproError(f"{r.script.name} fails with '{r.first_run.raw_headline.splitlines()[0]}', "
                             f"which does not match --signature {opts.signature!r}")
@@ -434,8 +441,10 @@ def guard_phase(r: Reduction) -> None:
     opts = r.opts
     subject, subject_path = (r.scaled.source, r.scaled.path) if r.scaled else (r.source, r.script)
     starting = ThreadPoolExecutor(1 + len(opts.good_pythons))
+    # the bad env judges every candidate: its warm workers are kept one batch ahead where the cores allow
+    spares = min(r.jobs, max(0, _cores() - r.jobs))
     r.started.append(starting.submit(_start_executor, opts, r.python, r.source, r.first_run.modules, r.jobs,
-                                     r.notes))
+                                     r.notes, "", spares))
     r.started += [starting.submit(_start_executor, opts, py, r.source, r.first_run.modules, r.jobs, r.notes,
                                   f"guard env {py}: ") for py in opts.good_pythons]
     starting.shutdown(wait=False)
@@ -443,7 +452,8 @@ def guard_phase(r: Reduction) -> None:
         r.good_envs.result()  # made while the original ran; the guard finds them ready
     # the good run goes to the end: its cost is not known yet (FIRST_RUN_TIMEOUT)
     search = GuardSearch(subject_path, subject, r.original, r.first_run.raw_headline, r.matcher, r.env,
-                         opts.timeout or FIRST_RUN_TIMEOUT, r.log, notes=r.notes, jobs=parallel_runs(r.cold, 2),
+                         opts.timeout or FIRST_RUN_TIMEOUT, r.log, notes=r.notes,
+                         jobs=r.jobs if r.scaled else parallel_runs(r.cold, 2),  # a twin is small: the box's share
                          home=r.home, known=r.scaled.good_runs if r.scaled else {})
     r.guard = _choose_guard(search, opts, (r.script, r.source) if r.scaled else None)
     if r.scaled is not None and search.script != subject_path:  # the twin lost the bug: real scale after all
@@ -575,7 +585,7 @@ def choose_jobs(given: int | None, runs: list[RunResult], what: str) -> tuple[in
     """Runs side by side: `given` (--jobs) where memory holds them, else as many as the cores, the RAM and the GPU
     memory hold for runs like `runs` (at most MAX_AUTO_JOBS: the passes take the first interesting candidate of each
     batch, so a wider batch is mostly spent). What was chosen and why, in words."""
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    cores = _cores()
     measured = [run for run in runs if run.peak_rss_mb or run.peak_gpu_mb]
     peak_ram = max((run.peak_rss_mb for run in measured), default=0.0)
     peak_gpu = max((run.peak_gpu_mb for run in measured), default=0.0)
@@ -590,6 +600,10 @@ def choose_jobs(given: int | None, runs: list[RunResult], what: str) -> tuple[in
     limits = [n for n in (cores, MAX_AUTO_JOBS, ram, gpu) if n is not None]
     jobs = max(1, min(limits))
     return jobs, f"{cores} cores, at most {MAX_AUTO_JOBS}; {why_memory}"
+
+
+def _cores() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
 def _make_guard_envs(python: str, source: str, notes: list[str]) -> None:
@@ -660,7 +674,8 @@ def _scale_down(opts: ReduceOptions, workdir: Path, script: Path, source: str, p
     the guard then takes as they are (at E4B they were a third run of 91 s, after the judge's own). Past `until`
     (the time budget less the verification's share) no twin is tried: the search stands on the original."""
     key = json.dumps(["scale", opts.signature, python])
-    oracle = SignatureOracle(Cache(workdir / "cache.jsonl", key), workdir, timeout, script.parent, executor=executor,
+    home = opts.prepared.home if opts.prepared else script.parent
+    oracle = SignatureOracle(Cache(workdir / "cache.jsonl", key), workdir, timeout, home, executor=executor,
                              original=original, regex=opts.signature, cwd_writes_allowed=bool(first_run.cwd_writes))
     good_runs: dict[str, dict[str, list[RunResult]]] = {}  # candidate -> good python -> its runs there
     jobs = getattr(executor, "jobs", 1)
@@ -675,7 +690,7 @@ def _scale_down(opts: ReduceOptions, workdir: Path, script: Path, source: str, p
         with ThreadPoolExecutor(1 + len(opts.good_pythons)) as pool:
             bad = pool.submit(oracle.test_many, sources)
             good = {py: pool.submit(_run_sources, [s for s in sources for _ in range(2)], py, workdir / "good",
-                                    timeout, script.parent, spare) for py in opts.good_pythons}
+                                    timeout, home, spare) for py in opts.good_pythons}
             answers = bad.result()
             for python_, runs in ((py, future.result()) for py, future in good.items()):
                 for i, text in enumerate(sources):
@@ -710,7 +725,8 @@ def _choose_guard(search: GuardSearch, opts: ReduceOptions, original: tuple[Path
         guard = None
     if guard is not None and (guard.kind == "good-env" or opts.guard == "none"):
         return guard
-    search.script, search.source, search.known = *original, {}
+    # the original at real scale: its good runs are as large as it is, two at a time at most
+    search.script, search.source, search.known, search.jobs = *original, {}, min(search.jobs, 2)
     return choose_guard(search, opts.good_pythons, opts.guard)
 
 
@@ -830,8 +846,10 @@ def _write(r: Reduction, verified: bool) -> str:
     saw, then the reduced program."""
     body = triggers.annotate(output.layout(r.best), list(r.found))
     status = "" if verified else "INTERRUPTED, NOT VERIFIED: "
-    lines = [f"# {status}reduced by minrepro from {r.script.name}: {code_lines(r.source)} -> {code_lines(body)} "
-             "code lines.",
+    prepared = r.opts.prepared
+    lines = [f"# {status}reduced by minrepro from {prepared.name if prepared else r.script.name}: "
+             f"{code_lines(r.source)} -> {code_lines(body)} code lines.",
+             *(f"# {line}" for line in (prepared.header(body) if prepared else ())),
              f"# Fails with: {r.headline}" + (f"  (in {r.owner})" if r.owner else ""),
              f"# Guard: {r.guard.why}"]
     if verified and r.good_said:
@@ -850,13 +868,14 @@ def _resume_command(argv: list[str] | None = None) -> str:
 
 
 def _start_executor(opts: ReduceOptions, python: str, source: str, recorded: tuple[str, ...], jobs: int,
-                    notes: list[str], where: str = "") -> Executor:
+                    notes: list[str], where: str = "", spares: int = 0) -> Executor:
     """The requested executor, started (a fork server imports the libraries first: 25 s on the GPU box), or cold
-    runs where it cannot start. `recorded`: the bad env's modules (one the env lacks is skipped by the server)."""
+    runs where it cannot start. `recorded`: the bad env's modules (one the env lacks is skipped by the server);
+    `spares`: warm-pool workers kept warming beyond `jobs`."""
     if opts.executor == "cold":
         return ColdExecutor(python, jobs)
     try:
-        return make_executor(opts.executor, python, module_imports(source), jobs, recorded)
+        return make_executor(opts.executor, python, module_imports(source), jobs, recorded, spares)
     except MinreproError as exc:
         notes.append(f"{where}{opts.executor} unavailable ({exc}); cold runs used" + (" there" if where else ""))
         return ColdExecutor(python, jobs)

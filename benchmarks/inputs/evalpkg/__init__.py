@@ -1,0 +1,1 @@
+"""Evaluation helpers of a fine-tuning project, run as `python -m evalpkg.generate`."""
