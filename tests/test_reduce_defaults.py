@@ -183,3 +183,44 @@ def test_a_budget_the_original_cannot_fit_is_said_at_the_start(tmp_path, capsys)
 
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q"]))
+
+
+def test_the_guard_judges_its_candidate_envs_side_by_side_then_reads_them_in_order(tmp_path, monkeypatch):
+    import threading
+    import time
+
+    from minrepro.reduction.guard import GuardSearch
+
+    live, most, lock = [0], [0], threading.Lock()
+    verdicts = {"pinned": SIG, "reporter": SIG, "newest-patched": None}
+
+    def runs(self, python):
+        with lock:
+            live[0] += 1
+            most[0] = max(most[0], live[0])
+        time.sleep(0.2)
+        with lock:
+            live[0] -= 1
+        return [RunResult(0 if verdicts[python] is None else 1, "", "", 0.2, verdicts[python], "boom")] * 2
+
+    monkeypatch.setattr(GuardSearch, "_runs", runs)
+    search = GuardSearch(tmp_path / "twin.py", "x = 1\n", SIG, "boom", lambda run: True, None, 10.0, print, jobs=8)
+    search.prefetch(list(verdicts))
+    assert most[0] == 3 and set(search.known) == set(verdicts)
+    assert search.why_not_passing("pinned") and not search.why_not_passing("newest-patched")
+    calls = []
+    monkeypatch.setattr(GuardSearch, "_runs", lambda self, python: calls.append(python) or [])
+    search.prefetch(list(verdicts))  # known already: nothing runs again
+    small = GuardSearch(tmp_path / "twin.py", "x = 1\n", SIG, "boom", lambda run: True, None, 10.0, print, jobs=2)
+    small.prefetch(list(verdicts))  # a box that holds one pair of runs: the search in order runs them itself
+    assert calls == [] and small.known == {}
+
+
+def test_the_warm_pool_keeps_spare_workers_warming_beyond_its_jobs():
+    from minrepro.harness.executors import WarmPoolExecutor
+
+    pool = WarmPoolExecutor(sys.executable, (), jobs=2, spares=2)
+    try:
+        assert len(pool._idle) == 4
+    finally:
+        pool.close()
