@@ -111,6 +111,31 @@ def test_a_pass_that_changed_nothing_yields_its_turns_to_those_that_did():
     assert records["shrinks"].lines_removed == 6 and records["idle"].lines_removed == 0
 
 
+def test_a_pass_whose_candidates_keep_failing_is_retired():
+    from minrepro.reducers import reduce_source
+
+    calls = {"costly": 0}
+
+    def costly(problem):  # proposes a candidate the oracle refuses, every turn
+        calls["costly"] += 1
+        problem.first_interesting(["refused = 1\n"])
+
+    def shrinks(problem):  # one line a turn down to four
+        lines = problem.current.splitlines()
+        if len(lines) > 4:
+            problem.accept("\n".join(lines[1:]) + "\n")
+
+    def late(problem):  # what the others leave opens a last step: two more full rounds
+        lines = problem.current.splitlines()
+        if len(lines) == 4:
+            problem.accept("\n".join(lines[2:]) + "\n")
+
+    source = "".join(f"x{i} = {i}\n" for i in range(8))
+    result = reduce_source(source, lambda batch: [c != "refused = 1\n" for c in batch], [costly, shrinks, late], [])
+    assert result == "x6 = 6\nx7 = 7\n"
+    assert calls["costly"] == 2  # two fruitless turns that cost a run each; not in the last full round
+
+
 def test_a_run_is_the_same_after_a_round_trip_through_json():
     run = RunResult(1, "out", "err", 2.5, SIG, "RuntimeError: boom", ({"event": "load"},), (3, 4), ("torch",),
                     ("base",), ("torch.nn",), 900.0, 120.0)
