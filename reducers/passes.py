@@ -1338,7 +1338,7 @@ def drop_duplicate_imports(problem: Problem) -> None:
     tree = ast.parse(problem.current)
     seen: set[tuple] = set()
     changed = False
-    for stmt in tree.body:
+    for stmt in list(tree.body):
         if isinstance(stmt, (ast.Import, ast.ImportFrom)):
             changed |= _drop_repeated(tree, stmt, seen, remember=True)
         else:
@@ -1380,10 +1380,13 @@ def drop_dead_assignments(problem: Problem) -> None:
     slice, `log = logging.getLogger(...)`), and one overwritten before any read. All in one candidate; else each
     value that calls something (which may act: the failing call's result is often unread) kept as a statement and
     the others dropped, in one candidate; then one name at a time."""
-    dead = _dead_stores(ast.parse(problem.current))
-    names = list(dict.fromkeys(name for name, _ in dead))
-    batches = [[f"drop:{n}" for n in names], [f"call:{n}" for n in names], *([f"drop:{n}"] for n in names)]
-    _accept_batches(problem, batches, lambda batch: _without_stores(problem.current, batch))
+    while True:  # a store dropped can leave the one before it overwritten unread
+        before = problem.current
+        names = list(dict.fromkeys(name for name, _ in _dead_stores(ast.parse(before))))
+        batches = [[f"drop:{n}" for n in names], [f"call:{n}" for n in names], *([f"drop:{n}"] for n in names)]
+        _accept_batches(problem, batches, lambda batch: _without_stores(problem.current, batch))
+        if problem.current == before:
+            return
 
 
 def _dead_stores(tree: ast.Module) -> list[tuple[str, ast.stmt]]:

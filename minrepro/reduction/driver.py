@@ -566,7 +566,7 @@ def _write(out: Path, result: str, source: str, script: Path, headline: str, own
     header = (output.pep723(body, versions, loaded) if versions else "") + (
         f"# {status}reduced by minrepro from {script.name}: {code_lines(source)} -> {code_lines(body)} code lines.\n"
         f"# Fails with: {headline}" + (f"  (in {owner})" if owner else "") + "\n"
-        f"# Guard: {guard.why}\n"
+        f"# Guard: {guard.why}\n" + output.needs(body)
         + (f"# The search stopped at its time budget (--max-seconds {budget:g}): maybe not minimal.\n"
            if budget is not None else ""))
     text = header + body
