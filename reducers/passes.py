@@ -436,13 +436,16 @@ def _has_call(node: ast.AST | None) -> bool:
 
 
 def _vocabulary_fields(names: list[str | None]) -> set[int]:
-    """Positions of the fields that must stay as written beside a vocabulary (`vocab_size`): the vocabularies and the
-    token ids. A twin's vocabularies were shrunk together, with every id that indexes them: one of them dropped or
-    shrunk alone (the per-layer one shrunk to 4 while generate's ids went past it) indexes past a table where the
-    bug is fixed. Dropped all together, as `drop_arguments` may drop a whole `**config`, the defaults agree."""
+    """Positions of the fields that must stay as written in a config with a vocabulary (`vocab_size`): the
+    vocabularies and the token ids, the dimensions and the layer count. A twin's vocabularies were shrunk together,
+    with every id that indexes them: one of them dropped or shrunk alone (the per-layer one shrunk to 4 while
+    generate's ids went past it) indexes past a table where the bug is fixed. Dropped all together, as
+    `drop_arguments` may drop a whole `**config`, the defaults agree. A dimension dropped is the class's default:
+    a twin whose `hidden_size` went back to 2304 had 15M parameters in one layer, not 40K."""
     if not any(name in VOCABULARY for name in names):
         return set()
-    return {i for i, name in enumerate(names) if name in VOCABULARY or (name and TOKEN_ID.match(name))}
+    return {i for i, name in enumerate(names) if name in VOCABULARY or name in SHRINK
+            or name == "num_hidden_layers" or (name and TOKEN_ID.match(name))}
 
 
 def _dict_names(node: ast.Dict) -> list[str | None]:
@@ -560,9 +563,10 @@ def drop_dict_runs(tree: ast.Module) -> Iterator[ast.Module]:
 _DEVICES = {"cpu", "disk", "meta", "cuda", "mps"}
 
 
-def _device_map(node: ast.Dict) -> dict[str, object] | None:
-    """A dict literal that reads as a device map: dotted module names (or "") to devices (0, "cpu", "disk", "cuda:1")."""
-    if len(node.keys) < 2 or not all(isinstance(k, ast.Constant) and type(k.value) is str for k in node.keys):
+def _device_map(node: ast.Dict, least: int = 2) -> dict[str, object] | None:
+    """A dict literal that reads as a device map: dotted module names (or "") to devices (0, "cpu", "disk", "cuda:1");
+    `least` entries at least (one alone could be anything)."""
+    if len(node.keys) < least or not all(isinstance(k, ast.Constant) and type(k.value) is str for k in node.keys):
         return None
     values = [v.value if isinstance(v, ast.Constant) else None for v in node.values]
     if not all(type(v) is int or (type(v) is str and v.split(":")[0] in _DEVICES) for v in values):
@@ -759,19 +763,52 @@ _NUMBERED_KEY = re.compile(r"^(.*\.)(\d+)((?:\..*)?)$")  # `model.layers.12.mlp`
 
 
 def shorten_device_maps(tree: ast.Module) -> Iterator[ast.Module]:
-    """A literal device map written shorter, as a comprehension over each run of numbered entries on one device and a
-    literal for the rest, joined with `|` in the map's own order (`{f'model.layers.{i}': 'disk' for i in range(2, 9)}
-    | {'lm_head': 'cpu'}`), where that text is shorter. Late in the list: the passes that cut and coarsen maps read
+    """A device map written in its shortest form: a literal, or a comprehension over each run of numbered entries on
+    one device and a literal for the rest, joined with `|` in the map's own order (`{f'model.layers.{i}': 'disk' for
+    i in range(2, 9)} | {'lm_head': 'cpu'}`). A map written so already is read back (`_map_value`), so what later
+    passes leave of it (a `range(1)`) is written again. Late in the list: the passes that cut and coarsen maps read
     literals."""
+    nodes = [n for n in ast.walk(tree) if isinstance(n, ast.expr)]
+    inner = {id(side) for n in nodes if isinstance(n, ast.BinOp) and _map_value(n) is not None
+             for side in (n.left, n.right)}
+    for index, node in enumerate(nodes):
+        value = _map_value(node) if id(node) not in inner else None
+        if value is None or len(value) < 2:
+            continue
+        forms = [ast.parse(repr(value), mode="eval").body, _map_expression(list(value.items()))]
+        best = min((f for f in forms if f is not None), key=lambda f: len(ast.unparse(f)))
+        if len(ast.unparse(best)) < len(ast.unparse(node)):
+            new = copy.deepcopy(tree)
+            if _replace(new, [n for n in ast.walk(new) if isinstance(n, ast.expr)][index], best):
+                yield new
 
-    def shorter(node: ast.AST) -> list:
-        device_map = _device_map(node)
-        if device_map is None:
-            return []
-        written = _map_expression(list(device_map.items()))
-        return [written] if written is not None and len(ast.unparse(written)) < len(ast.unparse(node)) else []
 
-    yield from _edits(tree, ast.Dict, shorter)
+def _map_value(node: ast.AST) -> dict[str, object] | None:
+    """The device map a literal, a numbered comprehension (`{f'm.layers.{i}': 'disk' for i in range(2, 9)}`) or a
+    `|` of them stands for; None for anything else."""
+    if isinstance(node, ast.Dict):
+        return _device_map(node, least=1)
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitOr):
+        left, right = _map_value(node.left), _map_value(node.right)
+        return None if left is None or right is None else left | right
+    if not (isinstance(node, ast.DictComp) and len(node.generators) == 1 and not node.generators[0].ifs
+            and isinstance(node.generators[0].target, ast.Name) and isinstance(node.key, ast.JoinedStr)
+            and isinstance(node.value, ast.Constant)):
+        return None
+    loop, index = node.generators[0], node.generators[0].target.id
+    bounds = loop.iter.args if isinstance(loop.iter, ast.Call) and ast.unparse(loop.iter.func) == "range" else None
+    if not bounds or len(bounds) > 2 or loop.iter.keywords or not all(
+            isinstance(b, ast.Constant) and type(b.value) is int for b in bounds):
+        return None
+    parts = node.key.values
+    if not (all(isinstance(p, ast.Constant) or (isinstance(p, ast.FormattedValue) and isinstance(p.value, ast.Name)
+                and p.value.id == index and p.conversion == -1 and p.format_spec is None) for p in parts)
+            and sum(isinstance(p, ast.FormattedValue) for p in parts) == 1):
+        return None
+    first, stop = (0, bounds[0].value) if len(bounds) == 1 else (bounds[0].value, bounds[1].value)
+    entries = {"".join(str(i) if isinstance(p, ast.FormattedValue) else p.value for p in parts): node.value.value
+               for i in range(first, min(stop, first + 4096))}
+    return _device_map(ast.parse(repr(entries), mode="eval").body, least=0) if entries else {}
 
 
 def _map_expression(entries: list[tuple[str, object]], least: int = 3) -> ast.expr | None:
@@ -1391,8 +1428,8 @@ def drop_dead_assignments(problem: Problem) -> None:
 
 def _dead_stores(tree: ast.Module) -> list[tuple[str, ast.stmt]]:
     """(name, statement) for each plain assignment (`a = ...`, `a = b = ...`, `a, b = ...`, `a: T = ...`) outside
-    class bodies whose names nothing reads, or, at module level, that a later plain assignment overwrites before any
-    statement (or any function, which may run in between) reads it."""
+    class bodies whose names nothing reads, or, at module level, that no later statement reads before a plain
+    assignment overwrites it or the program ends (nor any function, which may run in between)."""
     loaded = _names_loaded(tree) | _exported(tree) | _augmented(tree) | {
         n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Del)}
     in_classes = {id(n) for c in ast.walk(tree) if isinstance(c, ast.ClassDef) for n in ast.walk(c)}
@@ -1414,7 +1451,9 @@ def _dead_stores(tree: ast.Module) -> list[tuple[str, ast.stmt]]:
             if _store_names(later) == names:
                 dead.append((name, stmt))
                 break
-    return dead
+        else:  # read by no statement after it: `model = dispatch_model(model, ...)`, the last line
+            dead.append((name, stmt))
+    return list({(name, id(stmt)): (name, stmt) for name, stmt in dead}.values())
 
 
 def _store_names(stmt: ast.AST) -> set[str]:

@@ -443,7 +443,8 @@ def test_an_import_the_oracle_needs_for_its_side_effect_stays(lines, needed):
 def test_repeated_imports_go_and_every_name_stays_bound(first, second, reads):
     from minrepro.reducers.passes import _import_key, drop_duplicate_imports
 
-    source = "\n".join(first + ["def f():", *[f"    {line}" for line in second], "    return 1"] + second + reads) + "\n"
+    function = ["def f():", *[f"    {line}" for line in second], "    return 1"]
+    source = "\n".join([*first, *function, *second, *reads]) + "\n"
     problem = Problem(source, _same_run(source))
     drop_duplicate_imports(problem)
     tree = ast.parse(problem.current)
@@ -528,7 +529,7 @@ def test_a_device_map_written_shorter_is_the_same_map_in_the_same_order(entries)
     for tree in shorten_device_maps(ast.parse(source)):
         written = ast.unparse(tree)
         assert len(written) < len(source)
-        value = eval(ast.unparse(tree.body[0].value.keywords[0].value))  # noqa: S307 - a literal we built
+        value = eval(ast.unparse(tree.body[0].value.keywords[0].value))  # a literal we built
         assert list(value.items()) == list(placement.items())
 
 
@@ -550,7 +551,7 @@ def test_a_per_layer_list_written_compactly_reads_back_the_same(items):
     for tree in compact_lists(ast.parse(source)):
         value = tree.body[0].value.values[0]
         assert len(ast.unparse(tree)) < len(source) and constant_list(value) == items
-        assert eval(ast.unparse(value)) == items  # noqa: S307 - a literal we built
+        assert eval(ast.unparse(value)) == items  # a literal we built
 
 
 @settings(max_examples=100, deadline=None)
@@ -571,7 +572,7 @@ def test_layers_cut_without_a_map_take_their_per_layer_fields_with_them(kinds, c
         from minrepro.reducers.passes import constant_list
 
         config = tree.body[0].value.keywords[0].value
-        values = dict(zip([k.value for k in config.keys], config.values))
+        values = dict(zip([k.value for k in config.keys], config.values, strict=True))
         count = values["num_hidden_layers"].value
         assert 0 < count < layers and len(constant_list(values["layer_types"])) == count
         assert 0 <= values["num_kv_shared_layers"].value <= count
@@ -580,10 +581,10 @@ def test_layers_cut_without_a_map_take_their_per_layer_fields_with_them(kinds, c
 
 
 vocabulary_configs = st.fixed_dictionaries(
-    {"vocab_size": st.just(16)}, optional={"vocab_size_per_layer_input": st.just(16), "pad_token_id": st.integers(0, 15),
-                                           "eos_token_id": st.lists(st.integers(0, 15), min_size=1, max_size=2),
-                                           "image_token_id": st.integers(0, 15), "hidden_size": st.just(64),
-                                           "num_hidden_layers": st.integers(1, 4)})
+    {"vocab_size": st.just(16)},
+    optional={"vocab_size_per_layer_input": st.just(16), "pad_token_id": st.integers(0, 15),
+              "eos_token_id": st.lists(st.integers(0, 15), min_size=1, max_size=2), "image_token_id": st.integers(0, 15),
+              "hidden_size": st.just(64), "num_hidden_layers": st.integers(1, 4)})
 
 
 @settings(max_examples=100, deadline=None)

@@ -567,7 +567,8 @@ def test_a_tokenizer_call_becomes_what_it_returned_and_its_special_ids_follow():
            "out = model.generate(**batch, pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id)\n")
     config = {"model_type": "llama", "vocab_size": 32000, "hidden_size": 4096}
     records = [
-        {"event": "tokenizer", "status": "returned", "line": 3, "special_ids": {"pad_token_id": 0, "eos_token_id": 31999}},
+        {"event": "tokenizer", "status": "returned", "line": 3,
+         "special_ids": {"pad_token_id": 0, "eos_token_id": 31999}},
         {"event": "from_pretrained", "status": "started", "line": 4, "model_class": "LlamaForCausalLM",
          "model_type": "llama", "config": config, "config_defaults": {"vocab_size": 32000}},
         {"event": "tokenized", "method": "__call__", "line": 5, "result": {"type": "BatchEncoding", "data": {

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import ast
 import sys
-from typing import Iterable
+from collections.abc import Iterable
 
 from ..catalog.manifest import LIBRARIES
 from ..reducers.source import imported_modules
