@@ -31,7 +31,11 @@ SHRINK: dict[str, int] = {
 # a tower's own vocabulary (Gemma 3n's, with its offset into the text one) is another thing.
 VOCABULARY = ("vocab_size", "vocab_size_per_layer_input")
 TOKEN_ID = re.compile(r"^\w*_token_(?:id|ids|index)$")  # pad/bos/eos ids, image_token_index, ...
-SMALLEST_VOCABULARY = 16
+FALLBACK_IDS = ("pad_token_id", "bos_token_id", "eos_token_id", "decoder_start_token_id")  # what generate falls on
+# A twin's weights are random: generate picks its eos about once in a vocabulary's size of steps. At 16 a tiny Gemma 4
+# twin's generate stopped after 2 of its 6 new tokens; a failure further on would be lost. At 256, one run in 32
+# stops within 8 steps, and the tables stay small (256 rows of 64).
+SMALLEST_VOCABULARY = 256
 IGNORE_INDEX = -100  # a label that indexes nothing
 VOCAB_FIELD: Path_ = ("*", "vocabulary")  # the shrink of every vocabulary and the remap of every id, as one field
 TOWER_LAYERS = 1  # a nested config's layer count (a vision or audio tower) in a twin
@@ -167,8 +171,9 @@ def _tokenized(records: Sequence[dict]) -> tuple[Tokenized, ...]:
 def _indexed_ids(records: Sequence[dict], loads: Sequence[Load], tokenized: Sequence[Tokenized],
                  tokenizers: Sequence[tuple[int, dict]], source: str) -> frozenset[int] | None:
     """Every id that indexes a vocabulary: looked up in a table of a vocabulary's size, given to generate or fallen
-    back on there, produced by a tokenizer, a special id of a tokenizer or a config, a literal id in the script.
-    None where the run looked up more than the trace keeps (a data set)."""
+    back on there (pad, bos, eos), produced by a tokenizer, a special id of a tokenizer, a literal id in the script.
+    A config's other ids (Gemma 4's image and audio ids) are mapped where they are among these, and left as they
+    are where the run never looked them up. None where the run looked up more than the trace keeps (a data set)."""
     sizes = {size for load in loads for size in vocabularies(load.config).values()}
     ids: set[int] = set()
     for r in records:
@@ -176,9 +181,9 @@ def _indexed_ids(records: Sequence[dict], loads: Sequence[Load], tokenized: Sequ
             if r.get("overflow"):
                 return None
             ids.update(r.get("ids") or ())
-    for load in loads:
-        ids.update(i for value in [*token_ids(load.config).values(), *load.generation_ids.values()]
-                   for i in _ints(value))
+    for load in loads:  # what generate falls back on; an image token id only where the run looked it up
+        fallback = [v for path, v in token_ids(load.config).items() if path[-1] in FALLBACK_IDS]
+        ids.update(i for value in [*fallback, *load.generation_ids.values()] for i in _ints(value))
     ids.update(i for _, special in tokenizers for i in special.values())
     ids.update(i for t in tokenized if t.result for i in _result_ids(t.result))
     if source:

@@ -451,7 +451,7 @@ import torch
 from peft import PeftModel
 from transformers import AutoModelForImageTextToText
 
-PROMPTS = [[2, 106, 1645, 108], [2, 106, 22335, 108, 3, 4]]
+PROMPTS = [[2, 106, 1645, 108], [2, 106, 22335, 258880, 108, 3, 4]]
 base = AutoModelForImageTextToText.from_pretrained("/data/e4b/base", device_map={"model.vision_tower": "cpu", "": 0})
 model = PeftModel.from_pretrained(base, "/data/e4b/adapter")
 for prompt in PROMPTS:
@@ -494,19 +494,22 @@ def _id_literal_values(source: str) -> list[int]:
 
 
 def test_a_twin_shrinks_every_vocabulary_and_maps_every_id_into_it():
+    from minrepro.reducers.scale import SMALLEST_VOCABULARY as SMALL
     from minrepro.reducers.scale import VOCAB_FIELD, small_ids
 
     plan = plan_from_trace(GEMMA4_RECORDS, GEMMA4_JOB)
     assert len(plan.loads) == 1  # the started record of a load that returned is not a second load
-    # the prompts (22335 only as a literal: the run never reached it), the config's and generate's special ids
-    assert plan.ids == {0, 1, 2, 3, 4, 106, 108, 1645, 22335, 258880, 258881}
-    assert plan.vocabulary == 16 and VOCAB_FIELD in plan.fields
+    # the prompts (22335 only as a literal: the run never reached it), generate's special ids; not the audio id,
+    # which nothing looked up
+    assert plan.ids == {0, 1, 2, 3, 4, 106, 108, 1645, 22335, 258880}
+    assert plan.vocabulary == SMALL and VOCAB_FIELD in plan.fields
     twin = twin_source(GEMMA4_JOB, plan, set(plan.fields))
-    mapping = small_ids(plan.ids, 16)
+    mapping = small_ids(plan.ids, SMALL)
     config = ast.literal_eval(_calls(twin, "for_model")[0].keywords[0].value)
-    assert config["text_config"]["vocab_size"] == config["text_config"]["vocab_size_per_layer_input"] == 16
-    assert config["image_token_id"] == mapping[258880] < 16 and "eos_token_id" not in config["text_config"]  # 1 fits
-    assert all(0 <= i < 16 for i in _id_literal_values(twin))
+    assert config["text_config"]["vocab_size"] == config["text_config"]["vocab_size_per_layer_input"] == SMALL
+    assert config["image_token_id"] == mapping[258880] < SMALL  # the prompt's image token is the config's
+    assert "eos_token_id" not in config["text_config"] and "audio_token_id" not in config  # as they were
+    assert all(0 <= i < SMALL for i in _id_literal_values(twin))
     assert _id_literal_values(twin) == [mapping[i] for i in _id_literal_values(GEMMA4_JOB)]  # one map everywhere
     (update,) = _calls(twin, "update")  # the generation config stops at 106 too, which the config does not name
     assert ast.literal_eval(update.keywords[0].value) == {"eos_token_id": [1, mapping[106]]}
@@ -552,7 +555,7 @@ def test_small_ids_are_one_to_one_into_the_small_vocabulary_and_keep_what_fits(i
 
     size = vocabulary_size(ids)
     mapping = small_ids(ids, size)
-    assert size >= 16 and size & (size - 1) == 0 and len(ids) <= size
+    assert size >= 256 and size & (size - 1) == 0 and len(ids) <= size
     assert set(mapping) == ids and len(set(mapping.values())) == len(ids)  # the same id, the same small id
     assert all(0 <= small < size for small in mapping.values())
     assert all(mapping[i] == i for i in ids if i < size)  # pad 0, eos 1, bos 2 stay
@@ -577,7 +580,7 @@ def test_a_tokenizer_call_becomes_what_it_returned_and_its_special_ids_follow():
     ]
     plan = plan_from_trace(records, job)
     twin = twin_source(job, plan, set(plan.fields))
-    mapping = small_ids(plan.ids, 16)
+    mapping = plan.mapping()
     assert "tok('hello world'" not in twin and "tok.pad_token_id" not in twin and "tok.eos_token_id" not in twin
     assert (f"transformers.BatchEncoding({{'input_ids': torch.tensor([[1, {mapping[15043]}, {mapping[3186]}]]), "
             "'attention_mask': torch.tensor([[1, 1, 1]])})") in twin
@@ -633,7 +636,7 @@ def _word_level_checkpoint(root: Path) -> None:
 @pytest.mark.libs
 def test_a_twin_needs_no_tokenizer_files_and_indexes_only_its_small_vocabulary(tmp_path, monkeypatch):
     """The traced run records what the tokenizer produced and every id the model looked up; the twin gets those ids
-    as literals, mapped into a vocabulary of 16, and runs to its end with the checkpoint (tokenizer files and all)
+    as literals, mapped into a vocabulary of 256, and runs to its end with the checkpoint (tokenizer files and all)
     gone. Nothing it runs indexes past a table: the same ids through the real tokenizer would (4100 rows)."""
     from minrepro.harness.runner import run_script
     from minrepro.reducers.passes import drop_dead_assignments, drop_unused_imports
@@ -646,7 +649,7 @@ def test_a_twin_needs_no_tokenizer_files_and_indexes_only_its_small_vocabulary(t
     traced = run_script(script, timeout=300, trace=True)
     assert traced.signature is None, traced.stderr[-2000:]
     plan = plan_from_trace(traced.trace, TOKENIZER_JOB)
-    assert plan.vocabulary == 16 and len(plan.replaceable) == 1
+    assert plan.vocabulary == 256 and len(plan.replaceable) == 1
     assert {0, 1, 2, 14, 3004, 2504, 3900, 1500, 7, 3001} <= plan.ids  # the tokenizer's ids, the prompts, specials
     twin = twin_source(TOKENIZER_JOB, plan, set(plan.fields))
     problem = Problem(twin, lambda batch: [True] * len(batch))
@@ -689,8 +692,58 @@ def test_a_hub_id_with_config_files_only_is_twinned_offline(tmp_path, monkeypatc
     assert plan is not None and plan.loads[0].model_class == "LlamaForCausalLM", original.stderr[-2000:]
     twin = twin_source(job, plan, set(plan.fields))
     small = plan.mapping()[31999]
-    assert "org/tiny-llama" not in twin and f"torch.tensor([[1, {small}, 7]])" in twin and small < 16
+    assert "org/tiny-llama" not in twin and f"torch.tensor([[1, {small}, 7]])" in twin and small < 256
     (tmp_path / "twin.py").write_text(twin)
     monkeypatch.setenv("HF_HOME", str(tmp_path / "empty"))
     ran = run_script(tmp_path / "twin.py", timeout=300)
-    assert ran.signature is None and "torch.Size([1, 3, 16])" in ran.stdout, ran.stderr[-2000:]
+    assert ran.signature is None and "torch.Size([1, 3, 256])" in ran.stdout, ran.stderr[-2000:]
+
+
+GEMMA4_GENERATE = '''\
+import os
+import torch
+from transformers import AutoModelForImageTextToText
+
+PROMPTS = [[2, 106, 1645, 108], [2, 106, 3900, 108, 3, 4]]
+model = AutoModelForImageTextToText.from_pretrained(os.environ["JOB_CKPT"], device_map={"model.vision_tower": "cpu", "": "cpu"})
+for prompt in PROMPTS:
+    out = model.generate(input_ids=torch.tensor([prompt]), max_new_tokens=6, do_sample=False)
+print(out.shape)
+'''
+
+
+@pytest.mark.libs
+def test_a_gemma4_twin_generates_within_its_vocabularies_without_its_towers(tmp_path, monkeypatch):
+    """Gemma 4 looks every id up in two tables (its per-layer one has no bound check): both shrink to one small
+    size, the prompts' ids and generate's fall-back ids are mapped into it, and the twin, its vision and audio towers
+    gone, generates to its end where the original does (a per-layer vocabulary shrunk alone made generate index past
+    it)."""
+    from minrepro.harness.runner import run_script
+    from transformers import (Gemma4AudioConfig, Gemma4Config, Gemma4ForConditionalGeneration, Gemma4TextConfig,
+                              Gemma4VisionConfig)
+
+    text = dict(hidden_size=128, intermediate_size=256, num_hidden_layers=4, num_attention_heads=2,
+                num_key_value_heads=1, head_dim=64, global_head_dim=64, hidden_size_per_layer_input=16,
+                vocab_size=4096, vocab_size_per_layer_input=4096, num_kv_shared_layers=2, sliding_window=64,
+                layer_types=["sliding_attention", "full_attention"] * 2)
+    config = Gemma4Config(text_config=Gemma4TextConfig(**text),
+                          vision_config=Gemma4VisionConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                                                           num_attention_heads=2, num_key_value_heads=2, head_dim=32),
+                          audio_config=Gemma4AudioConfig(hidden_size=64, num_hidden_layers=2, num_attention_heads=2,
+                                                         output_proj_dims=128))
+    Gemma4ForConditionalGeneration(config).save_pretrained(tmp_path / "ckpt")
+    monkeypatch.setenv("JOB_CKPT", str(tmp_path / "ckpt"))
+    script = tmp_path / "job.py"
+    script.write_text(GEMMA4_GENERATE)
+    traced = run_script(script, timeout=300, trace=True)
+    assert traced.signature is None and "torch.Size([1, 12])" in traced.stdout, traced.stderr[-2000:]
+    plan = plan_from_trace(traced.trace, GEMMA4_GENERATE)
+    assert plan.ids == {0, 1, 2, 3, 4, 106, 108, 1645, 3900}  # the prompts and what generate falls back on
+    twin = twin_source(GEMMA4_GENERATE, plan, set(plan.fields))
+    built = ast.literal_eval(_calls(twin, "for_model")[0].keywords[0].value)
+    assert built["text_config"]["vocab_size"] == built["text_config"]["vocab_size_per_layer_input"] == 256
+    assert "vision_config" not in built and "audio_config" not in built
+    (tmp_path / "twin.py").write_text(twin)
+    monkeypatch.delenv("JOB_CKPT")
+    ran = run_script(tmp_path / "twin.py", timeout=300)
+    assert ran.signature is None and "torch.Size([1, 12])" in ran.stdout, ran.stderr[-2000:]
