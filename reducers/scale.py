@@ -11,8 +11,9 @@ from __future__ import annotations
 import ast
 import copy
 import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from .ddmin import ddmin
 
@@ -491,8 +492,8 @@ def _generation_update(load: Load, mapping: dict[int, int]) -> dict[str, Any]:
 def _insert_at(body: list[ast.stmt]) -> int:
     """After the module docstring, `__future__` imports and the leading imports."""
     index = 0
-    while index < len(body) and (isinstance(body[index], (ast.Import, ast.ImportFrom))
-                                 or (isinstance(body[index], ast.Expr) and isinstance(body[index].value, ast.Constant))):
+    while index < len(body) and (isinstance(body[index], (ast.Import, ast.ImportFrom)) or (
+            isinstance(body[index], ast.Expr) and isinstance(body[index].value, ast.Constant))):
         index += 1
     return index
 

@@ -562,8 +562,6 @@ def test_small_ids_are_one_to_one_into_the_small_vocabulary_and_keep_what_fits(i
 
 
 def test_a_tokenizer_call_becomes_what_it_returned_and_its_special_ids_follow():
-    from minrepro.reducers.scale import small_ids
-
     job = ("import torch\nfrom transformers import AutoModelForCausalLM, AutoTokenizer\n"
            "tok = AutoTokenizer.from_pretrained('org/name')\nmodel = AutoModelForCausalLM.from_pretrained('org/name')\n"
            "batch = tok('hello world', return_tensors='pt')\n"
@@ -705,7 +703,8 @@ import torch
 from transformers import AutoModelForImageTextToText
 
 PROMPTS = [[2, 106, 1645, 108], [2, 106, 3900, 108, 3, 4]]
-model = AutoModelForImageTextToText.from_pretrained(os.environ["JOB_CKPT"], device_map={"model.vision_tower": "cpu", "": "cpu"})
+towers_on_cpu = {"model.vision_tower": "cpu", "": "cpu"}
+model = AutoModelForImageTextToText.from_pretrained(os.environ["JOB_CKPT"], device_map=towers_on_cpu)
 for prompt in PROMPTS:
     out = model.generate(input_ids=torch.tensor([prompt]), max_new_tokens=6, do_sample=False)
 print(out.shape)
