@@ -246,7 +246,7 @@ def id_literals(tree: ast.AST) -> list[ast.List | ast.Tuple]:
     (`PROMPTS = [[2, 106, 1645]]` ... `for p in PROMPTS: torch.tensor([p])`). Only those made of ints alone."""
     sinks = [c.args[0] for c in ast.walk(tree) if isinstance(c, ast.Call) and c.args and _name(c.func) in _ID_CONSUMERS]
     sinks += [k.value for c in ast.walk(tree) if isinstance(c, ast.Call) for k in c.keywords if k.arg in _ID_KEYWORDS]
-    names = {n.id for s in sinks for n in ast.walk(s) if isinstance(n, ast.Name)}
+    names = {n for s in sinks for n in _data_names(s)}
     sources = {id(s): s for s in sinks}
     while True:  # names bound from (or iterating over) what flows into a sink flow into it too
         grown = set(names)
@@ -254,13 +254,31 @@ def id_literals(tree: ast.AST) -> list[ast.List | ast.Tuple]:
             targets, value = _binding(node)
             if value is not None and any(isinstance(t, ast.Name) and t.id in names for t in targets):
                 sources.setdefault(id(value), value)
-                grown |= {n.id for n in ast.walk(value) if isinstance(n, ast.Name)}
+                grown |= _data_names(value)
         if grown == names:
             break
         names = grown
-    found = {id(n): n for expr in sources.values() for n in ast.walk(expr)
+    found = {id(n): n for expr in sources.values() for n in _data_nodes(expr)
              if isinstance(n, (ast.List, ast.Tuple)) and n.elts and all(_int_literal(e) for e in n.elts)}
     return list(found.values())
+
+
+def _data_nodes(expr: ast.AST) -> list[ast.AST]:
+    """The nodes whose value becomes part of `expr`'s value: not a call's function or keywords (`max_length=512`),
+    not the object a method or attribute is read from, not an index."""
+    if isinstance(expr, ast.Call):
+        inner = expr.args
+    elif isinstance(expr, ast.Attribute):
+        inner = []
+    elif isinstance(expr, ast.Subscript):
+        inner = [expr.value]
+    else:
+        inner = list(ast.iter_child_nodes(expr))
+    return [expr] + [n for child in inner for n in _data_nodes(child)]
+
+
+def _data_names(expr: ast.AST) -> set[str]:
+    return {n.id for n in _data_nodes(expr) if isinstance(n, ast.Name)}
 
 
 def _binding(node: ast.AST) -> tuple[list[ast.AST], ast.expr | None]:
@@ -436,6 +454,9 @@ def place(call: ast.Call, device_map: dict[str, Any]) -> None:
     set_keyword(call, "max_memory", None)
 
 
+_STACKS = {"layers", "layer", "blocks", "block", "h"}  # `tower.encoder.layers.5`: a layer's index follows these
+
+
 def _kept_entries(device_map: dict[str, Any], plan: Plan, shrunk: set[Path_]) -> dict[str, Any]:
     """The map without the entries of what the twin no longer has: a tower that went (`model.vision_tower`,
     `model.embed_vision` for `vision_config`), a tower's layers past the ones it keeps."""
@@ -450,7 +471,8 @@ def _kept_entries(device_map: dict[str, Any], plan: Plan, shrunk: set[Path_]) ->
         if any(kind in part for kind in gone for part in parts):
             return False
         tower = [i for i, part in enumerate(parts) if any(kind in part for kind in cut)]
-        layers = [i for i, part in enumerate(parts) if part.isdigit() and tower and i > tower[0]]
+        layers = [i for i, part in enumerate(parts) if part.isdigit() and tower and i > tower[0]
+                  and parts[i - 1] in _STACKS]
         return not layers or int(parts[layers[0]]) < TOWER_LAYERS
 
     return {k: v for k, v in device_map.items() if kept(k)}

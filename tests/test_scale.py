@@ -746,3 +746,15 @@ def test_a_gemma4_twin_generates_within_its_vocabularies_without_its_towers(tmp_
     monkeypatch.delenv("JOB_CKPT")
     ran = run_script(tmp_path / "twin.py", timeout=300)
     assert ran.signature is None and "torch.Size([1, 12])" in ran.stdout, ran.stderr[-2000:]
+
+
+def test_only_literals_that_flow_into_a_model_as_ids_are_token_ids():
+    from minrepro.reducers.scale import id_literals
+
+    source = ("cfg = {'max_new_tokens': 8, 'dims': [300, 600]}\nPROMPTS = [[2, 3900], [2, 3001, 7]]\n"
+              "shape = torch.tensor([512, 1024]).shape\nsizes = (4096, 8192)\n"
+              "for prompt in PROMPTS:\n    ids = torch.tensor([prompt], device=cfg['device'])\n"
+              "    out = model.generate(input_ids=ids, max_new_tokens=cfg['max_new_tokens'], labels=[[5, 300]])\n")
+    found = sorted(ast.unparse(node) for node in id_literals(ast.parse(source)))
+    # a tensor built from a literal is data too (the oracle judges the mapped twin): the shape's literal is one
+    assert found == ["[2, 3001, 7]", "[2, 3900]", "[5, 300]", "[512, 1024]"]
