@@ -37,7 +37,6 @@ FALLBACK_IDS = ("pad_token_id", "bos_token_id", "eos_token_id", "decoder_start_t
 # twin's generate stopped after 2 of its 6 new tokens; a failure further on would be lost. At 256, one run in 32
 # stops within 8 steps, and the tables stay small (256 rows of 64).
 SMALLEST_VOCABULARY = 256
-IGNORE_INDEX = -100  # a label that indexes nothing
 VOCAB_FIELD: Path_ = ("*", "vocabulary")  # the shrink of every vocabulary and the remap of every id, as one field
 TOWER_LAYERS = 1  # a nested config's layer count (a vision or audio tower) in a twin
 # Provenance, not structure: written by save/load, meaningless (or harmful) in a freshly built twin.

@@ -578,8 +578,8 @@ def _generation_record(model):
     """The special ids of a loaded model's generation config (what generate falls back on)."""
     config = getattr(model, "generation_config", None)
     ids = {name: getattr(config, name, None) for name in _SPECIAL_IDS}
-    return {"generation_ids": {k: v for k, v in ids.items() if v is not None and all(type(i) is int for i in
-                                                                                    _flat_ints(v))}}
+    ids = {k: v for k, v in ids.items() if v is not None and all(type(i) is int for i in _flat_ints(v))}
+    return {"generation_ids": ids} if ids else {}
 
 
 _TRACED.update({"torch.nn.modules.sparse": _wrap_embedding, "transformers.generation.utils": _wrap_generate,
