@@ -571,7 +571,11 @@ def _device_map(node: ast.Dict, least: int = 2) -> dict[str, object] | None:
     values = [v.value if isinstance(v, ast.Constant) else None for v in node.values]
     if not all(type(v) is int or (type(v) is str and v.split(":")[0] in _DEVICES) for v in values):
         return None
-    return dict(zip((k.value for k in node.keys), values))
+    keys = [k.value for k in node.keys]
+    # a config's ints are no GPU indices: `{'vocab_size': 128, 'hidden_size': 64}` was "coarsened" to `{'': 128, ...}`
+    if not any(type(v) is str for v in values) and not any(k == "" or "." in k for k in keys):
+        return None
+    return dict(zip(keys, values))
 
 
 def _collapsed(device_map: dict[str, object]) -> dict[str, object]:

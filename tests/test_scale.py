@@ -758,3 +758,14 @@ def test_only_literals_that_flow_into_a_model_as_ids_are_token_ids():
     found = sorted(ast.unparse(node) for node in id_literals(ast.parse(source)))
     # a tensor built from a literal is data too (the oracle judges the mapped twin): the shape's literal is one
     assert found == ["[2, 3001, 7]", "[2, 3900]", "[5, 300]", "[512, 1024]"]
+
+
+def test_a_config_of_ints_is_no_device_map():
+    """`{'vocab_size': 128, 'hidden_size': 64}` read as a map of GPU indices was "coarsened" to `{'': 128, ...}`: the
+    twin's vocabulary went back to its default, and the output read as nonsense."""
+    from minrepro.reducers.passes import coarsen_device_maps, shorten_device_maps
+
+    config = "c = Config(**{'text_config': {'vocab_size': 128, 'vocab_size_per_layer_input': 128, 'hidden_size': 64}})\n"
+    assert not list(coarsen_device_maps(ast.parse(config))) and not list(shorten_device_maps(ast.parse(config)))
+    placed = "m = dispatch_model(x, device_map={'model.layers.0': 0, 'model.layers.1': 0, 'lm_head': 1})\n"
+    assert list(coarsen_device_maps(ast.parse(placed)))  # GPU indices alone still make a map
