@@ -435,17 +435,26 @@ def _has_call(node: ast.AST | None) -> bool:
     return node is not None and any(isinstance(n, ast.Call) for n in ast.walk(node))
 
 
-def _vocabulary_fields(names: list[str | None]) -> set[int]:
+def _twin_configs(tree: ast.AST) -> set[str]:
+    """The dict literals (by their dump) that configure a twin: `AutoConfig.for_model(type, **{...})` as the
+    scale-down writes it, and every config nested in one (a tower's)."""
+    calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+             and n.func.attr == "for_model"]
+    return {ast.dump(d) for c in calls for d in ast.walk(c) if isinstance(d, ast.Dict)}
+
+
+def _vocabulary_fields(names: list[str | None], twin: bool = False) -> set[int]:
     """Positions of the fields that must stay as written in a config with a vocabulary (`vocab_size`): the
     vocabularies and the token ids, the dimensions and the layer count. A twin's vocabularies were shrunk together,
     with every id that indexes them: one of them dropped or shrunk alone (the per-layer one shrunk to 4 while
     generate's ids went past it) indexes past a table where the bug is fixed. Dropped all together, as
     `drop_arguments` may drop a whole `**config`, the defaults agree. A dimension dropped is the class's default:
-    a twin whose `hidden_size` went back to 2304 had 15M parameters in one layer, not 40K."""
-    if not any(name in VOCABULARY for name in names):
+    a twin whose `hidden_size` went back to 2304 had 15M parameters in one layer, not 40K. `twin`: a twin's config
+    (`_twin_configs`), a tower's among them, whose dimensions stay whether or not it has a vocabulary."""
+    if not twin and not any(name in VOCABULARY for name in names):
         return set()
     return {i for i, name in enumerate(names) if name in VOCABULARY or name in SHRINK
-            or name == "num_hidden_layers" or (name and TOKEN_ID.match(name))}
+            or name in ("num_hidden_layers", "text_config") or (name and TOKEN_ID.match(name))}
 
 
 def _dict_names(node: ast.Dict) -> list[str | None]:
@@ -504,9 +513,10 @@ def _fixed_values(tree: ast.Module) -> list[ast.expr]:
     """The values no pass may shrink or drop: a vocabulary and the ids beside it (in a dict or a call's keywords),
     and a layer count written beside per-layer fields."""
     out = []
+    twins = _twin_configs(tree)
     for node in ast.walk(tree):
         if isinstance(node, ast.Dict):
-            out += [node.values[i] for i in _vocabulary_fields(_dict_names(node))]
+            out += [node.values[i] for i in _vocabulary_fields(_dict_names(node), ast.dump(node) in twins)]
         elif isinstance(node, ast.Call):
             out += [node.keywords[i].value for i in _vocabulary_fields([k.arg for k in node.keywords])]
     for fields in _stack_configs(tree, None):
@@ -528,10 +538,12 @@ def drop_dict_entries(tree: ast.Module) -> Iterator[ast.Module]:
     """A dict literal loses one entry (configs, device maps): `{'0': 'disk', '1': 'cpu'}` becomes `{'0': 'disk'}`;
     a vocabulary and the ids beside it stay (`_vocabulary_fields`)."""
 
+    twins = _twin_configs(tree)
+
     def fewer(node: ast.AST) -> list:
         if len(node.keys) < 2 or any(k is None for k in node.keys):
             return []
-        fixed = _vocabulary_fields(_dict_names(node))
+        fixed = _vocabulary_fields(_dict_names(node), ast.dump(node) in twins)
         return [ast.Dict(node.keys[:i] + node.keys[i + 1:], node.values[:i] + node.values[i + 1:])
                 for i in range(len(node.keys)) if i not in fixed]
 
@@ -542,12 +554,13 @@ def drop_dict_runs(tree: ast.Module) -> Iterator[ast.Module]:
     """A dict literal of 4 or more entries loses a run of them, halves first, then quarters, down to pairs: a twin's
     config of 12 fields of which the failure reads 2 goes in a few candidates, where one entry at a time
     (`drop_dict_entries`, after it) takes one candidate per field."""
+    twins = _twin_configs(tree)
 
     def fewer(node: ast.AST) -> list:
         n = len(node.keys)
         if n < 4 or any(k is None for k in node.keys):
             return []
-        fixed = _vocabulary_fields(_dict_names(node))
+        fixed = _vocabulary_fields(_dict_names(node), ast.dump(node) in twins)
         out, size = [], n // 2
         while size >= 2:
             for start in range(0, n, size):

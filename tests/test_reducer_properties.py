@@ -610,3 +610,24 @@ def test_no_pass_shrinks_or_drops_a_vocabulary_or_an_id_beside_it(config, as_key
             else:
                 continue  # the whole `**config` gone: every field at its default, which agree
             assert {k: seen.get(k) for k in fixed} == fixed, (generate.__name__, ast.unparse(tree))
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.fixed_dictionaries({}, optional={"hidden_size": st.just(64), "intermediate_size": st.just(128),
+                                           "num_hidden_layers": st.integers(1, 3), "patch_size": st.integers(2, 16),
+                                           "head_dim": st.just(32)}))
+def test_a_twins_tower_keeps_its_dimensions(tower):
+    """A tower's config has no vocabulary, yet dropping its `hidden_size` builds it at the class's 768: a Gemma 4
+    output's twin had 16M parameters in its vision tower."""
+    from minrepro.reducers.passes import drop_dict_entries, drop_dict_runs, simplify_constants
+    from minrepro.reducers.scale import SHRINK
+
+    fixed = {k: v for k, v in tower.items() if k in SHRINK or k == "num_hidden_layers"}
+    source = (f"twin = M(transformers.AutoConfig.for_model('gemma4', **{{'text_config': {{'vocab_size': 256}}, "
+              f"'vision_config': {tower!r}}}))\n")
+    for generate in (drop_dict_entries, drop_dict_runs, simplify_constants):
+        for tree in generate(ast.parse(source)):
+            config = ast.literal_eval(tree.body[0].value.args[0].keywords[0].value)
+            assert "text_config" in config
+            if "vision_config" in config:  # the tower itself may go (its class leaves it unset: no tower at all)
+                assert {k: config["vision_config"].get(k) for k in fixed} == fixed, (generate.__name__, config)
