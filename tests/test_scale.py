@@ -765,7 +765,7 @@ def test_a_config_of_ints_is_no_device_map():
     twin's vocabulary went back to its default, and the output read as nonsense."""
     from minrepro.reducers.passes import coarsen_device_maps, shorten_device_maps
 
-    config = "c = Config(**{'text_config': {'vocab_size': 128, 'vocab_size_per_layer_input': 128, 'hidden_size': 64}})\n"
+    config = "c = Config(**{'text_config': {'vocab_size': 128, 'vocab_size_per_layer_input': 128, 'head_dim': 8}})\n"
     assert not list(coarsen_device_maps(ast.parse(config))) and not list(shorten_device_maps(ast.parse(config)))
     placed = "m = dispatch_model(x, device_map={'model.layers.0': 0, 'model.layers.1': 0, 'lm_head': 1})\n"
     assert list(coarsen_device_maps(ast.parse(placed)))  # GPU indices alone still make a map
