@@ -17,7 +17,7 @@ from typing import Callable, Iterator
 
 from minrepro.harness._bootstrap import read_key, reads_input  # the profile's rule for a config read: one definition
 
-from .scale import SHRINK
+from .scale import SHRINK, TOKEN_ID, VOCABULARY
 from .ddmin import ddmin
 from .search import Problem, seeding_calls
 
@@ -435,28 +435,40 @@ def _has_call(node: ast.AST | None) -> bool:
     return node is not None and any(isinstance(n, ast.Call) for n in ast.walk(node))
 
 
-def prune_imports(tree: ast.Module) -> Iterator[ast.Module]:
-    """Each imported name nothing uses is dropped from its import (the import goes when empty)."""
-    loaded = _names_loaded(tree)
-    for i, stmt in enumerate(tree.body):
-        if not isinstance(stmt, (ast.Import, ast.ImportFrom)):
-            continue
-        for j, alias in enumerate(stmt.names):
-            bound = (alias.asname or alias.name).split(".")[0]
-            if bound not in loaded:
-                new = copy.deepcopy(tree)
-                del new.body[i].names[j]
-                if not new.body[i].names:
-                    del new.body[i]
-                yield new
+def _twin_configs(tree: ast.AST) -> set[str]:
+    """The dict literals (by their dump) that configure a twin: `AutoConfig.for_model(type, **{...})` as the
+    scale-down writes it, and every config nested in one (a tower's)."""
+    calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+             and n.func.attr == "for_model"]
+    return {ast.dump(d) for c in calls for d in ast.walk(c) if isinstance(d, ast.Dict)}
+
+
+def _vocabulary_fields(names: list[str | None], twin: bool = False) -> set[int]:
+    """Positions of the fields that must stay as written in a config with a vocabulary (`vocab_size`): the
+    vocabularies and the token ids, the dimensions and the layer count. A twin's vocabularies were shrunk together,
+    with every id that indexes them: one of them dropped or shrunk alone (the per-layer one shrunk to 4 while
+    generate's ids went past it) indexes past a table where the bug is fixed. Dropped all together, as
+    `drop_arguments` may drop a whole `**config`, the defaults agree. A dimension dropped is the class's default:
+    a twin whose `hidden_size` went back to 2304 had 15M parameters in one layer, not 40K. `twin`: a twin's config
+    (`_twin_configs`), a tower's among them, whose dimensions stay whether or not it has a vocabulary."""
+    if not twin and not any(name in VOCABULARY for name in names):
+        return set()
+    return {i for i, name in enumerate(names) if name in VOCABULARY or name in SHRINK
+            or name in ("num_hidden_layers", "text_config") or (name and TOKEN_ID.match(name))}
+
+
+def _dict_names(node: ast.Dict) -> list[str | None]:
+    return [k.value if isinstance(k, ast.Constant) and isinstance(k.value, str) else None for k in node.keys]
 
 
 def drop_arguments(tree: ast.Module) -> Iterator[ast.Module]:
-    """Each keyword, then each positional argument from the last, is removed (back to its default)."""
+    """Each keyword, then each positional argument from the last, is removed (back to its default); a vocabulary and
+    the token ids beside it stay (`_vocabulary_fields`)."""
 
     def fewer(call: ast.AST) -> list:
         options = []
-        for k in range(len(call.keywords)):
+        fixed = _vocabulary_fields([k.arg for k in call.keywords])
+        for k in (k for k in range(len(call.keywords)) if k not in fixed):
             options.append(ast.Call(call.func, call.args, call.keywords[:k] + call.keywords[k + 1:]))
         for k in reversed(range(len(call.args))):
             options.append(ast.Call(call.func, call.args[:k] + call.args[k + 1:], call.keywords))
@@ -475,10 +487,13 @@ def simplify_constants(tree: ast.Module) -> Iterator[ast.Module]:
     # where the failure never reads it, and reads as a broken model to a maintainer
     dimensions = {id(v): SHRINK[k.value] for d in ast.walk(tree) if isinstance(d, ast.Dict)
                   for k, v in zip(d.keys, d.values) if isinstance(k, ast.Constant) and k.value in SHRINK}
+    # a vocabulary and the ids beside it never shrink (`_vocabulary_fields`); nor does a layer count that per-layer
+    # fields follow (`fewer_unplaced_layers` cuts both)
+    fixed = {id(n) for v in _fixed_values(tree) for n in ast.walk(v)}
 
     def smaller(node: ast.AST) -> list:
         value = node.value
-        if isinstance(value, bool) or not isinstance(value, int):
+        if isinstance(value, bool) or not isinstance(value, int) or id(node) in fixed:
             return []
         floor = (1,) if id(node) in in_calls and value > 0 else (0, 1)
         least = max(min(floor), dimensions.get(id(node), min(floor)))
@@ -494,14 +509,43 @@ def simplify_constants(tree: ast.Module) -> Iterator[ast.Module]:
                 yield new
 
 
+def _fixed_values(tree: ast.Module) -> list[ast.expr]:
+    """The values no pass may shrink or drop: a vocabulary and the ids beside it (in a dict or a call's keywords),
+    and a layer count written beside per-layer fields."""
+    out = []
+    twins = _twin_configs(tree)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Dict):
+            out += [node.values[i] for i in _vocabulary_fields(_dict_names(node), ast.dump(node) in twins)]
+        elif isinstance(node, ast.Call):
+            out += [node.keywords[i].value for i in _vocabulary_fields([k.arg for k in node.keywords])]
+    for fields in _stack_configs(tree, None):
+        count = fields["num_hidden_layers"].value
+        if any(_names_layers(value, count) for key, value in fields.items() if key != "num_hidden_layers"):
+            out.append(fields["num_hidden_layers"])
+    return out
+
+
+def _names_layers(value: ast.expr, layers: int) -> bool:
+    """A field written per layer: a list of one entry per layer, or a dict keyed by layer index."""
+    items = constant_list(value)
+    by_index = isinstance(value, ast.Dict) and bool(value.keys) and all(
+        isinstance(k, ast.Constant) and isinstance(k.value, str) and k.value.isdigit() for k in value.keys)
+    return (items is not None and len(items) == layers) or by_index
+
+
 def drop_dict_entries(tree: ast.Module) -> Iterator[ast.Module]:
-    """A dict literal loses one entry (configs, device maps): `{'0': 'disk', '1': 'cpu'}` becomes `{'0': 'disk'}`."""
+    """A dict literal loses one entry (configs, device maps): `{'0': 'disk', '1': 'cpu'}` becomes `{'0': 'disk'}`;
+    a vocabulary and the ids beside it stay (`_vocabulary_fields`)."""
+
+    twins = _twin_configs(tree)
 
     def fewer(node: ast.AST) -> list:
         if len(node.keys) < 2 or any(k is None for k in node.keys):
             return []
+        fixed = _vocabulary_fields(_dict_names(node), ast.dump(node) in twins)
         return [ast.Dict(node.keys[:i] + node.keys[i + 1:], node.values[:i] + node.values[i + 1:])
-                for i in range(len(node.keys))]
+                for i in range(len(node.keys)) if i not in fixed]
 
     yield from _edits(tree, ast.Dict, fewer)
 
@@ -510,16 +554,19 @@ def drop_dict_runs(tree: ast.Module) -> Iterator[ast.Module]:
     """A dict literal of 4 or more entries loses a run of them, halves first, then quarters, down to pairs: a twin's
     config of 12 fields of which the failure reads 2 goes in a few candidates, where one entry at a time
     (`drop_dict_entries`, after it) takes one candidate per field."""
+    twins = _twin_configs(tree)
 
     def fewer(node: ast.AST) -> list:
         n = len(node.keys)
         if n < 4 or any(k is None for k in node.keys):
             return []
+        fixed = _vocabulary_fields(_dict_names(node), ast.dump(node) in twins)
         out, size = [], n // 2
         while size >= 2:
             for start in range(0, n, size):
-                keep = [i for i in range(n) if not start <= i < start + size]
-                out.append(ast.Dict([node.keys[i] for i in keep], [node.values[i] for i in keep]))
+                keep = [i for i in range(n) if not start <= i < start + size or i in fixed]
+                if len(keep) < n:
+                    out.append(ast.Dict([node.keys[i] for i in keep], [node.values[i] for i in keep]))
             size //= 2
         return out
 
@@ -529,14 +576,19 @@ def drop_dict_runs(tree: ast.Module) -> Iterator[ast.Module]:
 _DEVICES = {"cpu", "disk", "meta", "cuda", "mps"}
 
 
-def _device_map(node: ast.Dict) -> dict[str, object] | None:
-    """A dict literal that reads as a device map: dotted module names (or "") to devices (0, "cpu", "disk", "cuda:1")."""
-    if len(node.keys) < 2 or not all(isinstance(k, ast.Constant) and type(k.value) is str for k in node.keys):
+def _device_map(node: ast.Dict, least: int = 2) -> dict[str, object] | None:
+    """A dict literal that reads as a device map: dotted module names (or "") to devices (0, "cpu", "disk", "cuda:1");
+    `least` entries at least (one alone could be anything)."""
+    if len(node.keys) < least or not all(isinstance(k, ast.Constant) and type(k.value) is str for k in node.keys):
         return None
     values = [v.value if isinstance(v, ast.Constant) else None for v in node.values]
     if not all(type(v) is int or (type(v) is str and v.split(":")[0] in _DEVICES) for v in values):
         return None
-    return dict(zip((k.value for k in node.keys), values))
+    keys = [k.value for k in node.keys]
+    # a config's ints are no GPU indices: `{'vocab_size': 128, 'hidden_size': 64}` was "coarsened" to `{'': 128, ...}`
+    if not any(type(v) is str for v in values) and not any(k == "" or "." in k for k in keys):
+        return None
+    return dict(zip(keys, values))
 
 
 def _collapsed(device_map: dict[str, object]) -> dict[str, object]:
@@ -574,9 +626,9 @@ def _layer_stack(device_map: dict[str, object]) -> tuple[str, list[tuple]] | Non
     return None
 
 
-def _stack_configs(tree: ast.Module, layers: int) -> Iterator[dict[str, ast.expr]]:
-    """The configs written with `num_hidden_layers=L`, as field -> value node: a dict literal's string keys or a
-    call's keywords (`{'num_hidden_layers': 12}`, `LlamaConfig(num_hidden_layers=12)`)."""
+def _stack_configs(tree: ast.Module, layers: int | None) -> Iterator[dict[str, ast.expr]]:
+    """The configs written with `num_hidden_layers=L` (any L for None), as field -> value node: a dict literal's
+    string keys or a call's keywords (`{'num_hidden_layers': 12}`, `LlamaConfig(num_hidden_layers=12)`)."""
     for node in ast.walk(tree):
         if isinstance(node, ast.Call):
             fields = {k.arg: k.value for k in node.keywords if k.arg}
@@ -586,7 +638,7 @@ def _stack_configs(tree: ast.Module, layers: int) -> Iterator[dict[str, ast.expr
         else:
             continue
         count = fields.get("num_hidden_layers")
-        if isinstance(count, ast.Constant) and count.value == layers:
+        if isinstance(count, ast.Constant) and type(count.value) is int and layers in (None, count.value):
             yield fields
 
 
@@ -594,11 +646,27 @@ def _layer_kinds(tree: ast.Module, layers: int) -> list[str | None]:
     """The `layer_types` written beside `num_hidden_layers=L` (a layer of another kind is not interchangeable: Gemma 4
     forces its last layer to full attention and wants each shared kind produced before), or no kinds."""
     for fields in _stack_configs(tree, layers):
-        kinds = fields.get("layer_types")
-        if isinstance(kinds, ast.List) and len(kinds.elts) == layers and all(isinstance(e, ast.Constant)
-                                                                              for e in kinds.elts):
-            return [e.value for e in kinds.elts]
+        kinds = constant_list(fields.get("layer_types"))
+        if kinds is not None and len(kinds) == layers:
+            return kinds
     return [None] * layers
+
+
+def constant_list(node: ast.AST | None) -> list | None:
+    """The value of a list of constants written as a literal or compactly (`['s'] * 5 + ['f']`, `[a, b] * 7`: what
+    `compact_lists` writes); None for anything else."""
+    if isinstance(node, ast.List) and all(isinstance(e, ast.Constant) for e in node.elts):
+        return [e.value for e in node.elts]
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+        left, right = constant_list(node.left), constant_list(node.right)
+        return None if left is None or right is None else left + right
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult):
+        for items, times in ((node.left, node.right), (node.right, node.left)):
+            if isinstance(times, ast.Constant) and type(times.value) is int and 0 <= times.value <= 4096:
+                unit = constant_list(items)
+                if unit is not None:
+                    return unit * times.value
+    return None
 
 
 def _cut_layer_field(key: str, value: ast.expr, layers: int, keep: list[int]) -> None:
@@ -608,6 +676,8 @@ def _cut_layer_field(key: str, value: ast.expr, layers: int, keep: list[int]) ->
     ones among them. Gemma 4's config refuses a twin whose fields name layers it no longer has."""
     if isinstance(value, ast.List) and len(value.elts) == layers:
         value.elts = [value.elts[i] for i in keep]
+    elif (items := constant_list(value)) is not None and len(items) == layers:  # written compactly: a literal again
+        _replace_node(value, ast.List([ast.Constant(items[i]) for i in keep], ast.Load()))
     elif isinstance(value, ast.Dict) and value.keys and all(isinstance(k, ast.Constant) and isinstance(k.value, str)
                                                             and k.value.isdigit() for k in value.keys):
         pairs = [(int(k.value), len(k.value), v) for k, v in zip(value.keys, value.values) if int(k.value) in keep]
@@ -616,6 +686,13 @@ def _cut_layer_field(key: str, value: ast.expr, layers: int, keep: list[int]) ->
     elif (key.startswith("num_") and key.endswith("_layers") and isinstance(value, ast.Constant)
           and type(value.value) is int and 0 < value.value < layers):
         value.value = sum(i >= layers - value.value for i in keep)
+
+
+def _replace_node(old: ast.AST, new: ast.AST) -> None:
+    """Turn `old` into `new` in place (its parent is not at hand)."""
+    old.__class__ = new.__class__
+    old.__dict__.clear()
+    old.__dict__.update(new.__dict__)
 
 
 def _cut_stack(tree: ast.Module, layers: int, keep: list[int]) -> bool:
@@ -677,6 +754,168 @@ def coarsen_device_maps(tree: ast.Module) -> Iterator[ast.Module]:
         return [ast.parse(repr(m), mode="eval").body for m in options if len(m) < len(device_map)]
 
     yield from _edits(tree, ast.Dict, coarser)
+
+
+def fewer_unplaced_layers(tree: ast.Module) -> Iterator[ast.Module]:
+    """A stack that no literal map places layer by layer (a map coarsened to its root entry, a model on one device)
+    cut to one layer per run of its `layer_types`, then to its first half: `num_hidden_layers` and every field that
+    names layers cut with it (`layer_types`, `per_layer_config`, `num_kv_shared_layers`), so the config never
+    describes layers it does not have. Where a literal map does place the layers, `fewer_layers` cuts both."""
+    placed = {len(stack[1]) for n in ast.walk(tree) if isinstance(n, ast.Dict) and (m := _device_map(n))
+              and (stack := _layer_stack(m))}
+    counts = sorted({f["num_hidden_layers"].value for f in _stack_configs(tree, None)} - placed)
+    for layers in counts:
+        if not isinstance(layers, int) or layers < 2:
+            continue
+        kinds = _layer_kinds(tree, layers)
+        by_kind = [i for i in range(layers) if i == 0 or kinds[i] != kinds[i - 1]]
+        for keep in dict.fromkeys((tuple(by_kind), tuple(range((layers + 1) // 2)))):
+            if len(keep) < layers:
+                new = copy.deepcopy(tree)
+                _cut_stack(new, layers, list(keep))
+                yield new
+
+
+_NUMBERED_KEY = re.compile(r"^(.*\.)(\d+)((?:\..*)?)$")  # `model.layers.12.mlp`: the last number in the path
+
+
+def shorten_device_maps(tree: ast.Module) -> Iterator[ast.Module]:
+    """A device map written in its shortest form: a literal, or a comprehension over each run of numbered entries on
+    one device and a literal for the rest, joined with `|` in the map's own order (`{f'model.layers.{i}': 'disk' for
+    i in range(2, 9)} | {'lm_head': 'cpu'}`). A map written so already is read back (`_map_value`), so what later
+    passes leave of it (a `range(1)`) is written again. Late in the list: the passes that cut and coarsen maps read
+    literals."""
+    nodes = [n for n in ast.walk(tree) if isinstance(n, ast.expr)]
+    inner = {id(side) for n in nodes if isinstance(n, ast.BinOp) and _map_value(n) is not None
+             for side in (n.left, n.right)}
+    for index, node in enumerate(nodes):
+        value = _map_value(node) if id(node) not in inner else None
+        if value is None or len(value) < 2:
+            continue
+        forms = [ast.parse(repr(value), mode="eval").body, _map_expression(list(value.items()))]
+        best = min((f for f in forms if f is not None), key=lambda f: len(ast.unparse(f)))
+        if len(ast.unparse(best)) < len(ast.unparse(node)):
+            new = copy.deepcopy(tree)
+            if _replace(new, [n for n in ast.walk(new) if isinstance(n, ast.expr)][index], best):
+                yield new
+
+
+def _map_value(node: ast.AST) -> dict[str, object] | None:
+    """The device map a literal, a numbered comprehension (`{f'm.layers.{i}': 'disk' for i in range(2, 9)}`) or a
+    `|` of them stands for; None for anything else."""
+    if isinstance(node, ast.Dict):
+        return _device_map(node, least=1)
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitOr):
+        left, right = _map_value(node.left), _map_value(node.right)
+        return None if left is None or right is None else left | right
+    if not (isinstance(node, ast.DictComp) and len(node.generators) == 1 and not node.generators[0].ifs
+            and isinstance(node.generators[0].target, ast.Name) and isinstance(node.key, ast.JoinedStr)
+            and isinstance(node.value, ast.Constant)):
+        return None
+    loop, index = node.generators[0], node.generators[0].target.id
+    bounds = loop.iter.args if isinstance(loop.iter, ast.Call) and ast.unparse(loop.iter.func) == "range" else None
+    if not bounds or len(bounds) > 2 or loop.iter.keywords or not all(
+            isinstance(b, ast.Constant) and type(b.value) is int for b in bounds):
+        return None
+    parts = node.key.values
+    if not (all(isinstance(p, ast.Constant) or (isinstance(p, ast.FormattedValue) and isinstance(p.value, ast.Name)
+                and p.value.id == index and p.conversion == -1 and p.format_spec is None) for p in parts)
+            and sum(isinstance(p, ast.FormattedValue) for p in parts) == 1):
+        return None
+    first, stop = (0, bounds[0].value) if len(bounds) == 1 else (bounds[0].value, bounds[1].value)
+    entries = {"".join(str(i) if isinstance(p, ast.FormattedValue) else p.value for p in parts): node.value.value
+               for i in range(first, min(stop, first + 4096))}
+    return _device_map(ast.parse(repr(entries), mode="eval").body, least=0) if entries else {}
+
+
+def _map_expression(entries: list[tuple[str, object]], least: int = 3) -> ast.expr | None:
+    """The entries as `part | part | ...`: a comprehension for each run of at least `least` entries whose keys differ
+    only in one consecutive number and whose device is the same, a dict literal for what lies between."""
+    parts: list[ast.expr] = []
+    plain: list[tuple[str, object]] = []
+    index = 0
+    while index < len(entries):
+        end = index + 1
+        match = _NUMBERED_KEY.match(entries[index][0])
+        while match and end < len(entries) and (later := _NUMBERED_KEY.match(entries[end][0])) \
+                and (later[1], later[3], entries[end][1]) == (match[1], match[3], entries[index][1]) \
+                and int(later[2]) == int(match[2]) + end - index and later[2] == str(int(later[2])):
+            end += 1
+        if match and end - index >= least and match[2] == str(int(match[2])):
+            if plain:
+                parts.append(ast.parse(repr(dict(plain)), mode="eval").body)
+                plain = []
+            parts.append(_numbered_run(match[1], match[3], int(match[2]), end - index, entries[index][1]))
+            index = end
+        else:
+            plain.append(entries[index])
+            index += 1
+    if not any(isinstance(p, ast.DictComp) for p in parts):
+        return None
+    if plain:
+        parts.append(ast.parse(repr(dict(plain)), mode="eval").body)
+    joined = parts[0]
+    for part in parts[1:]:
+        joined = ast.BinOp(joined, ast.BitOr(), part)
+    return joined
+
+
+def _numbered_run(prefix: str, suffix: str, first: int, count: int, device: object) -> ast.DictComp:
+    bounds = f"{first + count}" if first == 0 else f"{first}, {first + count}"
+    key = f"f{(prefix + '{i}' + suffix)!r}"
+    return ast.parse(f"{{{key}: {device!r} for i in range({bounds})}}", mode="eval").body
+
+
+def compact_lists(tree: ast.Module) -> Iterator[ast.Module]:
+    """A literal list of constants with repeats written shorter: `['s', 's', 's', 's', 's', 'f'] * 7` as
+    `(['s'] * 5 + ['f']) * 7` (a 14-entry `layer_types` was one long line). Only where the text is shorter; the
+    passes that cut per-layer lists read this form too (`constant_list`)."""
+
+    def shorter(node: ast.AST) -> list:
+        items = constant_list(node)
+        if items is None or len(items) < 4:
+            return []
+        best = min(_compact_forms(items), key=lambda e: len(ast.unparse(e)), default=None)
+        return [best] if best is not None and len(ast.unparse(best)) < len(ast.unparse(node)) else []
+
+    yield from _edits(tree, ast.List, shorter)
+
+
+def _compact_forms(items: list) -> list[ast.expr]:
+    forms = [_runs(items)]
+    for period in range(1, len(items) // 2 + 1):
+        if len(items) % period == 0 and items[:period] * (len(items) // period) == items:
+            times = ast.Constant(len(items) // period)
+            forms += [ast.BinOp(ast.List([ast.Constant(v) for v in items[:period]], ast.Load()), ast.Mult(), times),
+                      ast.BinOp(_runs(items[:period]), ast.Mult(), times)]
+            break
+    return forms
+
+
+def _runs(items: list) -> ast.expr:
+    """`['a'] * 3 + ['b', 'c']`: each run of 3 or more equal items repeated, the others listed."""
+    parts: list[ast.expr] = []
+    loose: list = []
+    index = 0
+    while index < len(items):
+        end = index
+        while end < len(items) and items[end] == items[index] and type(items[end]) is type(items[index]):
+            end += 1
+        if end - index >= 3:
+            if loose:
+                parts.append(ast.List([ast.Constant(v) for v in loose], ast.Load()))
+                loose = []
+            parts.append(ast.BinOp(ast.List([ast.Constant(items[index])], ast.Load()), ast.Mult(),
+                                   ast.Constant(end - index)))
+        else:
+            loose += items[index:end]
+        index = end
+    if loose:
+        parts.append(ast.List([ast.Constant(v) for v in loose], ast.Load()))
+    joined = parts[0]
+    for part in parts[1:]:
+        joined = ast.BinOp(joined, ast.Add(), part)
+    return joined
 
 
 def _idiom(node: ast.Call) -> ast.expr | None:
@@ -951,8 +1190,10 @@ def resolve_recorded_values(problem: Problem) -> None:
     that literal: all at once first, then one config object at a time, then one read at a time. The parser, the
     dataclass or the dict behind them is then dead."""
     # a recorded value is a literal's source; anything else (a str-valued enum's repr, recorded by an older
-    # bootstrap: `<TaskType.CAUSAL_LM: 'CAUSAL_LM'>`) is not a value this pass can write back
-    values = {k: v for k, v in problem.facts.get("values", {}).items() if _is_literal(v)}
+    # bootstrap: `<TaskType.CAUSAL_LM: 'CAUSAL_LM'>`) is not a value this pass can write back. Nor is a path of this
+    # machine: a run's temp dir written back made `offload_dir='/tmp/minrepro-fork-.../offload-...'` where the script
+    # called `tempfile.mkdtemp()`, and `os.environ.get('CKPT', ...)` became the user's checkpoint directory
+    values = {k: v for k, v in problem.facts.get("values", {}).items() if _is_literal(v) and not _holds_path(v)}
     tree = ast.parse(problem.current)
     written, inputs = _floats(tree), _input_names(tree)
     # a float the script computed (a loss, read once, so "never changed") is a result, not a setting: frozen,
@@ -994,6 +1235,11 @@ def _is_input(key: str, inputs: set[str]) -> bool:
     """A read of a file's data or of the command line: its floats are settings, not results."""
     expr = ast.parse(key, mode="eval").body
     return reads_input(expr) or key.startswith("sys.argv[") or re.match(r"\w+", key).group() in inputs
+
+
+def _holds_path(text: str) -> bool:
+    """Whether a literal's source holds a path of this machine (a string, or one in a list or dict)."""
+    return any(isinstance(n, ast.Constant) and is_machine_path(n.value) for n in ast.walk(ast.parse(text, mode="eval")))
 
 
 def _is_literal(text: str) -> bool:
@@ -1110,6 +1356,210 @@ def _no_op(stmt: ast.stmt) -> bool:
             and isinstance(stmt.value, ast.Name) and stmt.value.id == stmt.targets[0].id)
 
 
+# --- what a maintainer runs as is: no unused or repeated imports, no dead stores, no paths of this machine -------
+
+def drop_unused_imports(problem: Problem) -> None:
+    """Every imported name nothing reads goes: all in one candidate, then one name at a time. Judged all the same:
+    an import can act (`import bitsandbytes` registers its backends), and the oracle says whether this one did."""
+    names = sorted(_unused_imports(ast.parse(problem.current)))
+    _accept_batches(problem, [names, *([n] for n in names)],
+                    lambda batch: _without_imports(problem.current, set(batch)))
+
+
+def _imports(tree: ast.AST) -> Iterator[ast.Import | ast.ImportFrom]:
+    """Import statements anywhere in the tree, `from __future__` left out (they bind nothing a program reads)."""
+    return (n for n in ast.walk(tree) if isinstance(n, ast.Import)
+            or (isinstance(n, ast.ImportFrom) and n.module != "__future__"))
+
+
+def _bound_name(alias: ast.alias) -> str:
+    return alias.asname or alias.name.split(".")[0]
+
+
+def _unused_imports(tree: ast.Module) -> set[str]:
+    loaded = _names_loaded(tree) | _exported(tree)
+    return {_bound_name(a) for stmt in _imports(tree) for a in stmt.names if a.name != "*"} - loaded
+
+
+def _exported(tree: ast.Module) -> set[str]:
+    """The names `__all__ = [...]` lists: a module's exports are read by whoever imports it."""
+    return {e.value for node in tree.body if isinstance(node, ast.Assign)
+            and any(isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets)
+            and isinstance(node.value, (ast.List, ast.Tuple))
+            for e in node.value.elts if isinstance(e, ast.Constant) and isinstance(e.value, str)}
+
+
+def _without_imports(source: str, names: set[str]) -> str | None:
+    """The program without the imports that bind `names` (an emptied import goes; an emptied block gets `pass`)."""
+    tree = ast.parse(source)
+    changed = False
+    for stmt in list(_imports(tree)):
+        kept = [a for a in stmt.names if a.name == "*" or _bound_name(a) not in names]
+        if len(kept) < len(stmt.names):
+            changed = True
+            if kept:
+                stmt.names = kept
+            else:
+                _replace(tree, stmt, [])
+    return _render(tree) if changed else None
+
+
+def drop_duplicate_imports(problem: Problem) -> None:
+    """An import that repeats an earlier module-level one (the twin's `import tempfile` beside the script's own, an
+    import inside a function of what the module imported already) goes: one candidate, judged like any other."""
+    tree = ast.parse(problem.current)
+    seen: set[tuple] = set()
+    changed = False
+    for stmt in list(tree.body):
+        if isinstance(stmt, (ast.Import, ast.ImportFrom)):
+            changed |= _drop_repeated(tree, stmt, seen, remember=True)
+        else:
+            for node in list(_imports(stmt)):
+                changed |= _drop_repeated(tree, node, seen, remember=False)
+    candidate = _render(tree) if changed else None
+    if candidate is not None and problem.first_interesting([candidate]) is not None:
+        problem.accept(candidate)
+
+
+def _drop_repeated(tree: ast.Module, stmt: ast.Import | ast.ImportFrom, seen: set[tuple], remember: bool) -> bool:
+    if isinstance(stmt, ast.ImportFrom) and stmt.module == "__future__":
+        return False
+    kept = []
+    for alias in stmt.names:
+        key = _import_key(stmt, alias)
+        if key in seen and alias.name != "*":
+            continue
+        kept.append(alias)
+        if remember:
+            seen.add(key)
+    if len(kept) == len(stmt.names):
+        return False
+    if kept:
+        stmt.names = kept
+    else:
+        _replace(tree, stmt, [])
+    return True
+
+
+def _import_key(stmt: ast.Import | ast.ImportFrom, alias: ast.alias) -> tuple:
+    if isinstance(stmt, ast.Import):
+        return ("import", alias.name, alias.asname)
+    return ("from", stmt.module, stmt.level, alias.name, alias.asname)
+
+
+def drop_dead_assignments(problem: Problem) -> None:
+    """Stores nothing reads: an assignment to a name no statement reads (`CKPT_ROOT = '/data/ckpt'` left by the
+    slice, `log = logging.getLogger(...)`), and one overwritten before any read. All in one candidate; else each
+    value that calls something (which may act: the failing call's result is often unread) kept as a statement and
+    the others dropped, in one candidate; then one name at a time."""
+    while True:  # a store dropped can leave the one before it overwritten unread
+        before = problem.current
+        names = list(dict.fromkeys(name for name, _ in _dead_stores(ast.parse(before))))
+        batches = [[f"drop:{n}" for n in names], [f"call:{n}" for n in names], *([f"drop:{n}"] for n in names)]
+        _accept_batches(problem, batches, lambda batch: _without_stores(problem.current, batch))
+        if problem.current == before:
+            return
+
+
+def _dead_stores(tree: ast.Module) -> list[tuple[str, ast.stmt]]:
+    """(name, statement) for each plain assignment (`a = ...`, `a = b = ...`, `a, b = ...`, `a: T = ...`) outside
+    class bodies whose names nothing reads, or, at module level, that no later statement reads before a plain
+    assignment overwrites it or the program ends (nor any function, which may run in between)."""
+    loaded = _names_loaded(tree) | _exported(tree) | _augmented(tree) | {
+        n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Del)}
+    in_classes = {id(n) for c in ast.walk(tree) if isinstance(c, ast.ClassDef) for n in ast.walk(c)}
+    dead = []
+    for node in ast.walk(tree):
+        names = _store_names(node)
+        if names and id(node) not in in_classes and not names & loaded and not names & {"__all__", "_"}:
+            dead += [(name, node) for name in sorted(names)]
+    deferred = {n.id for f in ast.walk(tree) if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
+                for n in ast.walk(f) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+    for index, stmt in enumerate(tree.body):
+        names = _store_names(stmt)
+        if len(names) != 1 or names & deferred:
+            continue
+        (name,) = names
+        for later in tree.body[index + 1:]:
+            if name in _reads(later):
+                break
+            if _store_names(later) == names:
+                dead.append((name, stmt))
+                break
+        else:  # read by no statement after it: `model = dispatch_model(model, ...)`, the last line
+            dead.append((name, stmt))
+    return list({(name, id(stmt)): (name, stmt) for name, stmt in dead}.values())
+
+
+def _store_names(stmt: ast.AST) -> set[str]:
+    """The names a plain assignment binds (every target a name, or a tuple of names); empty for anything else."""
+    if isinstance(stmt, ast.Assign):
+        targets = stmt.targets
+    elif isinstance(stmt, ast.AnnAssign) and stmt.value is not None:
+        targets = [stmt.target]
+    else:
+        return set()
+    flat = [e for t in targets for e in (t.elts if isinstance(t, (ast.Tuple, ast.List)) else [t])]
+    return {t.id for t in flat} if all(isinstance(t, ast.Name) for t in flat) else set()
+
+
+def _augmented(tree: ast.AST) -> set[str]:
+    """Names an augmented assignment (`n += 1`) updates: it reads them."""
+    return {n.target.id for n in ast.walk(tree) if isinstance(n, ast.AugAssign) and isinstance(n.target, ast.Name)}
+
+
+def _without_stores(source: str, batch: list[str]) -> str | None:
+    """`drop:NAME` removes NAME's dead stores; `call:NAME` keeps their value as a statement where it calls something."""
+    tree = ast.parse(source)
+    wanted = dict(reversed(key.split(":", 1)) for key in batch)
+    changed = False
+    for name, stmt in _dead_stores(tree):
+        how = wanted.get(name)
+        if how == "drop":
+            changed |= _replace(tree, stmt, [])
+        elif how == "call":
+            changed |= _replace(tree, stmt, ast.Expr(stmt.value) if _has_call(stmt.value) else [])
+    return _render(tree) if changed else None
+
+
+# A path of the machine the reduction ran on: a directory a run made (the reducer's `/tmp/minrepro-fork-...`, any temp
+# dir) or a user's own (`/home/...`, `/data/ckpt`): absolute, with a directory in it. Relative paths are the script's.
+_MACHINE_PATH = re.compile(r"^(?:/(?!dev/|proc/|sys/)[^/\s]+/|~/|[A-Za-z]:[\\/])")
+
+
+def is_machine_path(value: object) -> bool:
+    return isinstance(value, str) and "\n" not in value and bool(_MACHINE_PATH.match(value))
+
+
+def machine_paths(tree: ast.Module) -> Iterator[ast.Module]:
+    """A string literal naming a path of this machine becomes `tempfile.mkdtemp()`: a fresh directory, which is what an
+    offload or output directory needs (one the script reads from is not: the oracle says). Without `import tempfile`
+    the import comes too, one line more, which the search refuses: such a literal should never get in
+    (`resolve_recorded_values` leaves them out); this pass catches what does."""
+    in_fstrings = {id(v) for j in ast.walk(tree) if isinstance(j, ast.JoinedStr) for v in j.values}
+    targets = [i for i, n in enumerate(n for n in ast.walk(tree) if isinstance(n, ast.Constant))
+               if id(n) not in in_fstrings and is_machine_path(n.value)]
+    has_tempfile = "tempfile" in {_bound_name(a) for s in _imports(tree) for a in s.names}
+    for index in targets:
+        new = copy.deepcopy(tree)
+        fresh = ast.Call(ast.Attribute(ast.Name("tempfile", ast.Load()), "mkdtemp", ast.Load()), [], [])
+        if _replace(new, _nth(new, ast.Constant, index), fresh):
+            if not has_tempfile:
+                new.body.insert(_future_end(new), ast.Import([ast.alias("tempfile")]))
+            yield new
+
+
+def _future_end(tree: ast.Module) -> int:
+    """Where a statement may go first: after the docstring and `from __future__` imports."""
+    index = 0
+    while index < len(tree.body) and ((isinstance(tree.body[index], ast.Expr) and index == 0
+                                       and isinstance(tree.body[index].value, ast.Constant))
+                                      or (isinstance(tree.body[index], ast.ImportFrom)
+                                          and tree.body[index].module == "__future__")):
+        index += 1
+    return index
+
+
 # --- the registry ------------------------------------------------------------------------------------
 
 def _render(tree: ast.Module) -> str | None:
@@ -1163,9 +1613,12 @@ PASSES: list[Pass] = [
     # the model first, then the text: a twin's stack cut to one layer per run of its devices makes every later
     # candidate cheaper (each E4B twin candidate built and offloaded 42 layers: about 20 s on an H100)
     greedy(fewer_layers),
+    greedy(fewer_unplaced_layers),  # a stack no literal map places: its per-layer fields cut with it
+    drop_duplicate_imports,  # the twin's `import tempfile` beside the script's own: one candidate
     greedy(drop_decorators),
     greedy(inline_functions, chain=True),
     resolve_recorded_values,  # before the slice: the parser and config objects then fall off it
+    greedy(machine_paths),  # a path of this machine a resolved value brought in, while `tempfile` is still imported
     greedy(fold_constants),  # `if False: return 0` (a resolved `--dry-run`) blocks inlining `main()`
     greedy(inline_functions, chain=True),
     # a job inside `with tempfile.TemporaryDirectory() as root:` is one statement to the slice
@@ -1173,6 +1626,9 @@ PASSES: list[Pass] = [
     drop_unexecuted,
     slice_to_failure,
     drop_all_dead_definitions,
+    # what the slice leaves unread, each in one candidate: a budget that ends here still hands over a clean script
+    drop_dead_assignments,
+    drop_unused_imports,
     greedy(unwrap_raise, chain=True),
     greedy(unwrap_try, chain=True),
     greedy(unwrap_with, chain=True),
@@ -1188,9 +1644,11 @@ PASSES: list[Pass] = [
     greedy(inline_nested_calls, chain=True),
     greedy(remove_dead_definitions, chain=True),
     greedy(constant_attributes),
-    greedy(prune_imports, chain=True),
+    drop_dead_assignments,
+    drop_unused_imports,
     greedy(drop_arguments),
     greedy(coarsen_device_maps),  # before entries go one by one
+    greedy(fewer_unplaced_layers),  # a map coarsened to its root entry no longer places the layers
     greedy(drop_dict_runs),
     greedy(drop_dict_entries),
     greedy(simplify_constants),
@@ -1200,4 +1658,7 @@ PASSES: list[Pass] = [
     drop_all_dead_definitions,
 ]
 
-FINAL_PASSES: list[Pass] = [delete_lines]
+# Last in each round: the forms a maintainer reads best, which the passes above (which read literal maps and lists)
+# no longer need to read; then what the rewrites left unread; then lines.
+FINAL_PASSES: list[Pass] = [greedy(shorten_device_maps), greedy(compact_lists), greedy(machine_paths),
+                            drop_dead_assignments, drop_unused_imports, drop_duplicate_imports, delete_lines]

@@ -374,3 +374,260 @@ def test_a_twins_dimension_field_never_shrinks_below_its_tiny_value(field, value
     for tree in simplify_constants(ast.parse(source)):
         config = ast.literal_eval(tree.body[0].value)
         assert config[field] >= min(value, SHRINK[field])
+
+
+# --- what a maintainer runs as is: each pass proposes, the oracle decides ------------------------------------------
+
+def _run_printing(source: str) -> tuple | str:
+    """What a program prints and calls, or the name of what it raised."""
+    out: list = []
+    scope = {"print": lambda *a: out.append(("print", *a)), "effect": lambda x: out.append(("effect", x)) or x,
+             "__name__": "__main__"}
+    try:
+        exec(compile(source, "<candidate>", "exec"), scope)
+    except Exception as exc:  # the outcome is the data
+        return type(exc).__name__
+    return tuple(out)
+
+
+def _same_run(original: str):
+    expected = _run_printing(original)
+    return lambda batch: [_run_printing(c) == expected for c in batch]
+
+
+imports = st.lists(st.sampled_from(["import os", "import sys", "import json", "import math as m", "import os.path",
+                                    "from math import sqrt", "from math import pi, tau", "import collections.abc",
+                                    "from json import dumps as d"]), min_size=1, max_size=6)
+uses = st.lists(st.sampled_from(["print(os.sep)", "print(sys.maxsize > 0)", "print(json.dumps(1))", "print(m.pi)",
+                                 "print(sqrt(4))", "print(tau)", "print(d([1]))", "print(collections.abc.Sized)"]),
+                max_size=4)
+
+
+def _bound_imports(source: str) -> list[str]:
+    from minrepro.reducers.passes import _bound_name, _imports
+
+    return [_bound_name(a) for s in _imports(ast.parse(source)) for a in s.names]
+
+
+@settings(max_examples=80, deadline=None)
+@given(imports, uses, st.booleans())
+def test_unused_imports_go_and_what_is_read_stays_bound(lines, reads, future):
+    from minrepro.reducers.passes import _names_loaded, drop_unused_imports
+
+    source = ("from __future__ import annotations\n" if future else "") + "\n".join(lines + reads) + "\n"
+    if _run_printing(source) in ("NameError", "ImportError", "ModuleNotFoundError"):
+        return
+    problem = Problem(source, _same_run(source))
+    drop_unused_imports(problem)
+    loaded = _names_loaded(ast.parse(problem.current))
+    assert all(name in loaded for name in _bound_imports(problem.current))  # no unused import left
+    assert not unbound_names(problem.current) - unbound_names(source)  # nothing read lost its import
+    assert _run_printing(problem.current) == _run_printing(source)
+    assert ("from __future__ import annotations" in problem.current) == future
+
+
+@settings(max_examples=40, deadline=None)
+@given(imports, st.sampled_from(["os", "json", "sys"]))
+def test_an_import_the_oracle_needs_for_its_side_effect_stays(lines, needed):
+    # `import bitsandbytes` registers its backends: nothing reads the name, yet the failure needs it
+    from minrepro.reducers.passes import drop_unused_imports
+
+    source = "\n".join([f"import {needed}", *lines]) + "\n"
+    problem = Problem(source, lambda batch: [f"import {needed}" in c.split("\n") for c in batch])
+    drop_unused_imports(problem)
+    assert set(_bound_imports(problem.current)) == {needed}  # (a repeat of it is `drop_duplicate_imports`' to drop)
+
+
+@settings(max_examples=80, deadline=None)
+@given(imports, imports, uses)
+def test_repeated_imports_go_and_every_name_stays_bound(first, second, reads):
+    from minrepro.reducers.passes import _import_key, drop_duplicate_imports
+
+    function = ["def f():", *[f"    {line}" for line in second], "    return 1"]
+    source = "\n".join([*first, *function, *second, *reads]) + "\n"
+    problem = Problem(source, _same_run(source))
+    drop_duplicate_imports(problem)
+    tree = ast.parse(problem.current)
+    keys = [_import_key(s, a) for s in tree.body if isinstance(s, (ast.Import, ast.ImportFrom)) for a in s.names]
+    assert len(keys) == len(set(keys))  # no module-level import repeats another
+    assert set(_bound_imports(problem.current)) == set(_bound_imports(source))
+    assert _run_printing(problem.current) == _run_printing(source)
+
+
+statements = st.lists(st.one_of(
+    st.builds(lambda i, j: f"v{i} = v{j} + 1", st.integers(0, 4), st.integers(0, 4)),
+    st.builds(lambda i, k: f"v{i} = {k}", st.integers(0, 4), st.integers(0, 9)),
+    st.builds(lambda i, k: f"v{i} = effect({k})", st.integers(0, 4), st.integers(0, 9)),
+    st.builds(lambda i: f"print(v{i})", st.integers(0, 4)),
+    st.builds(lambda i, j: f"v{i}, v{j} = (1, 2)", st.integers(0, 4), st.integers(0, 4)),
+), min_size=1, max_size=10)
+
+
+@settings(max_examples=120, deadline=None)
+@given(statements)
+def test_dead_stores_go_and_the_run_is_the_same(lines):
+    from minrepro.reducers.passes import _dead_stores, drop_dead_assignments
+
+    source = "\n".join(["v0 = v1 = v2 = v3 = v4 = 0", *lines]) + "\n"
+    problem = Problem(source, _same_run(source))
+    drop_dead_assignments(problem)
+    assert _run_printing(problem.current) == _run_printing(source)  # what it prints and calls, in order
+    # every store left is read, or holds a call the run needs (kept as a statement where it is not read)
+    left = [ast.unparse(s) for _, s in _dead_stores(ast.parse(problem.current))]
+    assert all("effect(" in text for text in left)
+
+
+paths = st.one_of(st.builds(lambda a, b: f"/tmp/minrepro-fork-{a}/offload-{b}", st.text("abc123", min_size=1),
+                            st.text("xyz789", min_size=1)),
+                  st.builds(lambda a: f"/home/{a}/ckpt/base", st.text("abcdef", min_size=1)),
+                  st.sampled_from(["/data/ckpt", "~/models/x", "C:\\Users\\me\\ckpt", "/var/folders/t/T/tmpab"]))
+
+
+@settings(max_examples=80, deadline=None)
+@given(paths, st.booleans())
+def test_a_path_of_this_machine_becomes_a_fresh_directory(path, imported):
+    from minrepro.reducers.passes import greedy, is_machine_path, machine_paths
+
+    source = ("import tempfile\n" if imported else "") + f"m = dispatch(model, offload_dir={path!r}, name='cpu')\n"
+    problem = Problem(source, lambda batch: [True] * len(batch))
+    greedy(machine_paths)(problem)
+    constants = [n.value for n in ast.walk(ast.parse(problem.current)) if isinstance(n, ast.Constant)]
+    if imported:
+        assert not any(is_machine_path(c) for c in constants) and "offload_dir=tempfile.mkdtemp()" in problem.current
+    else:  # the import would make it a line longer, which the search refuses: the recorded value must not get in
+        assert problem.current == source
+
+
+@settings(max_examples=60, deadline=None)
+@given(paths, st.sampled_from(["args.offload_dir", "cfg['dirs']['offload']", "settings.root"]))
+def test_a_recorded_path_is_never_written_back(path, read):
+    # the source of `offload_dir='/tmp/minrepro-fork-.../offload-...'`: a run's temp dir, recorded as the value a read
+    # had, written back as a literal where the script called `tempfile.mkdtemp()`
+    from minrepro.reducers.passes import is_machine_path, resolve_recorded_values
+
+    source = f"import tempfile\nx = {read}\nn = settings.steps\nrun(x, n)\n"
+    problem = Problem(source, lambda batch: [True] * len(batch))
+    problem.measure = lambda _: {"values": {read: repr(path), "settings.steps": "3"}}
+    resolve_recorded_values(problem)
+    constants = [n.value for n in ast.walk(ast.parse(problem.current)) if isinstance(n, ast.Constant)]
+    assert not any(is_machine_path(c) for c in constants) and 3 in constants
+
+
+device_maps = st.lists(st.tuples(st.sampled_from(["model.layers.{}", "model.layers.{}.mlp", "m.blocks.{}", "lm_head",
+                                                  "model.embed_tokens", "model.norm", ""]),
+                                 st.integers(0, 12), st.sampled_from(["cpu", "disk", 0, "cuda:1"])),
+                       min_size=2, max_size=30)
+
+
+@settings(max_examples=150, deadline=None)
+@given(device_maps)
+def test_a_device_map_written_shorter_is_the_same_map_in_the_same_order(entries):
+    from minrepro.reducers.passes import shorten_device_maps
+
+    placement = {key.format(i): device for key, i, device in entries}
+    source = f"m = dispatch_model(x, device_map={placement!r})\n"
+    for tree in shorten_device_maps(ast.parse(source)):
+        written = ast.unparse(tree)
+        assert len(written) < len(source)
+        value = eval(ast.unparse(tree.body[0].value.keywords[0].value))  # a literal we built
+        assert list(value.items()) == list(placement.items())
+
+
+def test_a_long_run_of_layers_becomes_a_comprehension():
+    from minrepro.reducers.passes import shorten_device_maps
+
+    placement = {"model.embed_tokens": "cpu", **{f"model.layers.{i}": "cpu" for i in range(2)},
+                 **{f"model.layers.{i}": "disk" for i in range(2, 9)}, "lm_head": "cpu"}
+    (tree,) = shorten_device_maps(ast.parse(f"m = dispatch_model(x, device_map={placement!r})\n"))
+    assert "{f'model.layers.{i}': 'disk' for i in range(2, 9)}" in ast.unparse(tree)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.sampled_from(["sliding_attention", "full_attention", 1, 0]), min_size=1, max_size=42))
+def test_a_per_layer_list_written_compactly_reads_back_the_same(items):
+    from minrepro.reducers.passes import compact_lists, constant_list
+
+    source = f"config = {{'layer_types': {items!r}}}\n"
+    for tree in compact_lists(ast.parse(source)):
+        value = tree.body[0].value.values[0]
+        assert len(ast.unparse(tree)) < len(source) and constant_list(value) == items
+        assert eval(ast.unparse(value)) == items  # a literal we built
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.sampled_from(["s", "f"]), min_size=2, max_size=14), st.booleans(), st.booleans())
+def test_layers_cut_without_a_map_take_their_per_layer_fields_with_them(kinds, compact, indexed):
+    from minrepro.reducers.passes import compact_lists, fewer_unplaced_layers, greedy
+
+    layers = len(kinds)
+    fields = {"num_hidden_layers": layers, "layer_types": kinds, "num_kv_shared_layers": layers // 2}
+    if indexed:
+        fields["per_layer_config"] = {f"{i:02d}": {"head_dim": 8} for i in range(0, layers, 3)}
+    source = f"twin = build(**{fields!r})\nm = dispatch_model(twin, device_map={{'': 'cpu'}})\n"
+    if compact:
+        problem = Problem(source, lambda batch: [True] * len(batch))
+        greedy(compact_lists)(problem)
+        source = problem.current
+    for tree in fewer_unplaced_layers(ast.parse(source)):
+        from minrepro.reducers.passes import constant_list
+
+        config = tree.body[0].value.keywords[0].value
+        values = dict(zip([k.value for k in config.keys], config.values, strict=True))
+        count = values["num_hidden_layers"].value
+        assert 0 < count < layers and len(constant_list(values["layer_types"])) == count
+        assert 0 <= values["num_kv_shared_layers"].value <= count
+        if indexed:
+            assert all(int(k.value) < count for k in values["per_layer_config"].keys)
+
+
+vocabulary_configs = st.fixed_dictionaries(
+    {"vocab_size": st.just(16)},
+    optional={"vocab_size_per_layer_input": st.just(16), "pad_token_id": st.integers(0, 15),
+              "eos_token_id": st.lists(st.integers(0, 15), min_size=1, max_size=2),
+              "image_token_id": st.integers(0, 15), "hidden_size": st.just(64), "num_hidden_layers": st.integers(1, 4)})
+
+
+@settings(max_examples=100, deadline=None)
+@given(vocabulary_configs, st.booleans())
+def test_no_pass_shrinks_or_drops_a_vocabulary_or_an_id_beside_it(config, as_keywords):
+    """A twin's vocabularies and the ids that index them go together: the per-layer one shrunk to 4 alone made a twin
+    that indexed past it where the bug is fixed (generate's ids)."""
+    from minrepro.reducers.passes import drop_arguments, drop_dict_entries, drop_dict_runs, simplify_constants
+    from minrepro.reducers.scale import TOKEN_ID, VOCABULARY
+
+    written = ", ".join(f"{k}={v!r}" for k, v in config.items()) if as_keywords else f"**{config!r}"
+    source = f"twin = Model(Config('gemma4', {written}))\nout = twin.generate(torch.tensor([[2, 9, 15]]))\n"
+    fixed = {k: v for k, v in config.items() if k in VOCABULARY or TOKEN_ID.match(k)}
+    for generate in (drop_arguments, drop_dict_entries, drop_dict_runs, simplify_constants):
+        for tree in generate(ast.parse(source)):
+            if not tree.body[0].value.args:
+                continue  # the config itself gone: the model's defaults, which agree
+            call = tree.body[0].value.args[0]
+            if as_keywords:
+                seen = {k.arg: ast.literal_eval(k.value) for k in call.keywords}
+            elif call.keywords:
+                seen = ast.literal_eval(call.keywords[0].value)
+            else:
+                continue  # the whole `**config` gone: every field at its default, which agree
+            assert {k: seen.get(k) for k in fixed} == fixed, (generate.__name__, ast.unparse(tree))
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.fixed_dictionaries({}, optional={"hidden_size": st.just(64), "intermediate_size": st.just(128),
+                                           "num_hidden_layers": st.integers(1, 3), "patch_size": st.integers(2, 16),
+                                           "head_dim": st.just(32)}))
+def test_a_twins_tower_keeps_its_dimensions(tower):
+    """A tower's config has no vocabulary, yet dropping its `hidden_size` builds it at the class's 768: a Gemma 4
+    output's twin had 16M parameters in its vision tower."""
+    from minrepro.reducers.passes import drop_dict_entries, drop_dict_runs, simplify_constants
+    from minrepro.reducers.scale import SHRINK
+
+    fixed = {k: v for k, v in tower.items() if k in SHRINK or k == "num_hidden_layers"}
+    source = (f"twin = M(transformers.AutoConfig.for_model('gemma4', **{{'text_config': {{'vocab_size': 256}}, "
+              f"'vision_config': {tower!r}}}))\n")
+    for generate in (drop_dict_entries, drop_dict_runs, simplify_constants):
+        for tree in generate(ast.parse(source)):
+            config = ast.literal_eval(tree.body[0].value.args[0].keywords[0].value)
+            assert "text_config" in config
+            if "vision_config" in config:  # the tower itself may go (its class leaves it unset: no tower at all)
+                assert {k: config["vision_config"].get(k) for k in fixed} == fixed, (generate.__name__, config)

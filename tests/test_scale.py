@@ -442,3 +442,330 @@ def test_the_unset_mark_is_the_same_in_the_traced_run_and_the_reducer():
     from minrepro.reducers import scale
 
     assert _bootstrap.UNSET_MARK == scale.UNSET_MARK
+
+
+# --- the vocabulary shrinks with the ids that index it; towers go ------------------------------------------------
+
+GEMMA4_JOB = '''\
+import torch
+from peft import PeftModel
+from transformers import AutoModelForImageTextToText
+
+PROMPTS = [[2, 106, 1645, 108], [2, 106, 22335, 258880, 108, 3, 4]]
+base = AutoModelForImageTextToText.from_pretrained("/data/e4b/base", device_map={"model.vision_tower": "cpu", "": 0})
+model = PeftModel.from_pretrained(base, "/data/e4b/adapter")
+for prompt in PROMPTS:
+    ids = torch.tensor([prompt], device="cuda:0")
+    out = model.generate(input_ids=ids, max_new_tokens=8, do_sample=False, pad_token_id=0)
+'''
+TEXT = {"model_type": "gemma4_text", "vocab_size": 262144, "vocab_size_per_layer_input": 262144, "hidden_size": 2560,
+        "num_hidden_layers": 4, "layer_types": ["sliding_attention"] * 3 + ["full_attention"], "pad_token_id": 0,
+        "eos_token_id": 1, "bos_token_id": 2}
+TOWER = {"model_type": "gemma4_vision", "hidden_size": 768, "num_hidden_layers": 16}
+GEMMA4 = {"model_type": "gemma4", "text_config": TEXT, "vision_config": TOWER,
+          "audio_config": {"model_type": "gemma4_audio", "hidden_size": 1024, "num_hidden_layers": 12},
+          "image_token_id": 258880, "audio_token_id": 258881}
+GEMMA4_DEFAULTS = {"model_type": "gemma4", "text_config": {**TEXT, "vocab_size": 1, "hidden_size": 1},
+                   "vision_config": {"model_type": "gemma4_vision", "hidden_size": 768, "num_hidden_layers": 16,
+                                     "__minrepro_unset__": True},
+                   "audio_config": {"model_type": "gemma4_audio", "hidden_size": 1024, "num_hidden_layers": 12,
+                                    "__minrepro_unset__": True},
+                   "image_token_id": 258880, "audio_token_id": 258881}
+GEMMA4_RECORDS = [
+    {"event": "from_pretrained", "status": "started", "line": 6, "model_class": "Gemma4ForConditionalGeneration",
+     "model_type": "gemma4", "config": GEMMA4, "config_defaults": GEMMA4_DEFAULTS},
+    {"event": "from_pretrained", "status": "returned", "line": 6, "model_class": "Gemma4ForConditionalGeneration",
+     "model_type": "gemma4", "config": GEMMA4, "config_defaults": GEMMA4_DEFAULTS,
+     "device_map": {"model.vision_tower": "cpu", "model.audio_tower.layers.0": 0, "model.audio_tower.layers.5": 0,
+                    "model.embed_vision": "cpu", "model.language_model": 0, "lm_head": 0},
+     "generation_ids": {"pad_token_id": 0, "bos_token_id": 2, "eos_token_id": [1, 106]}},
+    {"event": "peft_from_pretrained", "status": "started", "line": 7, "config_class": "LoraConfig",
+     "peft_config": {"r": 16}, "peft_defaults": {"r": 8}},
+    # generate's prompt (the first one only: the run failed inside the second) and the table sizes of what it embedded
+    {"event": "token_ids", "table": None, "source": "generate", "ids": [2, 106, 108, 1645]},
+    {"event": "token_ids", "table": 512, "source": "embedding", "ids": list(range(300, 400))},  # a position table
+]
+
+
+def _id_literal_values(source: str) -> list[int]:
+    from minrepro.reducers.scale import id_literals
+
+    return [e.value for node in id_literals(ast.parse(source)) for e in node.elts]
+
+
+def test_a_twin_shrinks_every_vocabulary_and_maps_every_id_into_it():
+    from minrepro.reducers.scale import SMALLEST_VOCABULARY as SMALL
+    from minrepro.reducers.scale import VOCAB_FIELD, small_ids
+
+    plan = plan_from_trace(GEMMA4_RECORDS, GEMMA4_JOB)
+    assert len(plan.loads) == 1  # the started record of a load that returned is not a second load
+    # the prompts (22335 only as a literal: the run never reached it), generate's special ids; not the audio id,
+    # which nothing looked up
+    assert plan.ids == {0, 1, 2, 3, 4, 106, 108, 1645, 22335, 258880}
+    assert plan.vocabulary == SMALL and VOCAB_FIELD in plan.fields
+    twin = twin_source(GEMMA4_JOB, plan, set(plan.fields))
+    mapping = small_ids(plan.ids, SMALL)
+    config = ast.literal_eval(_calls(twin, "for_model")[0].keywords[0].value)
+    assert config["text_config"]["vocab_size"] == config["text_config"]["vocab_size_per_layer_input"] == SMALL
+    assert config["image_token_id"] == mapping[258880] < SMALL  # the prompt's image token is the config's
+    assert "eos_token_id" not in config["text_config"] and "audio_token_id" not in config  # as they were
+    assert all(0 <= i < SMALL for i in _id_literal_values(twin))
+    assert _id_literal_values(twin) == [mapping[i] for i in _id_literal_values(GEMMA4_JOB)]  # one map everywhere
+    (update,) = _calls(twin, "update")  # the generation config stops at 106 too, which the config does not name
+    assert ast.literal_eval(update.keywords[0].value) == {"eos_token_id": [1, mapping[106]]}
+    # the towers (which the class leaves unset) went, and with them the map's entries for them
+    assert "vision_config" not in config and "audio_config" not in config
+    load = _calls(twin, "from_pretrained")[0]
+    placed = {k.arg: ast.literal_eval(k.value) for k in load.keywords}["device_map"]
+    assert placed == {"model.language_model": 0, "lm_head": 0}
+
+
+def test_kept_at_real_size_the_vocabulary_keeps_every_id_as_written():
+    from minrepro.reducers.scale import VOCAB_FIELD
+
+    plan = plan_from_trace(GEMMA4_RECORDS, GEMMA4_JOB)
+    twin = twin_source(GEMMA4_JOB, plan, set(plan.fields) - {VOCAB_FIELD})
+    config = ast.literal_eval(_calls(twin, "for_model")[0].keywords[0].value)
+    assert config["text_config"]["vocab_size"] == 262144 and _id_literal_values(twin) == _id_literal_values(GEMMA4_JOB)
+    (update,) = _calls(twin, "update")  # the checkpoint's generation config, as it was
+    assert ast.literal_eval(update.keywords[0].value) == {"eos_token_id": [1, 106]}
+
+
+def test_a_tower_that_stays_keeps_one_layer_and_the_map_entries_of_that_layer():
+    plan = plan_from_trace(GEMMA4_RECORDS, GEMMA4_JOB)
+    kept = {f for f in plan.fields if f[-1] == "(tower)" and f[1] == "audio_config"}
+    twin = twin_source(GEMMA4_JOB, plan, set(plan.fields) - kept)
+    config = ast.literal_eval(_calls(twin, "for_model")[0].keywords[0].value)
+    assert config["audio_config"]["num_hidden_layers"] == 1 and "vision_config" not in config
+    placed = {k.arg: ast.literal_eval(k.value) for k in _calls(twin, "from_pretrained")[0].keywords}["device_map"]
+    assert placed == {"model.audio_tower.layers.0": 0, "model.language_model": 0, "lm_head": 0}
+
+
+def test_too_many_ids_to_record_leave_the_vocabulary_as_it_is():
+    overflow = [*GEMMA4_RECORDS, {"event": "token_ids", "table": 262144, "overflow": True}]
+    plan = plan_from_trace(overflow, GEMMA4_JOB)
+    assert plan.ids is None and plan.vocabulary is None
+    assert all(f[-1] != "vocabulary" for f in plan.fields)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.frozensets(st.integers(0, 300000), max_size=300))
+def test_small_ids_are_one_to_one_into_the_small_vocabulary_and_keep_what_fits(ids):
+    from minrepro.reducers.scale import small_ids, vocabulary_size
+
+    size = vocabulary_size(ids)
+    mapping = small_ids(ids, size)
+    assert size >= 256 and size & (size - 1) == 0 and len(ids) <= size
+    assert set(mapping) == ids and len(set(mapping.values())) == len(ids)  # the same id, the same small id
+    assert all(0 <= small < size for small in mapping.values())
+    assert all(mapping[i] == i for i in ids if i < size)  # pad 0, eos 1, bos 2 stay
+
+
+def test_a_tokenizer_call_becomes_what_it_returned_and_its_special_ids_follow():
+    job = ("import torch\nfrom transformers import AutoModelForCausalLM, AutoTokenizer\n"
+           "tok = AutoTokenizer.from_pretrained('org/name')\nmodel = AutoModelForCausalLM.from_pretrained('org/name')\n"
+           "batch = tok('hello world', return_tensors='pt')\n"
+           "out = model.generate(**batch, pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id)\n")
+    config = {"model_type": "llama", "vocab_size": 32000, "hidden_size": 4096}
+    records = [
+        {"event": "tokenizer", "status": "returned", "line": 3,
+         "special_ids": {"pad_token_id": 0, "eos_token_id": 31999}},
+        {"event": "from_pretrained", "status": "started", "line": 4, "model_class": "LlamaForCausalLM",
+         "model_type": "llama", "config": config, "config_defaults": {"vocab_size": 32000}},
+        {"event": "tokenized", "method": "__call__", "line": 5, "result": {"type": "BatchEncoding", "data": {
+            "input_ids": {"type": "tensor", "dtype": "int64", "values": [[1, 15043, 3186]]},
+            "attention_mask": {"type": "tensor", "dtype": "int64", "values": [[1, 1, 1]]}}}},
+    ]
+    plan = plan_from_trace(records, job)
+    twin = twin_source(job, plan, set(plan.fields))
+    mapping = plan.mapping()
+    assert "tok('hello world'" not in twin and "tok.pad_token_id" not in twin and "tok.eos_token_id" not in twin
+    assert (f"transformers.BatchEncoding({{'input_ids': torch.tensor([[1, {mapping[15043]}, {mapping[3186]}]]), "
+            "'attention_mask': torch.tensor([[1, 1, 1]])})") in twin
+    assert f"pad_token_id=0, eos_token_id={mapping[31999]}" in twin
+    assert "'org/name'" not in twin.replace("AutoTokenizer.from_pretrained('org/name')", "")  # only the dead load
+
+
+def test_a_load_that_never_returned_is_twinned_from_the_config_it_asked_for():
+    """A Hub id with its config files only (no weights): the load fails, its started record still makes a twin."""
+    job = "from transformers import AutoModelForCausalLM\nmodel = AutoModelForCausalLM.from_pretrained('org/name')\n"
+    records = [{"event": "from_pretrained", "status": "started", "line": 2, "model_class": "LlamaForCausalLM",
+                "model_type": "llama", "config": {"model_type": "llama", "hidden_size": 4096},
+                "config_defaults": {"hidden_size": 4096}, "checkpoint": "org/name"}]
+    plan = plan_from_trace(records, job)
+    twin = twin_source(job, plan, set(plan.fields))
+    assert "from_pretrained(twin_dir + '/model0')" in twin and "'org/name'" not in twin
+
+
+TOKENIZER_JOB = '''\
+import os
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+CKPT = os.environ["JOB_CKPT"]
+PROMPTS = [[2, 3900, 1500, 7], [2, 3001]]
+tok = AutoTokenizer.from_pretrained(CKPT)
+model = AutoModelForCausalLM.from_pretrained(CKPT)
+batch = tok("w10 w3000 w2500", return_tensors="pt")
+out = model.generate(**batch, max_new_tokens=3, do_sample=False, pad_token_id=tok.pad_token_id)
+for prompt in PROMPTS:
+    ids = torch.tensor([prompt])
+    loss = model(input_ids=ids, labels=ids).loss
+assert out.shape == (1, 6) and loss.item() > 0
+'''
+
+
+def _word_level_checkpoint(root: Path) -> None:
+    import torch
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+
+    words = ["<pad>", "<eos>", "<bos>", "<unk>", *(f"w{i}" for i in range(4000))]
+    core = Tokenizer(models.WordLevel({w: i for i, w in enumerate(words)}, unk_token="<unk>"))
+    core.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    torch.manual_seed(0)
+    LlamaForCausalLM(LlamaConfig(vocab_size=4100, hidden_size=128, intermediate_size=256, num_hidden_layers=2,
+                                 num_attention_heads=4, num_key_value_heads=2, pad_token_id=0, eos_token_id=1,
+                                 bos_token_id=2)).save_pretrained(root)
+    PreTrainedTokenizerFast(tokenizer_object=core, bos_token="<bos>", eos_token="<eos>", unk_token="<unk>",
+                            pad_token="<pad>").save_pretrained(root)
+
+
+@pytest.mark.libs
+def test_a_twin_needs_no_tokenizer_files_and_indexes_only_its_small_vocabulary(tmp_path, monkeypatch):
+    """The traced run records what the tokenizer produced and every id the model looked up; the twin gets those ids
+    as literals, mapped into a vocabulary of 256, and runs to its end with the checkpoint (tokenizer files and all)
+    gone. Nothing it runs indexes past a table: the same ids through the real tokenizer would (4100 rows)."""
+    from minrepro.harness.runner import run_script
+    from minrepro.reducers.passes import drop_dead_assignments, drop_unused_imports
+    from minrepro.reducers.search import Problem
+
+    _word_level_checkpoint(tmp_path / "ckpt")
+    monkeypatch.setenv("JOB_CKPT", str(tmp_path / "ckpt"))
+    script = tmp_path / "job.py"
+    script.write_text(TOKENIZER_JOB)
+    traced = run_script(script, timeout=300, trace=True)
+    assert traced.signature is None, traced.stderr[-2000:]
+    plan = plan_from_trace(traced.trace, TOKENIZER_JOB)
+    assert plan.vocabulary == 256 and len(plan.replaceable) == 1
+    assert {0, 1, 2, 14, 3004, 2504, 3900, 1500, 7, 3001} <= plan.ids  # the tokenizer's ids, the prompts, specials
+    twin = twin_source(TOKENIZER_JOB, plan, set(plan.fields))
+    problem = Problem(twin, lambda batch: [True] * len(batch))
+    drop_dead_assignments(problem)  # what the search does: the tokenizer's load is read by nothing now
+    drop_unused_imports(problem)
+    assert "AutoTokenizer" not in problem.current and "tok(" not in problem.current
+    (tmp_path / "twin.py").write_text(problem.current)
+    for name in ("tokenizer.json", "tokenizer_config.json", "model.safetensors"):
+        (tmp_path / "ckpt" / name).unlink()
+    ran = run_script(tmp_path / "twin.py", timeout=300)
+    assert ran.signature is None, ran.stderr[-2000:]
+
+
+@pytest.mark.libs
+def test_a_hub_id_with_config_files_only_is_twinned_offline(tmp_path, monkeypatch):
+    """`from_pretrained("org/name")` from a Hub cache that holds the config and no weights, offline: the original
+    cannot load, yet its trace holds the config the load asked for, and the twin built from it runs offline with
+    no Hub cache at all."""
+    import json
+
+    from minrepro.harness.runner import run_script
+
+    snapshot = tmp_path / "hf" / "hub" / "models--org--tiny-llama" / "snapshots" / ("0" * 40)
+    snapshot.mkdir(parents=True)
+    (snapshot.parents[1] / "refs").mkdir()
+    (snapshot.parents[1] / "refs" / "main").write_text("0" * 40)
+    (snapshot / "config.json").write_text(json.dumps({
+        "model_type": "llama", "architectures": ["LlamaForCausalLM"], "vocab_size": 32000, "hidden_size": 256,
+        "intermediate_size": 512, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2}))
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    job = ("import torch\nfrom transformers import AutoModelForCausalLM\n"
+           "model = AutoModelForCausalLM.from_pretrained('org/tiny-llama')\n"
+           "print(model(torch.tensor([[1, 31999, 7]])).logits.shape)\n")
+    script = tmp_path / "job.py"
+    script.write_text(job)
+    original = run_script(script, timeout=300, trace=True)
+    assert original.signature is not None  # no weights to read
+    plan = plan_from_trace(original.trace, job)
+    assert plan is not None and plan.loads[0].model_class == "LlamaForCausalLM", original.stderr[-2000:]
+    twin = twin_source(job, plan, set(plan.fields))
+    small = plan.mapping()[31999]
+    assert "org/tiny-llama" not in twin and f"torch.tensor([[1, {small}, 7]])" in twin and small < 256
+    (tmp_path / "twin.py").write_text(twin)
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "empty"))
+    ran = run_script(tmp_path / "twin.py", timeout=300)
+    assert ran.signature is None and "torch.Size([1, 3, 256])" in ran.stdout, ran.stderr[-2000:]
+
+
+GEMMA4_GENERATE = '''\
+import os
+import torch
+from transformers import AutoModelForImageTextToText
+
+PROMPTS = [[2, 106, 1645, 108], [2, 106, 3900, 108, 3, 4]]
+towers_on_cpu = {"model.vision_tower": "cpu", "": "cpu"}
+model = AutoModelForImageTextToText.from_pretrained(os.environ["JOB_CKPT"], device_map=towers_on_cpu)
+for prompt in PROMPTS:
+    out = model.generate(input_ids=torch.tensor([prompt]), max_new_tokens=6, do_sample=False)
+print(out.shape)
+'''
+
+
+@pytest.mark.libs
+def test_a_gemma4_twin_generates_within_its_vocabularies_without_its_towers(tmp_path, monkeypatch):
+    """Gemma 4 looks every id up in two tables (its per-layer one has no bound check): both shrink to one small
+    size, the prompts' ids and generate's fall-back ids are mapped into it, and the twin, its vision and audio towers
+    gone, generates to its end where the original does (a per-layer vocabulary shrunk alone made generate index past
+    it)."""
+    from minrepro.harness.runner import run_script
+    from transformers import (Gemma4AudioConfig, Gemma4Config, Gemma4ForConditionalGeneration, Gemma4TextConfig,
+                              Gemma4VisionConfig)
+
+    text = dict(hidden_size=128, intermediate_size=256, num_hidden_layers=4, num_attention_heads=2,
+                num_key_value_heads=1, head_dim=64, global_head_dim=64, hidden_size_per_layer_input=16,
+                vocab_size=4096, vocab_size_per_layer_input=4096, num_kv_shared_layers=2, sliding_window=64,
+                layer_types=["sliding_attention", "full_attention"] * 2)
+    config = Gemma4Config(text_config=Gemma4TextConfig(**text),
+                          vision_config=Gemma4VisionConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                                                           num_attention_heads=2, num_key_value_heads=2, head_dim=32),
+                          audio_config=Gemma4AudioConfig(hidden_size=64, num_hidden_layers=2, num_attention_heads=2,
+                                                         output_proj_dims=128))
+    Gemma4ForConditionalGeneration(config).save_pretrained(tmp_path / "ckpt")
+    monkeypatch.setenv("JOB_CKPT", str(tmp_path / "ckpt"))
+    script = tmp_path / "job.py"
+    script.write_text(GEMMA4_GENERATE)
+    traced = run_script(script, timeout=300, trace=True)
+    assert traced.signature is None and "torch.Size([1, 12])" in traced.stdout, traced.stderr[-2000:]
+    plan = plan_from_trace(traced.trace, GEMMA4_GENERATE)
+    assert plan.ids == {0, 1, 2, 3, 4, 106, 108, 1645, 3900}  # the prompts and what generate falls back on
+    twin = twin_source(GEMMA4_GENERATE, plan, set(plan.fields))
+    built = ast.literal_eval(_calls(twin, "for_model")[0].keywords[0].value)
+    assert built["text_config"]["vocab_size"] == built["text_config"]["vocab_size_per_layer_input"] == 256
+    assert "vision_config" not in built and "audio_config" not in built
+    (tmp_path / "twin.py").write_text(twin)
+    monkeypatch.delenv("JOB_CKPT")
+    ran = run_script(tmp_path / "twin.py", timeout=300)
+    assert ran.signature is None and "torch.Size([1, 12])" in ran.stdout, ran.stderr[-2000:]
+
+
+def test_only_literals_that_flow_into_a_model_as_ids_are_token_ids():
+    from minrepro.reducers.scale import id_literals
+
+    source = ("cfg = {'max_new_tokens': 8, 'dims': [300, 600]}\nPROMPTS = [[2, 3900], [2, 3001, 7]]\n"
+              "shape = torch.tensor([512, 1024]).shape\nsizes = (4096, 8192)\n"
+              "for prompt in PROMPTS:\n    ids = torch.tensor([prompt], device=cfg['device'])\n"
+              "    out = model.generate(input_ids=ids, max_new_tokens=cfg['max_new_tokens'], labels=[[5, 300]])\n")
+    found = sorted(ast.unparse(node) for node in id_literals(ast.parse(source)))
+    # a tensor built from a literal is data too (the oracle judges the mapped twin): the shape's literal is one
+    assert found == ["[2, 3001, 7]", "[2, 3900]", "[5, 300]", "[512, 1024]"]
+
+
+def test_a_config_of_ints_is_no_device_map():
+    """`{'vocab_size': 128, 'hidden_size': 64}` read as a map of GPU indices was "coarsened" to `{'': 128, ...}`: the
+    twin's vocabulary went back to its default, and the output read as nonsense."""
+    from minrepro.reducers.passes import coarsen_device_maps, shorten_device_maps
+
+    config = "c = Config(**{'text_config': {'vocab_size': 128, 'vocab_size_per_layer_input': 128, 'head_dim': 8}})\n"
+    assert not list(coarsen_device_maps(ast.parse(config))) and not list(shorten_device_maps(ast.parse(config)))
+    placed = "m = dispatch_model(x, device_map={'model.layers.0': 0, 'model.layers.1': 0, 'lm_head': 1})\n"
+    assert list(coarsen_device_maps(ast.parse(placed)))  # GPU indices alone still make a map

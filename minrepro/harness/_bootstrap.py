@@ -15,6 +15,7 @@ accelerate hook, and the devices of the tensors its frame held (a cross-device e
 """
 
 import collections
+import contextlib
 import faulthandler
 import functools
 import importlib.abc
@@ -315,10 +316,13 @@ def _observe_classmethod(owner, name, path, event, describe, before=False):
 
 
 def _wrap_from_pretrained(module, path, loaded=False):
-    """Record what `PreTrainedModel.from_pretrained` returned: transformers 5 dispatches only maps that split."""
+    """Record what `PreTrainedModel.from_pretrained` returned (transformers 5 dispatches only maps that split), and
+    what it was asked to load when it starts (`_record_load_starts`)."""
     _observe_classmethod(module.PreTrainedModel, "from_pretrained", path, "from_pretrained",
                          lambda cls, model, args, kwargs: _remember(model) or {
-                             "caller": cls.__name__, **_loaded_placement(model), **_model_record(model, args, kwargs)})
+                             "caller": cls.__name__, **_loaded_placement(model), **_model_record(model, args, kwargs),
+                             **_generation_record(model)})
+    _record_load_starts(module, path)
 
 
 def _model_record(model, args, kwargs):
@@ -376,6 +380,210 @@ def _wrap_peft_from_pretrained(module, path, loaded=False):
 
 _TRACED = {_TRACED_MODULE: _wrap_dispatch, "transformers.modeling_utils": _wrap_from_pretrained,
            "peft.peft_model": _wrap_peft_from_pretrained}
+
+
+# --- token ids, tokenizers, loads that fail: what a twin with a small vocabulary needs -------------------------
+# The scale-down shrinks every vocabulary of a twin together with the ids that index it. So the trace records the
+# ids the run looked up in each embedding table (a table's size beside them: a position table is not a vocabulary),
+# the prompts given to `generate` with the ids it falls back on (its own tokens are outputs, not inputs), each
+# tokenizer call's result (the twin gets it as a literal and needs no tokenizer files) with each tokenizer's
+# special ids, and each model load's config when the load starts (a load that fails, or reads weights that are not
+# there, still has a twin: a Hub id needs its config files only).
+
+_ID_LIMIT = 4096  # more distinct ids than this (a data set) and the vocabularies stay as they are
+_IDS = {}  # table size (None: a prompt, a special id) -> the ids recorded
+_QUIET = [0]  # > 0 inside generate: its forward passes embed its own outputs
+_TOKENIZING = [0]  # > 0 inside a tokenizer call: only the outermost one is the script's
+_SPECIAL_IDS = ("pad_token_id", "bos_token_id", "eos_token_id", "unk_token_id", "sep_token_id", "cls_token_id",
+                "mask_token_id", "decoder_start_token_id")
+
+
+def _note_ids(path, table, ids, source):
+    """Append the ids not recorded yet for this table (an overflow once, past _ID_LIMIT)."""
+    seen = _IDS.setdefault(table, set())
+    if len(seen) > _ID_LIMIT:
+        return
+    new = {i for i in ids if type(i) is int and i >= 0} - seen
+    if not new:
+        return
+    seen |= new
+    record = {"event": "token_ids", "table": table, "source": source, "ids": sorted(new)}
+    _append(path, record if len(seen) <= _ID_LIMIT else {"event": "token_ids", "table": table, "overflow": True})
+
+
+def _tensor_ids(value):
+    """The distinct ids of an integer tensor (none for anything else, or for a tensor with no data)."""
+    torch = sys.modules.get("torch")
+    if torch is None or not isinstance(value, torch.Tensor) or value.device.type == "meta":
+        return []
+    if value.dtype.is_floating_point or value.dtype.is_complex or value.dtype == torch.bool:
+        return []
+    return torch.unique(value.detach()).tolist()
+
+
+def _flat_ints(value):
+    return [i for item in value for i in _flat_ints(item)] if isinstance(value, (list, tuple)) else [value]
+
+
+def _wrap_embedding(module, path, loaded=False):
+    """Record the ids each `nn.Embedding` looks up, with its table's size (subclasses call this forward too)."""
+    embedding = module.Embedding
+    original = embedding.forward
+    if getattr(original, "__minrepro_traced__", False):
+        return
+
+    @functools.wraps(original)
+    def forward(self, input, *args, **kwargs):
+        if not _QUIET[0]:
+            with contextlib.suppress(Exception):  # observing must never change what the script does
+                _note_ids(path, self.num_embeddings, _tensor_ids(input), "embedding")
+        return original(self, input, *args, **kwargs)
+
+    forward.__minrepro_traced__ = True
+    embedding.forward = forward
+
+
+def _generation_ids(generation_config, kwargs):
+    """The special ids generate falls back on (the config's, or the call's own), as plain ints."""
+    found = []
+    for name in _SPECIAL_IDS:
+        value = kwargs.get(name, getattr(generation_config, name, None))
+        found += [i for i in _flat_ints(value) if type(i) is int]
+    return found
+
+
+def _wrap_generate(module, path, loaded=False):
+    """Record generate's prompt and the ids it falls back on; its own forward passes are not recorded."""
+    mixin = module.GenerationMixin
+    original = mixin.generate
+    if getattr(original, "__minrepro_traced__", False):
+        return
+
+    @functools.wraps(original)
+    def generate(self, *args, **kwargs):
+        if not _QUIET[0]:
+            with contextlib.suppress(Exception):  # observing must never change what the script does
+                prompt = kwargs.get("input_ids", kwargs.get("inputs", args[0] if args else None))
+                _note_ids(path, None, _tensor_ids(prompt), "generate")
+                config = kwargs.get("generation_config") or getattr(self, "generation_config", None)
+                _note_ids(path, None, _generation_ids(config, kwargs), "generate")
+        _QUIET[0] += 1
+        try:
+            return original(self, *args, **kwargs)
+        finally:
+            _QUIET[0] -= 1
+
+    generate.__minrepro_traced__ = True
+    mixin.generate = generate
+
+
+def _data(value, depth=0):
+    """A tokenizer's result as plain data the reducer can write back as a literal (`BatchEncoding`, a dict, an integer
+    tensor, a list of ints, a string), or None for anything else (floats: pixel values) or anything too large."""
+    torch = sys.modules.get("torch")
+    if isinstance(value, str):
+        return {"type": "str", "value": value} if len(value) <= 8 * _ID_LIMIT else None
+    if torch is not None and isinstance(value, torch.Tensor):
+        if value.dtype.is_floating_point or value.dtype.is_complex or value.numel() > _ID_LIMIT \
+                or value.device.type == "meta":
+            return None
+        return {"type": "tensor", "dtype": str(value.dtype).replace("torch.", ""), "values": value.tolist()}
+    if isinstance(value, (list, tuple)):
+        flat = _flat_ints(value)
+        plain = all(type(i) is int for i in flat) and len(flat) <= _ID_LIMIT
+        return {"type": "list", "values": json.loads(json.dumps(value))} if plain else None
+    data = getattr(value, "data", None) if type(value).__name__ == "BatchEncoding" else value
+    if type(data) is dict and depth == 0:
+        items = {k: _data(v, 1) for k, v in data.items()}
+        if all(type(k) is str for k in items) and None not in items.values():
+            return {"type": "BatchEncoding" if data is not value else "dict", "data": items}
+    return None
+
+
+def _tokenizing(original, method, path):
+    @functools.wraps(original)
+    def call(self, *args, **kwargs):
+        line = _script_line()
+        _TOKENIZING[0] += 1
+        try:
+            result = original(self, *args, **kwargs)
+        finally:
+            _TOKENIZING[0] -= 1
+        if not _TOKENIZING[0]:
+            try:
+                _append(path, {"event": "tokenized", "method": method, "line": line, "result": _data(result)})
+            except Exception as exc:  # observing must never change what the script does
+                _append(path, {"event": "tokenized", "method": method, "line": line, "trace_error": repr(exc)})
+        return result
+
+    call.__minrepro_traced__ = True
+    return call
+
+
+def _tokenizer_record(cls, tokenizer, args, kwargs):
+    special = {name: getattr(tokenizer, name, None) for name in _SPECIAL_IDS}
+    return {"tokenizer_class": type(tokenizer).__name__,
+            "special_ids": {k: v for k, v in special.items() if type(v) is int}}
+
+
+def _wrap_tokenizer(module, path, loaded=False):
+    """Record each tokenizer call's result (the outermost: `apply_chat_template` calls the tokenizer itself) and each
+    tokenizer load's special ids."""
+    base = module.PreTrainedTokenizerBase
+    for method in ("__call__", "encode", "apply_chat_template"):
+        original = base.__dict__.get(method)
+        if original is not None and not getattr(original, "__minrepro_traced__", False):
+            setattr(base, method, _tokenizing(original, method, path))
+    if "from_pretrained" in base.__dict__:
+        _observe_classmethod(base, "from_pretrained", path, "tokenizer", _tokenizer_record)
+
+
+_HUB_KWARGS = ("cache_dir", "revision", "subfolder", "token", "local_files_only", "trust_remote_code",
+               "force_download", "proxies")
+
+
+def _load_start_record(cls, args, kwargs):
+    """A model load as it starts: the class and the config the checkpoint (a directory or a Hub id) names."""
+    checkpoint = args[0] if args else kwargs.get("pretrained_model_name_or_path")
+    config = kwargs.get("config")
+    if not (hasattr(config, "to_dict") and hasattr(config, "model_type")):
+        config = cls.config_class.from_pretrained(checkpoint, **{k: kwargs[k] for k in _HUB_KWARGS if k in kwargs})
+    return {"model_class": cls.__name__, "model_type": config.model_type, "config": _plain(config.to_dict()),
+            "config_defaults": _plain(_config_defaults(config)),
+            "checkpoint": os.fspath(checkpoint) if isinstance(checkpoint, (str, os.PathLike)) else None}
+
+
+def _record_load_starts(module, path):
+    """Wrap the (already observed) `PreTrainedModel.from_pretrained` once more: a record when the load starts."""
+    owner = module.PreTrainedModel
+    inner = owner.__dict__["from_pretrained"].__func__
+    if getattr(inner, "__minrepro_started__", False):
+        return
+
+    @functools.wraps(inner)
+    def started(cls, *args, **kwargs):
+        record = {"event": "from_pretrained", "status": "started", "line": _script_line()}
+        try:
+            record.update(_load_start_record(cls, args, kwargs))
+        except Exception as exc:  # observing must never change what the script does
+            record["model_trace_error"] = repr(exc)
+        _append(path, record)
+        return inner(cls, *args, **kwargs)
+
+    started.__minrepro_started__ = started.__minrepro_traced__ = True
+    owner.from_pretrained = classmethod(started)
+
+
+def _generation_record(model):
+    """The special ids of a loaded model's generation config (what generate falls back on)."""
+    config = getattr(model, "generation_config", None)
+    ids = {name: getattr(config, name, None) for name in _SPECIAL_IDS}
+    ids = {k: v for k, v in ids.items() if v is not None and all(type(i) is int for i in _flat_ints(v))}
+    return {"generation_ids": ids} if ids else {}
+
+
+_TRACED.update({"torch.nn.modules.sparse": _wrap_embedding, "transformers.generation.utils": _wrap_generate,
+                "transformers.tokenization_utils_base": _wrap_tokenizer})
 
 
 class _AfterImport(importlib.abc.MetaPathFinder):

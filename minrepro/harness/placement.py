@@ -66,7 +66,7 @@ def dispatch_calls(trace: tuple[Record, ...] | list[Record]) -> list[Record]:
 
 
 VIEWS: dict[str, Callable[[Record], list[str]]] = {
-    "from_pretrained": lambda r: [_load_line(r)],
+    "from_pretrained": lambda r: [_load_line(r)] if r.get("status") != "started" else [],  # placed once it returns
     "dispatch_model": lambda r: [_dispatch_line(r)],
     "failure": _frame_lines,
 }

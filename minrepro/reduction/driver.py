@@ -851,7 +851,8 @@ def _write(r: Reduction, verified: bool) -> str:
              f"{code_lines(r.source)} -> {code_lines(body)} code lines.",
              *(f"# {line}" for line in (prepared.header(body) if prepared else ())),
              f"# Fails with: {r.headline}" + (f"  (in {r.owner})" if r.owner else ""),
-             f"# Guard: {r.guard.why}"]
+             f"# Guard: {r.guard.why}",
+             *output.needs(body).splitlines()]
     if verified and r.good_said:
         lines.append(f"# Where the bug is fixed it {r.good_said}.")
     if verified and r.searching_cut:

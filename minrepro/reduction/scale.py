@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from ..harness.runner import RunResult, run_script
-from ..reducers.scale import Plan, plan_from_trace, scale_down
+from ..reducers.scale import VOCAB_FIELD, Plan, plan_from_trace, scale_down
 
 
 @dataclass
@@ -41,8 +41,14 @@ def describe(plan: Plan, kept: list[tuple[str, ...]]) -> str:
     loads = ", ".join(load.model_class for load in plan.loads)
     maps = len([load for load in plan.loads if load.device_map]) + len(plan.dispatches)
     kept_text = f"; kept at real size: {', '.join('.'.join(p[1:]) for p in kept)}" if kept else ""
+    vocabulary = ""
+    if VOCAB_FIELD in plan.fields and VOCAB_FIELD not in kept:
+        size = plan.vocabulary
+        vocabulary = (f", vocabularies at {size} with {len(plan.ids or ())} token ids mapped into them"
+                      if size else "") + (f", {len(plan.replaceable)} tokenizer call(s) replaced by what they "
+                                          "returned" if plan.replaceable else "")
     return (f"scaled down: {loads} rebuilt as a tiny twin ({len(plan.fields) - len(kept)} of {len(plan.fields)} "
-            f"dimension fields shrunk{kept_text}), {len(plan.adapters)} adapter(s) rebuilt, {maps} device map(s) "
+            f"fields shrunk{kept_text}){vocabulary}, {len(plan.adapters)} adapter(s) rebuilt, {maps} device map(s) "
             "made literal")
 
 
@@ -57,7 +63,7 @@ def traced_run(source: str, python: str, timeout: float, workdir: Path, home: Pa
 def try_scale_down(source: str, run: RunResult, test_many: Callable[[list[str]], list[bool]],
                    log: Callable[[str], None]) -> ScaleDown | None:
     """The twin the oracle accepts, or None (nothing loaded from a checkpoint, or no twin keeps the failure)."""
-    plan = plan_from_trace(run.trace)
+    plan = plan_from_trace(run.trace, source)
     if plan is None:
         return None
     runs = [0]
@@ -66,6 +72,6 @@ def try_scale_down(source: str, run: RunResult, test_many: Callable[[list[str]],
         runs[0] += len(candidates)  # judged together (the executor's jobs); the first in order wins
         return next((i for i, yes in enumerate(test_many(list(candidates))) if yes), None)
 
-    log(f"scale-down: {len(plan.loads)} model load(s), {len(plan.fields)} dimension fields to shrink")
+    log(f"scale-down: {len(plan.loads)} model load(s), {len(plan.fields)} fields to shrink")
     found = scale_down(source, plan, first_interesting)
     return ScaleDown(found[0], describe(plan, found[1]), [list(p) for p in found[1]], runs[0]) if found else None
