@@ -510,12 +510,18 @@ def _generation_update(load: Load, mapping: dict[int, int]) -> dict[str, Any]:
     return {k: _remapped(v, mapping) for k, v in load.generation_ids.items() if text.get(k) != v}
 
 
-def _insert_at(body: list[ast.stmt]) -> int:
-    """After the module docstring, `__future__` imports and the leading imports."""
+def _insert_at(body: list[ast.stmt], first_line: int | None = None) -> int:
+    """After the module docstring, `__future__` imports and the leading imports; where statements stand between
+    imports (`import os; os.environ[...] = ...; import torch`), after the last import before the statement that holds
+    `first_line` (the first load): the twin's own lines use what those imports bind."""
     index = 0
     while index < len(body) and (isinstance(body[index], (ast.Import, ast.ImportFrom)) or (
             isinstance(body[index], ast.Expr) and isinstance(body[index].value, ast.Constant))):
         index += 1
+    if first_line is not None:
+        before = [i for i, stmt in enumerate(body) if (stmt.end_lineno or stmt.lineno) < first_line
+                  and isinstance(stmt, (ast.Import, ast.ImportFrom))]
+        index = max([index, *(i + 1 for i in before)])
     return index
 
 
@@ -610,7 +616,8 @@ def twin_source(source: str, plan: Plan, shrunk: set[Path_], literal_maps: bool 
         _replace_tokenizers(tree, plan, mapping)
     imported = {a.asname or a.name for s in tree.body if isinstance(s, ast.Import) for a in s.names}
     imports, statements = prelude(plan, shrunk, imported)
-    end = _insert_at(tree.body)  # the twin is built right after the script's imports, with those it adds
+    first_load = min((load.line for load in plan.loads), default=None)
+    end = _insert_at(tree.body, first_load)  # the twin is built right after the script's imports, with those it adds
     tree.body[end:end] = [s for s in imports if s.names[0].name != "tempfile"] + statements
     tree.body[_first_import(tree.body):0] = [s for s in imports if s.names[0].name == "tempfile"]  # stdlib first
     return ast.unparse(ast.fix_missing_locations(tree)) + "\n"

@@ -769,3 +769,16 @@ def test_a_config_of_ints_is_no_device_map():
     assert not list(coarsen_device_maps(ast.parse(config))) and not list(shorten_device_maps(ast.parse(config)))
     placed = "m = dispatch_model(x, device_map={'model.layers.0': 0, 'model.layers.1': 0, 'lm_head': 1})\n"
     assert list(coarsen_device_maps(ast.parse(placed)))  # GPU indices alone still make a map
+
+
+def test_the_twin_is_built_after_every_import_its_lines_use_even_past_a_statement_between_imports():
+    # a prepared script sets the run's variables between its imports: the twin's `tempfile.mkdtemp()` went before the
+    # script's own `import tempfile` and every twin failed with a NameError
+    import ast
+
+    from minrepro.reducers.scale import _insert_at
+
+    source = ("import os\nos.environ['X'] = '1'\nimport tempfile\nimport torch\n\ndef main():\n    load()\n\nmain()\n")
+    body = ast.parse(source).body
+    assert _insert_at(body) == 1  # the leading block alone
+    assert _insert_at(body, first_line=7) == 4  # after `import torch`, before `def main`

@@ -43,7 +43,9 @@ ENV_NAMES = {"OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "WORL
 # Where files live, not how the libraries behave: they stay in the runs' environment, and the header names them.
 ENV_PLACES = {"HF_HOME", "HF_HUB_CACHE", "HF_DATASETS_CACHE", "HF_ASSETS_CACHE", "HF_XET_CACHE", "HF_MODULES_CACHE",
               "TRANSFORMERS_CACHE", "HUGGINGFACE_HUB_CACHE", "TORCH_HOME", "TORCH_EXTENSIONS_DIR", "CUDA_HOME",
-              "CUDA_PATH", "CUDA_CACHE_PATH"}
+              "CUDA_PATH", "CUDA_CACHE_PATH",
+              # torch sets this one itself in a process that imported it (a notebook kernel, a test runner)
+              "TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR"}
 SECRET = re.compile(r"(?:^|_)(?:TOKEN|KEY)(?:_|$)|SECRET|PASSWORD|CREDENTIAL")  # never written anywhere; named only
 # Files a script reads as its settings or data (their relative paths are made absolute), and checkpoint folders.
 READ_SUFFIXES = {".yaml", ".yml", ".json", ".jsonl", ".toml", ".ini", ".cfg", ".conf", ".txt", ".csv", ".tsv"}
