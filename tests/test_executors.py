@@ -442,7 +442,7 @@ def test_auto_takes_the_warm_pool_where_cuda_is_visible_or_the_fork_server_canno
     class Pool:
         name = "warm-pool"
 
-        def __init__(self, python, preload, jobs, recorded):
+        def __init__(self, python, preload, jobs, recorded, spares=0):
             self.chosen_because = ""
 
     monkeypatch.setattr(executors, "_cuda_visible_in", lambda python: cuda)
