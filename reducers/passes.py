@@ -1404,6 +1404,18 @@ def _without_imports(source: str, names: set[str]) -> str | None:
     return _render(tree) if changed else None
 
 
+def drop_environment_settings(tree: ast.Module) -> Iterator[ast.Module]:
+    """A module-level `os.environ[NAME] = value` (what a prepared script sets from the original run's environment)
+    goes. On a GPU box the run had the image's CUDA_VERSION, NCCL_* and TORCH_CUDA_ARCH_LIST: as `greedy(chain=True)`,
+    all of them go in one candidate first, the ones the failure needs stay."""
+    for i, stmt in enumerate(tree.body):
+        if (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Subscript)
+                and ast.unparse(stmt.targets[0].value) == "os.environ"):
+            new = copy.deepcopy(tree)
+            del new.body[i]
+            yield new
+
+
 def drop_duplicate_imports(problem: Problem) -> None:
     """An import that repeats an earlier module-level one (the twin's `import tempfile` beside the script's own, an
     import inside a function of what the module imported already) goes: one candidate, judged like any other."""
@@ -1608,6 +1620,8 @@ def _chained(generate: Generator, source: str, limit: int = 32) -> str | None:
 # What a run showed first (the biggest cuts, in one candidate each), then structure (cheap, big steps), then
 # statements, then definitions and details.
 PASSES: list[Pass] = [
+    # the run's environment, written as the first lines of a prepared script: one candidate drops them all
+    greedy(drop_environment_settings, chain=True),
     # `main()` under a guard hides the failing statement from the slice: unwrap and inline it first
     greedy(unwrap_main_guard),
     # the model first, then the text: a twin's stack cut to one layer per run of its devices makes every later

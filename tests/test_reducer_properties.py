@@ -631,3 +631,21 @@ def test_a_twins_tower_keeps_its_dimensions(tower):
             assert "text_config" in config
             if "vision_config" in config:  # the tower itself may go (its class leaves it unset: no tower at all)
                 assert {k: config["vision_config"].get(k) for k in fixed} == fixed, (generate.__name__, config)
+
+
+def test_the_runs_environment_goes_in_one_candidate_and_what_the_failure_needs_stays():
+    from minrepro.reducers import Problem
+    from minrepro.reducers.passes import drop_environment_settings, greedy
+
+    source = ("import os\nos.environ['CUDA_VERSION'] = '13.0'\nos.environ['NEEDED'] = '1'\n"
+              "os.environ['NCCL_VERSION'] = '2'\nraise RuntimeError(os.environ.get('NEEDED'))\n")
+    batches: list[list[str]] = []
+
+    def oracle(batch):
+        batches.append(batch)
+        return ["os.environ['NEEDED']" in candidate for candidate in batch]
+
+    problem = Problem(source, oracle, jobs=4)
+    greedy(drop_environment_settings, chain=True)(problem)
+    assert problem.current == "import os\nos.environ['NEEDED'] = '1'\nraise RuntimeError(os.environ.get('NEEDED'))\n"
+    assert "os.environ" not in batches[0][0].split("raise")[0]  # all at once was the first candidate

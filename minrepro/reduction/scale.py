@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from ..harness.runner import RunResult, run_script
-from ..reducers.scale import VOCAB_FIELD, Plan, plan_from_trace, scale_down
+from ..reducers.scale import TOWER_GONE, VOCAB_FIELD, Plan, plan_from_trace, scale_down
 
 
 @dataclass
@@ -40,7 +40,10 @@ class ScaleDown:
 def describe(plan: Plan, kept: list[tuple[str, ...]]) -> str:
     loads = ", ".join(load.model_class for load in plan.loads)
     maps = len([load for load in plan.loads if load.device_map]) + len(plan.dispatches)
-    kept_text = f"; kept at real size: {', '.join('.'.join(p[1:]) for p in kept)}" if kept else ""
+    towers = [p for p in kept if p[-1] == TOWER_GONE]
+    sizes = [p for p in kept if p[-1] != TOWER_GONE]
+    kept_text = (f"; kept at real size: {', '.join('.'.join(p[1:]) for p in sizes)}" if sizes else "") + (
+        f"; kept, shrunk: {', '.join(p[-2].removesuffix('_config') + ' tower' for p in towers)}" if towers else "")
     vocabulary = ""
     if VOCAB_FIELD in plan.fields and VOCAB_FIELD not in kept:
         size = plan.vocabulary
