@@ -72,11 +72,33 @@ def minrepro(session: nox.Session, vset: str) -> None:
     env = {"PYTHONPATH": str(ROOT)}  # run the harness from the checkout, not an installed copy
     probe = session.run("python", "-c", "import torch; print(torch.cuda.is_available())", silent=True, env=env)
     machine = "cuda" if probe.strip().endswith("True") else "cpu"
-    session.run("python", "-m", "minrepro", "run", "--set", vset, "--jobs", str(os.cpu_count() or 1), "--warm",
-                "--results", str(where / f"{vset}-{machine}.json"), *args, env=env)
+    session.run(
+        "python",
+        "-m",
+        "minrepro",
+        "run",
+        "--set",
+        vset,
+        "--jobs",
+        str(os.cpu_count() or 1),
+        "--warm",
+        "--results",
+        str(where / f"{vset}-{machine}.json"),
+        *args,
+        env=env,
+    )
     if where == ROOT / "results":
-        session.run("python", "-m", "minrepro", "docs", "--results", str(ROOT / "results"),
-                    "--docs", str(ROOT / "docs"), env=env)
+        session.run(
+            "python",
+            "-m",
+            "minrepro",
+            "docs",
+            "--results",
+            str(ROOT / "results"),
+            "--docs",
+            str(ROOT / "docs"),
+            env=env,
+        )
 
 
 @nox.session(venv_params=VENV_PARAMS)
@@ -89,12 +111,36 @@ def patched(session: nox.Session, vset: str) -> None:
     where, args = _results_dir(session)
     env = {"PYTHONPATH": str(ROOT)}
     wheelhouse = ["--wheelhouse", WHEELHOUSE] if WHEELHOUSE else []
-    session.run("python", "-m", "minrepro", "patch", "prove", "--set", vset, "--envs", str(ROOT / ".minrepro" / "envs"),
-                "--results", str(where / "patched" / f"{vset}-{{machine}}.json"), "--jobs", str(os.cpu_count() or 1),
-                *wheelhouse, *args, env=env)
+    session.run(
+        "python",
+        "-m",
+        "minrepro",
+        "patch",
+        "prove",
+        "--set",
+        vset,
+        "--envs",
+        str(ROOT / ".minrepro" / "envs"),
+        "--results",
+        str(where / "patched" / f"{vset}-{{machine}}.json"),
+        "--jobs",
+        str(os.cpu_count() or 1),
+        *wheelhouse,
+        *args,
+        env=env,
+    )
     if where == ROOT / "results":
-        session.run("python", "-m", "minrepro", "docs", "--results", str(ROOT / "results"),
-                    "--docs", str(ROOT / "docs"), env=env)
+        session.run(
+            "python",
+            "-m",
+            "minrepro",
+            "docs",
+            "--results",
+            str(ROOT / "results"),
+            "--docs",
+            str(ROOT / "docs"),
+            env=env,
+        )
 
 
 TEST_SET = "pinned"  # the libraries the `libs` tests run against (the seeds' stack: most families fail there)

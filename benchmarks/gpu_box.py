@@ -247,9 +247,13 @@ def _fixed_env(args: argparse.Namespace, work: Path, vset: str) -> Command:
     """The set's env with every catalog patch that applies: where the GPU cases' bugs are fixed."""
     target = work / "envs" / f"{vset}-fixed"
     wheelhouse = ["--wheelhouse", str(Path(args.wheelhouse).resolve())] if args.wheelhouse else []
-    make = " && ".join(shlex.join(argv) for argv in (
-        _minrepro("env", "create", str(target), "--set", vset, *wheelhouse),
-        _minrepro("patch", "apply", "--set", vset, "--into", str(target))))
+    make = " && ".join(
+        shlex.join(argv)
+        for argv in (
+            _minrepro("env", "create", str(target), "--set", vset, *wheelhouse),
+            _minrepro("patch", "apply", "--set", vset, "--into", str(target)),
+        )
+    )
     return Command(["sh", "-c", make], f"env-{vset}-fixed.log", unless_exists=str(target / "bin" / "python"))
 
 
@@ -260,7 +264,7 @@ def _core_shares(lanes: int) -> list[list[str]]:
     if lanes < 2 or not shutil.which("taskset") or len(cores) < lanes:
         return [[] for _ in range(lanes)]
     share = len(cores) // lanes
-    return [["taskset", "-c", ",".join(map(str, cores[i * share:(i + 1) * share]))] for i in range(lanes)]
+    return [["taskset", "-c", ",".join(map(str, cores[i * share : (i + 1) * share]))] for i in range(lanes)]
 
 
 def base_env(args: argparse.Namespace) -> dict[str, str]:

@@ -34,19 +34,46 @@ from minrepro.reducers.source import code_lines  # noqa: E402
 
 # name -> (what it is, the input files, the reduce command's arguments after `reduce`)
 ROWS = {
-    "argparse": ("argparse job with required arguments", ["adapter_smoke.py"],
-                 ["adapter_smoke.py", "--", "--hidden", "64", "--layers", "4", "--kv-shared", "2", "--target",
-                  "q_proj", "--offload", "lm_head=disk", "--new-tokens", "2"]),
-    "yaml-config": ("settings in a YAML file", ["offload_eval.py", "offload_eval.yaml"],
-                    ["offload_eval.py", "--", "--config", "offload_eval.yaml"]),
-    "notebook": ("Colab-style notebook (installs, %env, magics, outputs)", ["colab_offload.ipynb"],
-                 ["colab_offload.ipynb"]),
-    "module": ("`-m` module with a relative import", ["evalpkg/__init__.py", "evalpkg/settings.py",
-                                                       "evalpkg/generate.py"],
-               ["-m", "evalpkg.generate", "--", "--preset", "tiny"]),
-    "accelerate-launch": ("script for `accelerate launch`, one process", ["launch_eval.py"],
-                          ["--", "accelerate", "launch", "--cpu", "--num_processes", "1", "launch_eval.py",
-                           "--tokens", "2"]),
+    "argparse": (
+        "argparse job with required arguments",
+        ["adapter_smoke.py"],
+        [
+            "adapter_smoke.py",
+            "--",
+            "--hidden",
+            "64",
+            "--layers",
+            "4",
+            "--kv-shared",
+            "2",
+            "--target",
+            "q_proj",
+            "--offload",
+            "lm_head=disk",
+            "--new-tokens",
+            "2",
+        ],
+    ),
+    "yaml-config": (
+        "settings in a YAML file",
+        ["offload_eval.py", "offload_eval.yaml"],
+        ["offload_eval.py", "--", "--config", "offload_eval.yaml"],
+    ),
+    "notebook": (
+        "Colab-style notebook (installs, %env, magics, outputs)",
+        ["colab_offload.ipynb"],
+        ["colab_offload.ipynb"],
+    ),
+    "module": (
+        "`-m` module with a relative import",
+        ["evalpkg/__init__.py", "evalpkg/settings.py", "evalpkg/generate.py"],
+        ["-m", "evalpkg.generate", "--", "--preset", "tiny"],
+    ),
+    "accelerate-launch": (
+        "script for `accelerate launch`, one process",
+        ["launch_eval.py"],
+        ["--", "accelerate", "launch", "--cpu", "--num_processes", "1", "launch_eval.py", "--tokens", "2"],
+    ),
 }
 
 
@@ -75,26 +102,50 @@ def run_row(name: str, python: str, good: str | None, work: Path) -> dict:
     shutil.copytree(INPUTS, folder, ignore=shutil.ignore_patterns("__pycache__", "*.min.py"))
     out = folder / f"{name}.min.py"
     split = argv.index("--") if "--" in argv else len(argv)
-    command = [sys.executable, "-m", "minrepro", "reduce", *argv[:split], "--python", python, "--json", "-o", str(out),
-               "--workdir", str(work / f"{name}-state"), "--fresh", *argv[split:]]
+    command = [
+        sys.executable,
+        "-m",
+        "minrepro",
+        "reduce",
+        *argv[:split],
+        "--python",
+        python,
+        "--json",
+        "-o",
+        str(out),
+        "--workdir",
+        str(work / f"{name}-state"),
+        "--fresh",
+        *argv[split:],
+    ]
     started = time.monotonic()
     environ = _environ()
     paths = os.pathsep.join(filter(None, [str(ROOT), environ.get("PYTHONPATH")]))
     done = subprocess.run(command, cwd=folder, capture_output=True, text=True, env={**environ, "PYTHONPATH": paths})
     seconds = time.monotonic() - started
-    row = {"name": name, "what": what, "command": "minrepro reduce " + " ".join(argv) + " --python PINNED",
-           "input_lines": input_lines(files), "seconds": round(seconds, 1), "exit": done.returncode,
-           "error": done.stderr.strip().splitlines()[-1] if done.returncode else ""}
+    row = {
+        "name": name,
+        "what": what,
+        "command": "minrepro reduce " + " ".join(argv) + " --python PINNED",
+        "input_lines": input_lines(files),
+        "seconds": round(seconds, 1),
+        "exit": done.returncode,
+        "error": done.stderr.strip().splitlines()[-1] if done.returncode else "",
+    }
     if done.returncode == 0:
         summary = json.loads(done.stdout.strip().splitlines()[-1])
-        row.update(output_lines=summary["output_lines"], verified=True, signature=summary["signature"],
-                   guard=summary["guard_why"], output=out.read_text())
+        row.update(
+            output_lines=summary["output_lines"],
+            verified=True,
+            signature=summary["signature"],
+            guard=summary["guard_why"],
+            output=out.read_text(),
+        )
         if good:
             with tempfile.TemporaryDirectory() as scratch:
                 copy = Path(scratch) / out.name
                 copy.write_text(out.read_text())
-                passed = [run_script(copy, python=good, timeout=600, isolated=True).signature is None
-                          for _ in range(2)]
+                passed = [run_script(copy, python=good, timeout=600, isolated=True).signature is None for _ in range(2)]
             row["faithful"] = all(passed)
     else:
         row.update(output_lines=None, verified=False)
@@ -106,12 +157,16 @@ def _environ() -> dict:
 
 
 def table(rows: list[dict]) -> str:
-    lines = ["| input | what | input lines | output lines | seconds | verified | faithful |",
-             "|---|---|---|---|---|---|---|"]
+    lines = [
+        "| input | what | input lines | output lines | seconds | verified | faithful |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for r in rows:
         faithful = {True: "yes", False: "NO", None: "not run"}[r.get("faithful")]
-        lines.append(f"| `{r['command']}` | {r['what']} | {r['input_lines']} | {r.get('output_lines') or '-'} | "
-                     f"{r['seconds']:.0f} | {'yes' if r['verified'] else 'NO: ' + r['error'][:80]} | {faithful} |")
+        lines.append(
+            f"| `{r['command']}` | {r['what']} | {r['input_lines']} | {r.get('output_lines') or '-'} | "
+            f"{r['seconds']:.0f} | {'yes' if r['verified'] else 'NO: ' + r['error'][:80]} | {faithful} |"
+        )
     return "\n".join(lines)
 
 
@@ -139,8 +194,9 @@ def main() -> int:
         print(json.dumps({k: v for k, v in rows[-1].items() if k != "output"}), file=sys.stderr, flush=True)
     if args.results:
         Path(args.results).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.results).write_text(json.dumps({"python": args.python, "good_python": args.good_python,
-                                                  "rows": rows}, indent=1) + "\n")
+        Path(args.results).write_text(
+            json.dumps({"python": args.python, "good_python": args.good_python, "rows": rows}, indent=1) + "\n"
+        )
     print(table(rows))
     return 0
 

@@ -10,9 +10,10 @@ executor against a cold start.
 SCRIPT --set pinned`), --good-python one where the bug is fixed (the patched set: ~/.cache/minrepro/envs/
 pinned-patched). The shared interestingness test is `minrepro matches` (a cold run whose signature equals the
 original's and, with --good-python, a cold run in the good env that does not: the differential test `minrepro
-reduce` itself uses, so every tool searches under the same rule). Each tool is stopped at --cap seconds and its best result so far is measured; minrepro gets the same
-cap. Every output is then judged cold: the same signature in the bad env ("same"), and no such failure in the good
-env ("faithful": it still holds the library's bug, not just its symptom). Prints Markdown tables, last.
+reduce` itself uses, so every tool searches under the same rule). Each tool is stopped at --cap seconds and its best
+result so far is measured; minrepro gets the same cap. Every output is then judged cold: the same signature in the
+bad env ("same"), and no such failure in the good env ("faithful": it still holds the library's bug, not just its
+symptom). Prints Markdown tables, last.
 
 Peers are installed from the package index: `pip install "pysource-minimize[cli]" lithium-reducer picire` into
 --peers-python's venv; Shrink Ray (`pip install shrinkray`) needs Python >= 3.12, hence its own --shrinkray path.
@@ -30,7 +31,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from typing import Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -138,18 +139,42 @@ def _calls(counter: Path) -> int:
     return len(counter.read_text()) if counter.exists() else 0
 
 
-def run_minrepro(script: Path, bad: str, good: str | None, work: Path, cap: float, jobs: int,
-                 extra: Sequence[str] = ()) -> dict:
+def run_minrepro(
+    script: Path, bad: str, good: str | None, work: Path, cap: float, jobs: int, extra: Sequence[str] = ()
+) -> dict:
     out = work / f"{script.stem}.min.py"
-    command = [sys.executable, "-m", "minrepro", "reduce", str(script), "-o", str(out), "--python", bad, "--json",
-               "--fresh", "--workdir", str(work / "minrepro-work"), "--jobs", str(jobs), *extra]
+    command = [
+        sys.executable,
+        "-m",
+        "minrepro",
+        "reduce",
+        str(script),
+        "-o",
+        str(out),
+        "--python",
+        bad,
+        "--json",
+        "--fresh",
+        "--workdir",
+        str(work / "minrepro-work"),
+        "--jobs",
+        str(jobs),
+        *extra,
+    ]
     command += ["--good-python", good] if good else []
     start = time.monotonic()
     # a benchmark started in the background inherits SIGINT ignored, and Python then keeps it ignored: the cap's
     # Ctrl-C would never arrive (a capped run went on for 8 minutes). Restore it for the child.
-    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
-                            start_new_session=True, env={**os.environ, "PYTHONPATH": str(ROOT)},
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    proc = subprocess.Popen(
+        command,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+        start_new_session=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
     try:
         stdout, stderr = proc.communicate(timeout=cap)
     except subprocess.TimeoutExpired:
@@ -161,8 +186,13 @@ def run_minrepro(script: Path, bad: str, good: str | None, work: Path, cap: floa
     if proc.returncode != 0:
         return {"error": (stderr.strip().splitlines() or ["?"])[-1], "seconds": time.monotonic() - start}
     summary = json.loads(stdout.strip().splitlines()[-1])
-    return {"calls": summary["oracle_calls"], "seconds": time.monotonic() - start, "output": out, "capped": False,
-            "guard": summary["guard"]}
+    return {
+        "calls": summary["oracle_calls"],
+        "seconds": time.monotonic() - start,
+        "output": out,
+        "capped": False,
+        "guard": summary["guard"],
+    }
 
 
 def run_shrinkray(script: Path, oracle: list[str], shrinkray: str, work: Path, cap: float, jobs: int) -> dict:
@@ -170,12 +200,28 @@ def run_shrinkray(script: Path, oracle: list[str], shrinkray: str, work: Path, c
     shutil.copy(script, target)
     counter = work / "shrinkray.calls"
     test = work / "interesting.sh"
-    test.write_text("#!/bin/sh\nprintf x >> %s\nexec %s \"$1\"\n" % (counter, " ".join(map(_quote, oracle))))
+    test.write_text('#!/bin/sh\nprintf x >> {}\nexec {} "$1"\n'.format(counter, " ".join(map(_quote, oracle))))
     test.chmod(0o755)
     start = time.monotonic()
-    proc = subprocess.Popen([shrinkray, "--ui", "basic", "--input-type", "arg", "--parallelism", str(jobs),
-                             "--timeout", "120", str(test), str(target)], cwd=work, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, start_new_session=True)
+    proc = subprocess.Popen(
+        [
+            shrinkray,
+            "--ui",
+            "basic",
+            "--input-type",
+            "arg",
+            "--parallelism",
+            str(jobs),
+            "--timeout",
+            "120",
+            str(test),
+            str(target),
+        ],
+        cwd=work,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     capped = _stop(proc, cap)
     return {"calls": _calls(counter), "seconds": time.monotonic() - start, "output": target, "capped": capped}
 
@@ -183,23 +229,42 @@ def run_shrinkray(script: Path, oracle: list[str], shrinkray: str, work: Path, c
 def run_pysource(script: Path, oracle: list[str], python: str, work: Path, cap: float, jobs: int) -> dict:
     best, counter = work / f"{script.stem}.pysource.py", work / "pysource.calls"
     start = time.monotonic()
-    proc = subprocess.Popen([python, "-c", PYSOURCE_DRIVER, str(script), json.dumps(oracle), str(best), str(counter)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    proc = subprocess.Popen(
+        [python, "-c", PYSOURCE_DRIVER, str(script), json.dumps(oracle), str(best), str(counter)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     capped = _stop(proc, cap)
     return {"calls": _calls(counter), "seconds": time.monotonic() - start, "output": best, "capped": capped}
 
 
 def run_lithium(script: Path, oracle: list[str], python: str, work: Path, cap: float, jobs: int) -> dict:
-    target, best, counter = work / f"{script.stem}.lithium.py", work / f"{script.stem}.lithium.best.py", work / "lithium.calls"
+    target, best, counter = (
+        work / f"{script.stem}.lithium.py",
+        work / f"{script.stem}.lithium.best.py",
+        work / "lithium.calls",
+    )
     shutil.copy(script, target)
     shutil.copy(script, best)
     condition = work / "bench_condition.py"
     condition.write_text(LITHIUM_CONDITION)
-    env = {**os.environ, "BENCH_ORACLE": json.dumps(oracle), "BENCH_COUNT": str(counter), "BENCH_BEST": str(best),
-           "PYTHONPATH": os.pathsep.join([str(work), str(ROOT)])}  # the condition module, and minrepro for the oracle
+    env = {
+        **os.environ,
+        "BENCH_ORACLE": json.dumps(oracle),
+        "BENCH_COUNT": str(counter),
+        "BENCH_BEST": str(best),
+        "PYTHONPATH": os.pathsep.join([str(work), str(ROOT)]),
+    }  # the condition module, and minrepro for the oracle
     start = time.monotonic()
-    proc = subprocess.Popen([str(Path(python).with_name("lithium")), "bench_condition", str(target)], cwd=work, env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    proc = subprocess.Popen(
+        [str(Path(python).with_name("lithium")), "bench_condition", str(target)],
+        cwd=work,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     capped = _stop(proc, cap)
     return {"calls": _calls(counter), "seconds": time.monotonic() - start, "output": best, "capped": capped}
 
@@ -208,14 +273,31 @@ def run_picire(script: Path, oracle: list[str], python: str, work: Path, cap: fl
     counter, best, out_dir = work / "picire.calls", work / f"{script.stem}.picire.best.py", work / "picire-out"
     shutil.copy(script, best)
     test = work / "picire_test.sh"  # picire: exit 0 means the input is interesting ("FAIL")
-    test.write_text("#!/bin/sh\nprintf x >> %s\n%s \"$1\" || exit 1\n"
-                    "if [ ! -s %s ] || [ $(wc -c < \"$1\") -le $(wc -c < %s) ]; then cp \"$1\" %s; fi\n"
-                    % (counter, " ".join(map(_quote, oracle)), best, best, best))
+    test.write_text(
+        '#!/bin/sh\nprintf x >> {}\n{} "$1" || exit 1\n'
+        'if [ ! -s {} ] || [ $(wc -c < "$1") -le $(wc -c < {}) ]; then cp "$1" {}; fi\n'.format(
+            counter, " ".join(map(_quote, oracle)), best, best, best
+        )
+    )
     test.chmod(0o755)
     start = time.monotonic()
-    proc = subprocess.Popen([str(Path(python).with_name("picire")), "-i", str(script), "--test", str(test), "-j", str(jobs),
-                             "-o", str(out_dir)], cwd=work,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    proc = subprocess.Popen(
+        [
+            str(Path(python).with_name("picire")),
+            "-i",
+            str(script),
+            "--test",
+            str(test),
+            "-j",
+            str(jobs),
+            "-o",
+            str(out_dir),
+        ],
+        cwd=work,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     capped = _stop(proc, cap)
     return {"calls": _calls(counter), "seconds": time.monotonic() - start, "output": best, "capped": capped}
 
@@ -240,8 +322,13 @@ def judge(output: Path, original, bad: str, good: str | None) -> dict:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--python", help="interpreter of the environment the scripts fail in (required to run)")
-    parser.add_argument("--table", nargs="+", metavar="JSON", help="run nothing: print the table from recorded "
-                        "--json files, the latest row per script and tool (files in date order)")
+    parser.add_argument(
+        "--table",
+        nargs="+",
+        metavar="JSON",
+        help="run nothing: print the table from recorded "
+        "--json files, the latest row per script and tool (files in date order)",
+    )
     parser.add_argument("--good-python", help="interpreter of an environment where the bugs are fixed (patched)")
     parser.add_argument("--shrinkray", help="path to the shrinkray executable (Python >= 3.12)")
     parser.add_argument("--peers-python", help="interpreter with pysource-minimize, lithium-reducer and picire")
@@ -250,7 +337,9 @@ def main() -> int:
     parser.add_argument("--scripts", help="comma-separated script stems (default: all in benchmarks/scripts)")
     parser.add_argument("--overhead-runs", type=int, default=5, help="probe runs per executor (0: skip that table)")
     parser.add_argument("--json", help="also write the raw numbers here")
-    parser.add_argument("--minrepro-args", default="", help="more arguments for `minrepro reduce` (e.g. '--good-runs 1')")
+    parser.add_argument(
+        "--minrepro-args", default="", help="more arguments for `minrepro reduce` (e.g. '--good-runs 1')"
+    )
     parser.add_argument("--tools", default=",".join(TOOLS), help=f"comma-separated subset of: {', '.join(TOOLS)}")
     args = parser.parse_args()
     if args.table:
@@ -278,13 +367,14 @@ def main() -> int:
         os.environ["PYTHONPATH"] = str(ROOT)
         tools = {}
         if "minrepro" in wanted:
-            tools["minrepro reduce"] = lambda: run_minrepro(script, args.python, args.good_python, work, args.cap,
-                                                            args.jobs, shlex.split(args.minrepro_args))
+            tools["minrepro reduce"] = lambda: run_minrepro(
+                script, args.python, args.good_python, work, args.cap, args.jobs, shlex.split(args.minrepro_args)
+            )
         if args.shrinkray and "shrinkray" in wanted:
             tools["Shrink Ray"] = lambda: run_shrinkray(script, oracle, args.shrinkray, work, args.cap, args.jobs)
         for tool, run in (("pysource-minimize", run_pysource), ("Lithium", run_lithium), ("picire", run_picire)):
             if args.peers_python and tool.lower() in wanted:
-                tools[tool] = (lambda run=run: run(script, oracle, args.peers_python, work, args.cap, args.jobs))
+                tools[tool] = lambda run=run: run(script, oracle, args.peers_python, work, args.cap, args.jobs)
         for tool, run in tools.items():
             print(f"  {script.stem}: {tool} ...", file=sys.stderr, flush=True)
             outcome = run()
@@ -294,8 +384,9 @@ def main() -> int:
             results.append({"script": script.stem, "tool": tool, "input": code_lines(script.read_text()), **outcome})
             print(f"    {results[-1]}", file=sys.stderr, flush=True)
     if args.json:
-        Path(args.json).write_text(json.dumps({"overhead": rows, "results": results, "cap": args.cap,
-                                               "jobs": args.jobs}, indent=2))
+        Path(args.json).write_text(
+            json.dumps({"overhead": rows, "results": results, "cap": args.cap, "jobs": args.jobs}, indent=2)
+        )
     _print(rows, results, args.cap)
     return 0
 
@@ -315,8 +406,10 @@ def print_recorded(files: list[str]) -> int:
     for (script, tool), r in sorted(latest.items(), key=lambda item: (item[0][0], item[0][1] != "minrepro reduce")):
         capped = f" (cap {r['cap']:.0f})" if r.get("capped") else ""
         faithful = "—" if r.get("faithful") is None else ("yes" if r["faithful"] else "NO")
-        print(f"| {script} | {tool} | {r['input']} → {r['lines']} | {r['calls'] if r['calls'] is not None else '?'} | "
-              f"{r['seconds']:.0f}{capped} | {'yes' if r['same'] else 'NO'} | {faithful} | `{r['file']}` |")
+        print(
+            f"| {script} | {tool} | {r['input']} → {r['lines']} | {r['calls'] if r['calls'] is not None else '?'} | "
+            f"{r['seconds']:.0f}{capped} | {'yes' if r['same'] else 'NO'} | {faithful} | `{r['file']}` |"
+        )
     return 0
 
 
@@ -338,8 +431,10 @@ def _print(rows, results, cap) -> None:
         capped = f" (capped at {cap:.0f})" if r.get("capped") else ""
         faithful = "—" if r.get("faithful") is None else ("yes" if r["faithful"] else "NO")
         lines = f"{r['input']} → {r['lines']}" if r.get("lines") is not None else f"{r['input']} → (no result)"
-        print(f"| {r['script']} | {r['tool']} | {lines} | {r['calls'] if r['calls'] is not None else '?'} | "
-              f"{r['seconds']:.0f}{capped} | {'yes' if r['same'] else 'NO'} | {faithful} |")
+        print(
+            f"| {r['script']} | {r['tool']} | {lines} | {r['calls'] if r['calls'] is not None else '?'} | "
+            f"{r['seconds']:.0f}{capped} | {'yes' if r['same'] else 'NO'} | {faithful} |"
+        )
 
 
 if __name__ == "__main__":

@@ -25,7 +25,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
-CHECKPOINT = '''
+CHECKPOINT = """
 def tiny_checkpoint():  # added by minrepro's benchmarks/user_scripts.py: a random tiny {arch}, not the hub model
     import random
     import tempfile
@@ -46,7 +46,7 @@ def tiny_checkpoint():  # added by minrepro's benchmarks/user_scripts.py: a rand
             q, a = (" ".join(rng.choice(words) for _ in range(12)) for _ in range(2))
             fh.write(f"<bos> <start_of_turn> user {{q}} <end_of_turn> <start_of_turn> model {{a}} <end_of_turn>\\n")
     return root, root + "/train.txt"
-'''
+"""
 
 
 def checkpoint_source(arch: str) -> str:
@@ -55,14 +55,18 @@ def checkpoint_source(arch: str) -> str:
 
     if arch == "gemma4":
         classes = "Gemma4Config, Gemma4ForConditionalGeneration, Gemma4TextConfig, Gemma4VisionConfig"
-        build = (f"config = Gemma4Config(text_config=Gemma4TextConfig(**{_text_config(TINY_TEXT)!r}), "
-                 f"vision_config=Gemma4VisionConfig(**{VISION['tiny']!r}))\n"
-                 "    Gemma4ForConditionalGeneration(config).to(torch.bfloat16).save_pretrained(root)")
+        build = (
+            f"config = Gemma4Config(text_config=Gemma4TextConfig(**{_text_config(TINY_TEXT)!r}), "
+            f"vision_config=Gemma4VisionConfig(**{VISION['tiny']!r}))\n"
+            "    Gemma4ForConditionalGeneration(config).to(torch.bfloat16).save_pretrained(root)"
+        )
     else:  # the control: the same script on an architecture without Gemma 4's own modules
         classes = "LlamaConfig, LlamaForCausalLM"
-        build = ("config = LlamaConfig(vocab_size=128, hidden_size=64, intermediate_size=128, num_hidden_layers=4, "
-                 "num_attention_heads=2, num_key_value_heads=1)\n"
-                 "    LlamaForCausalLM(config).to(torch.bfloat16).save_pretrained(root)")
+        build = (
+            "config = LlamaConfig(vocab_size=128, hidden_size=64, intermediate_size=128, num_hidden_layers=4, "
+            "num_attention_heads=2, num_key_value_heads=1)\n"
+            "    LlamaForCausalLM(config).to(torch.bfloat16).save_pretrained(root)"
+        )
     return CHECKPOINT.format(arch=arch, classes=classes, build=build).strip("\n")
 
 
@@ -79,19 +83,23 @@ def adapt(name: str, source: Path, arch: str, max_memory: str | None, out: Path)
     text = source.read_text(encoding="utf-8")
     digest = hashlib.sha256(text.encode()).hexdigest()
     if digest != spec["sha256"]:
-        sys.exit(f"user_scripts.py: {source} is not {spec['repo']}@{spec['commit'][:8]}:{spec['path']} "
-                 f"(sha256 {digest[:12]}, expected {spec['sha256'][:12]})")
+        sys.exit(
+            f"user_scripts.py: {source} is not {spec['repo']}@{spec['commit'][:8]}:{spec['path']} "
+            f"(sha256 {digest[:12]}, expected {spec['sha256'][:12]})"
+        )
     values = {"checkpoint": checkpoint_source(arch), "max_memory": max_memory or "None"}
     for pattern, replacement in spec["substitutions"]:
         filled = re.sub(r"\{(\w+)\}", lambda m: values.get(m[1], m[0]), replacement)
-        text, count = re.subn(pattern, lambda _: filled, text, flags=re.MULTILINE)
+        text, count = re.subn(pattern, lambda _, filled=filled: filled, text, flags=re.MULTILINE)
         if count != 1:
             sys.exit(f"user_scripts.py: {pattern!r} matched {count} times in {source}, not once")
     out.mkdir(parents=True, exist_ok=True)
     budget = re.sub(r"\W+", "", max_memory or "")[:24]
     target = out / f"{name}-{arch}{'-' + budget if budget else ''}.py"
-    target.write_text(f"# adapted by benchmarks/user_scripts.py from {spec['repo']}@{spec['commit']}:{spec['path']}\n"
-                      + text, encoding="utf-8")
+    target.write_text(
+        f"# adapted by benchmarks/user_scripts.py from {spec['repo']}@{spec['commit']}:{spec['path']}\n" + text,
+        encoding="utf-8",
+    )
     return target
 
 
@@ -99,13 +107,33 @@ def run(script: Path, python: str) -> dict:
     from minrepro.harness.runner import run_script
 
     result = run_script(script, python=python, timeout=300, isolated=True, trace=True)
-    placements = [{k: r[k] for k in ("event", "caller", "devices", "parameters", "offloaded_quantized_weights",
-                                     "offloading_hooks", "execution_devices", "device_map") if k in r}
-                  for r in result.trace if r.get("status") == "returned"]
-    return {"script": script.name, "python": python, "seconds": round(result.seconds, 1),
-            "outcome": result.raw_headline if result.failed else "pass",
-            "owner": str(result.signature.owner) if result.failed else "", "placements": placements,
-            "traceback": result.stderr.strip().splitlines()[-40:]}
+    placements = [
+        {
+            k: r[k]
+            for k in (
+                "event",
+                "caller",
+                "devices",
+                "parameters",
+                "offloaded_quantized_weights",
+                "offloading_hooks",
+                "execution_devices",
+                "device_map",
+            )
+            if k in r
+        }
+        for r in result.trace
+        if r.get("status") == "returned"
+    ]
+    return {
+        "script": script.name,
+        "python": python,
+        "seconds": round(result.seconds, 1),
+        "outcome": result.raw_headline if result.failed else "pass",
+        "owner": str(result.signature.owner) if result.failed else "",
+        "placements": placements,
+        "traceback": result.stderr.strip().splitlines()[-40:],
+    }
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -115,7 +143,7 @@ def main(argv: list[str] | None = None) -> None:
     a.add_argument("name")
     a.add_argument("--source", type=Path, required=True, help="the fetched upstream file")
     a.add_argument("--arch", choices=["gemma4", "llama"], default="gemma4")
-    a.add_argument("--max-memory", help="the budget as a Python dict, e.g. '{0: \"150KB\", \"cpu\": \"1GiB\"}'")
+    a.add_argument("--max-memory", help='the budget as a Python dict, e.g. \'{0: "150KB", "cpu": "1GiB"}\'')
     a.add_argument("--out", type=Path, default=HERE.parent / ".minrepro" / "user")
     r = sub.add_parser("run")
     r.add_argument("script", type=Path)

@@ -18,7 +18,7 @@ from pathlib import Path as _Path
 # minrepro.reducers and minrepro.patches; a wheel maps them there by package-dir (pyproject.toml).
 _CHECKOUT = _Path(__file__).resolve().parent.parent
 if (_CHECKOUT / "reducers" / "__init__.py").is_file() and not (_Path(__file__).parent / "reducers").exists():
-    __path__.append(str(_CHECKOUT))  # noqa: F821 - a package's search path: only reducers/ and patches/ resolve
+    __path__.append(str(_CHECKOUT))
 
 from .errors import MinreproError  # noqa: E402
 from .harness.runner import RunResult, run_script  # noqa: E402

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Callable, Sequence, TypeVar
+from typing import TypeVar
+from collections.abc import Callable, Sequence
 
 T = TypeVar("T")
 FirstInteresting = Callable[[Sequence[list[T]]], "int | None"]

@@ -13,7 +13,7 @@ import ast
 import copy
 import operator
 import re
-from typing import Callable, Iterator
+from collections.abc import Callable, Iterator
 
 from minrepro.harness._bootstrap import read_key, reads_input  # the profile's rule for a config read: one definition
 
@@ -27,7 +27,10 @@ Pass = Callable[[Problem], None]
 
 # --- helpers ------------------------------------------------------------------------------------------
 
-def _edits(tree: ast.Module, wanted: type | tuple[type, ...], rewrite: Callable[[ast.AST], list]) -> Iterator[ast.Module]:
+
+def _edits(
+    tree: ast.Module, wanted: type | tuple[type, ...], rewrite: Callable[[ast.AST], list]
+) -> Iterator[ast.Module]:
     """For each node of type ``wanted`` (in walk order) and each replacement ``rewrite`` offers for it,
     a copy of the tree with that one node replaced (a list of statements splices into its block)."""
     nodes = [n for n in ast.walk(tree) if isinstance(n, wanted)]
@@ -60,8 +63,9 @@ def _replace(tree: ast.AST, old: ast.AST, new) -> bool:
 
 def _names_loaded(tree: ast.AST) -> set[str]:
     loaded = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
-    return loaded | {n.value.id for n in ast.walk(tree) if isinstance(n, ast.Attribute)
-                     and isinstance(n.value, ast.Name)}
+    return loaded | {
+        n.value.id for n in ast.walk(tree) if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name)
+    }
 
 
 def _calls_of(tree: ast.AST, name: str) -> list[ast.Call]:
@@ -74,6 +78,7 @@ def _body(stmts: list[ast.stmt]) -> list[ast.stmt]:
 
 
 # --- generators ---------------------------------------------------------------------------------------
+
 
 def unwrap_main_guard(tree: ast.Module) -> Iterator[ast.Module]:
     """`if __name__ == "__main__": body` at module level becomes `body`; there `sys.exit(main())` and
@@ -88,8 +93,12 @@ def unwrap_main_guard(tree: ast.Module) -> Iterator[ast.Module]:
 
 def _without_exit(stmt: ast.stmt) -> ast.stmt:
     call = stmt.value if isinstance(stmt, ast.Expr) else stmt.exc if isinstance(stmt, ast.Raise) else None
-    exits = (isinstance(call, ast.Call) and len(call.args) == 1 and not call.keywords
-             and ast.unparse(call.func) in ("sys.exit", "exit", "quit", "SystemExit"))
+    exits = (
+        isinstance(call, ast.Call)
+        and len(call.args) == 1
+        and not call.keywords
+        and ast.unparse(call.func) in ("sys.exit", "exit", "quit", "SystemExit")
+    )
     return ast.Expr(call.args[0]) if exits else stmt
 
 
@@ -99,8 +108,9 @@ def drop_decorators(tree: ast.Module) -> Iterator[ast.Module]:
     for index, func in enumerate(funcs):
         for position in range(len(func.decorator_list)):
             new = copy.deepcopy(tree)
-            target = [n for n in ast.walk(new) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
-                      and n.decorator_list][index]
+            target = [
+                n for n in ast.walk(new) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.decorator_list
+            ][index]
             del target.decorator_list[position]
             yield new
 
@@ -122,7 +132,11 @@ def _bound(items: list[ast.withitem]) -> list[ast.stmt]:
     for item in items:
         if isinstance(item.optional_vars, ast.Name):
             value = copy.deepcopy(item.context_expr)
-            if isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and value.func.attr == "TemporaryDirectory":
+            if (
+                isinstance(value, ast.Call)
+                and isinstance(value.func, ast.Attribute)
+                and value.func.attr == "TemporaryDirectory"
+            ):
                 value.func.attr = "mkdtemp"  # the same directory, as a str (the repro leaves it behind)
             out.append(ast.Assign([ast.Name(item.optional_vars.id, ast.Store())], value))
     return out
@@ -152,9 +166,14 @@ def unroll_loops(tree: ast.Module) -> Iterator[ast.Module]:
 
 def _first_item(iterable: ast.expr) -> str:
     """The source of an iterable's first item: `0` for `range(3)`, `2` for `range(2, 5)`, else `next(iter(...))`."""
-    if (isinstance(iterable, ast.Call) and isinstance(iterable.func, ast.Name) and iterable.func.id == "range"
-            and 1 <= len(iterable.args) <= 2 and not iterable.keywords
-            and all(isinstance(a, ast.Constant) and type(a.value) is int for a in iterable.args)):
+    if (
+        isinstance(iterable, ast.Call)
+        and isinstance(iterable.func, ast.Name)
+        and iterable.func.id == "range"
+        and 1 <= len(iterable.args) <= 2
+        and not iterable.keywords
+        and all(isinstance(a, ast.Constant) and type(a.value) is int for a in iterable.args)
+    ):
         bounds = [0, *[a.value for a in iterable.args]][-2:]
         if bounds[0] < bounds[1]:
             return str(bounds[0])
@@ -181,9 +200,15 @@ def inline_nested_calls(tree: ast.Module) -> Iterator[ast.Module]:
 
 def _inlinable(tree: ast.Module) -> list[ast.FunctionDef]:
     """Module-level functions called exactly once, without decorators, early returns or yields."""
-    return [f for f in tree.body if isinstance(f, ast.FunctionDef) and not f.decorator_list
-            and len(_calls_of(tree, f.name)) == 1 and not _returns_early(f)
-            and not any(isinstance(n, (ast.Yield, ast.YieldFrom)) for n in ast.walk(f))]
+    return [
+        f
+        for f in tree.body
+        if isinstance(f, ast.FunctionDef)
+        and not f.decorator_list
+        and len(_calls_of(tree, f.name)) == 1
+        and not _returns_early(f)
+        and not any(isinstance(n, (ast.Yield, ast.YieldFrom)) for n in ast.walk(f))
+    ]
 
 
 def _returns_early(func: ast.FunctionDef) -> bool:
@@ -219,13 +244,28 @@ def _inline(tree: ast.Module, name: str) -> ast.Module | None:
 
 
 # a call under these is evaluated conditionally, repeatedly or in another scope: its body cannot move before
-_NOT_HOISTABLE = (ast.Lambda, ast.comprehension, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp,
-                  ast.BoolOp, ast.IfExp, ast.While, ast.FunctionDef, ast.ClassDef)
+_NOT_HOISTABLE = (
+    ast.Lambda,
+    ast.comprehension,
+    ast.ListComp,
+    ast.SetComp,
+    ast.DictComp,
+    ast.GeneratorExp,
+    ast.BoolOp,
+    ast.IfExp,
+    ast.While,
+    ast.FunctionDef,
+    ast.ClassDef,
+)
 
 
 def _without_docstring(body: list[ast.stmt]) -> list[ast.stmt]:
-    docstring = body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
+    docstring = (
+        body
+        and isinstance(body[0], ast.Expr)
+        and isinstance(body[0].value, ast.Constant)
         and isinstance(body[0].value.value, str)
+    )
     return body[1:] if docstring else body
 
 
@@ -246,19 +286,25 @@ def _inline_nested(tree: ast.Module, name: str) -> ast.Module | None:
         if binds is None:
             return None
         _replace(stmt, call, ast.Name(ret.value.id, ast.Load()))
-        block[index : index] = binds + body[:-1]
+        block[index:index] = binds + body[:-1]
         tree.body.remove(func)
         return tree
     return None
 
 
 def _statement_slots(tree: ast.Module) -> list[tuple[list[ast.stmt], int]]:
-    return [(block, i) for parent in ast.walk(tree) for field in ("body", "orelse", "finalbody")
-            if isinstance(block := getattr(parent, field, None), list) for i in range(len(block))]
+    return [
+        (block, i)
+        for parent in ast.walk(tree)
+        for field in ("body", "orelse", "finalbody")
+        if isinstance(block := getattr(parent, field, None), list)
+        for i in range(len(block))
+    ]
 
 
 def _hoistable_call(stmt: ast.stmt, name: str) -> ast.Call | None:
     """The call of `name` in this statement's own expressions, unless something evaluates it conditionally."""
+
     def search(node: ast.AST) -> ast.Call | None:
         if isinstance(node, _NOT_HOISTABLE):
             return None
@@ -271,6 +317,7 @@ def _hoistable_call(stmt: ast.stmt, name: str) -> ast.Call | None:
             if found is not None:
                 return found
         return None
+
     return search(stmt)
 
 
@@ -278,11 +325,17 @@ def _bind(func: ast.FunctionDef, call: ast.Call) -> list[ast.stmt] | None:
     """Bind the call's arguments to the parameters (simple signatures only): a simple argument (a name,
     constant or attribute chain) is substituted into the body; any other gets an assignment."""
     args = func.args
-    if args.vararg or args.kwarg or args.posonlyargs or args.kwonlyargs or any(isinstance(a, ast.Starred) for a in call.args):
+    if (
+        args.vararg
+        or args.kwarg
+        or args.posonlyargs
+        or args.kwonlyargs
+        or any(isinstance(a, ast.Starred) for a in call.args)
+    ):
         return None
     params = [a.arg for a in args.args]
-    defaults = dict(zip(params[len(params) - len(args.defaults):], args.defaults))
-    values = dict(zip(params, call.args))
+    defaults = dict(zip(params[len(params) - len(args.defaults) :], args.defaults, strict=False))
+    values = dict(zip(params, call.args, strict=False))
     for kw in call.keywords:
         if kw.arg not in params:
             return None
@@ -352,10 +405,15 @@ def _plain_functions(tree: ast.Module) -> list[str]:
     for func in tree.body:
         if not isinstance(func, ast.FunctionDef) or func.decorator_list or func.args.vararg or func.args.kwarg:
             continue
-        uses = [n for n in ast.walk(tree) if isinstance(n, ast.Name) and n.id == func.name and isinstance(n.ctx, ast.Load)]
+        uses = [
+            n for n in ast.walk(tree) if isinstance(n, ast.Name) and n.id == func.name and isinstance(n.ctx, ast.Load)
+        ]
         calls = _calls_of(tree, func.name)
-        if len(uses) == len(calls) and not any(isinstance(a, ast.Starred) for c in calls for a in c.args) \
-                and not any(k.arg is None for c in calls for k in c.keywords):
+        if (
+            len(uses) == len(calls)
+            and not any(isinstance(a, ast.Starred) for c in calls for a in c.args)
+            and not any(k.arg is None for c in calls for k in c.keywords)
+        ):
             plain.append(func.name)
     return plain
 
@@ -380,8 +438,16 @@ def _without_parameters(tree: ast.Module, drops: list[tuple[str, str]]) -> str |
         _drop_parameter(func.args, param)
     # what was passed only for them goes too (`settings = ServerSettings()`), and then its class is dead
     orphaned = _names_loaded(tree) - _names_loaded(new)
-    new.body = [s for s in new.body if not (isinstance(s, ast.Assign) and len(s.targets) == 1
-                                            and isinstance(s.targets[0], ast.Name) and s.targets[0].id in orphaned)]
+    new.body = [
+        s
+        for s in new.body
+        if not (
+            isinstance(s, ast.Assign)
+            and len(s.targets) == 1
+            and isinstance(s.targets[0], ast.Name)
+            and s.targets[0].id in orphaned
+        )
+    ]
     return _render(new)
 
 
@@ -438,8 +504,11 @@ def _has_call(node: ast.AST | None) -> bool:
 def _twin_configs(tree: ast.AST) -> set[str]:
     """The dict literals (by their dump) that configure a twin: `AutoConfig.for_model(type, **{...})` as the
     scale-down writes it, and every config nested in one (a tower's)."""
-    calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
-             and n.func.attr == "for_model"]
+    calls = [
+        n
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "for_model"
+    ]
     return {ast.dump(d) for c in calls for d in ast.walk(c) if isinstance(d, ast.Dict)}
 
 
@@ -453,8 +522,14 @@ def _vocabulary_fields(names: list[str | None], twin: bool = False) -> set[int]:
     (`_twin_configs`), a tower's among them, whose dimensions stay whether or not it has a vocabulary."""
     if not twin and not any(name in VOCABULARY for name in names):
         return set()
-    return {i for i, name in enumerate(names) if name in VOCABULARY or name in SHRINK
-            or name in ("num_hidden_layers", "text_config") or (name and TOKEN_ID.match(name))}
+    return {
+        i
+        for i, name in enumerate(names)
+        if name in VOCABULARY
+        or name in SHRINK
+        or name in ("num_hidden_layers", "text_config")
+        or (name and TOKEN_ID.match(name))
+    }
 
 
 def _dict_names(node: ast.Dict) -> list[str | None]:
@@ -469,9 +544,9 @@ def drop_arguments(tree: ast.Module) -> Iterator[ast.Module]:
         options = []
         fixed = _vocabulary_fields([k.arg for k in call.keywords])
         for k in (k for k in range(len(call.keywords)) if k not in fixed):
-            options.append(ast.Call(call.func, call.args, call.keywords[:k] + call.keywords[k + 1:]))
+            options.append(ast.Call(call.func, call.args, call.keywords[:k] + call.keywords[k + 1 :]))
         for k in reversed(range(len(call.args))):
-            options.append(ast.Call(call.func, call.args[:k] + call.args[k + 1:], call.keywords))
+            options.append(ast.Call(call.func, call.args[:k] + call.args[k + 1 :], call.keywords))
         return options
 
     yield from _edits(tree, ast.Call, fewer)
@@ -481,12 +556,21 @@ def simplify_constants(tree: ast.Module) -> Iterator[ast.Module]:
     """Integers shrink (to 0, 1, then halves). An argument of a call shrinks to 1 at the least: `Linear4bit(0, 0)`
     reproduces as well as `Linear4bit(8, 8)`, and no maintainer wants to read it. Floats stay: they save no line,
     and they are tolerances (`max_loss_drift: 1e-3` shrunk to 0.0 made a check that fails on rounding noise)."""
-    in_calls = {id(a) for call in ast.walk(tree) if isinstance(call, ast.Call)
-                for a in [*call.args, *(k.value for k in call.keywords)]}
+    in_calls = {
+        id(a)
+        for call in ast.walk(tree)
+        if isinstance(call, ast.Call)
+        for a in [*call.args, *(k.value for k in call.keywords)]
+    }
     # a twin's dimension fields (`{'hidden_size': 64}`) stay at their tiny value: `hidden_size: 0` passed the oracle
     # where the failure never reads it, and reads as a broken model to a maintainer
-    dimensions = {id(v): SHRINK[k.value] for d in ast.walk(tree) if isinstance(d, ast.Dict)
-                  for k, v in zip(d.keys, d.values) if isinstance(k, ast.Constant) and k.value in SHRINK}
+    dimensions = {
+        id(v): SHRINK[k.value]
+        for d in ast.walk(tree)
+        if isinstance(d, ast.Dict)
+        for k, v in zip(d.keys, d.values, strict=False)
+        if isinstance(k, ast.Constant) and k.value in SHRINK
+    }
     # a vocabulary and the ids beside it never shrink (`_vocabulary_fields`); nor does a layer count that per-layer
     # fields follow (`fewer_unplaced_layers` cuts both)
     fixed = {id(n) for v in _fixed_values(tree) for n in ast.walk(v)}
@@ -497,12 +581,14 @@ def simplify_constants(tree: ast.Module) -> Iterator[ast.Module]:
             return []
         floor = (1,) if id(node) in in_calls and value > 0 else (0, 1)
         least = max(min(floor), dimensions.get(id(node), min(floor)))
-        return [ast.Constant(v) for v in dict.fromkeys((*floor, least, value // 2)) if abs(v) < abs(value) and v >= least]
+        return [
+            ast.Constant(v) for v in dict.fromkeys((*floor, least, value // 2)) if abs(v) < abs(value) and v >= least
+        ]
 
     # the call-argument test needs the node identities of this tree, which _edits copies: filter here instead
     nodes = [n for n in ast.walk(tree) if isinstance(n, ast.Constant)]
     for target, original in enumerate(nodes):
-        for choice, replacement in enumerate(smaller(original)):
+        for _choice, replacement in enumerate(smaller(original)):
             new = copy.deepcopy(tree)
             node = _nth(new, ast.Constant, target)
             if _replace(new, node, replacement):
@@ -529,8 +615,11 @@ def _fixed_values(tree: ast.Module) -> list[ast.expr]:
 def _names_layers(value: ast.expr, layers: int) -> bool:
     """A field written per layer: a list of one entry per layer, or a dict keyed by layer index."""
     items = constant_list(value)
-    by_index = isinstance(value, ast.Dict) and bool(value.keys) and all(
-        isinstance(k, ast.Constant) and isinstance(k.value, str) and k.value.isdigit() for k in value.keys)
+    by_index = (
+        isinstance(value, ast.Dict)
+        and bool(value.keys)
+        and all(isinstance(k, ast.Constant) and isinstance(k.value, str) and k.value.isdigit() for k in value.keys)
+    )
     return (items is not None and len(items) == layers) or by_index
 
 
@@ -544,8 +633,11 @@ def drop_dict_entries(tree: ast.Module) -> Iterator[ast.Module]:
         if len(node.keys) < 2 or any(k is None for k in node.keys):
             return []
         fixed = _vocabulary_fields(_dict_names(node), ast.dump(node) in twins)
-        return [ast.Dict(node.keys[:i] + node.keys[i + 1:], node.values[:i] + node.values[i + 1:])
-                for i in range(len(node.keys)) if i not in fixed]
+        return [
+            ast.Dict(node.keys[:i] + node.keys[i + 1 :], node.values[:i] + node.values[i + 1 :])
+            for i in range(len(node.keys))
+            if i not in fixed
+        ]
 
     yield from _edits(tree, ast.Dict, fewer)
 
@@ -588,7 +680,7 @@ def _device_map(node: ast.Dict, least: int = 2) -> dict[str, object] | None:
     # a config's ints are no GPU indices: `{'vocab_size': 128, 'hidden_size': 64}` was "coarsened" to `{'': 128, ...}`
     if not any(type(v) is str for v in values) and not any(k == "" or "." in k for k in keys):
         return None
-    return dict(zip(keys, values))
+    return dict(zip(keys, values, strict=False))
 
 
 def _collapsed(device_map: dict[str, object]) -> dict[str, object]:
@@ -599,8 +691,11 @@ def _collapsed(device_map: dict[str, object]) -> dict[str, object]:
         for key, device in device_map.items():
             if "." in key:
                 parents.setdefault(key.rsplit(".", 1)[0], set()).add(repr(device))
-        same = {p for p, devices in parents.items() if len(devices) == 1 and sum(k.rsplit(".", 1)[0] == p
-                                                                                 for k in device_map if "." in k) > 1}
+        same = {
+            p
+            for p, devices in parents.items()
+            if len(devices) == 1 and sum(k.rsplit(".", 1)[0] == p for k in device_map if "." in k) > 1
+        }
         if not same:
             return device_map
         folded: dict[str, object] = {}
@@ -633,8 +728,11 @@ def _stack_configs(tree: ast.Module, layers: int | None) -> Iterator[dict[str, a
         if isinstance(node, ast.Call):
             fields = {k.arg: k.value for k in node.keywords if k.arg}
         elif isinstance(node, ast.Dict):
-            fields = {k.value: v for k, v in zip(node.keys, node.values) if isinstance(k, ast.Constant)
-                      and isinstance(k.value, str)}
+            fields = {
+                k.value: v
+                for k, v in zip(node.keys, node.values, strict=False)
+                if isinstance(k, ast.Constant) and isinstance(k.value, str)
+            }
         else:
             continue
         count = fields.get("num_hidden_layers")
@@ -678,13 +776,25 @@ def _cut_layer_field(key: str, value: ast.expr, layers: int, keep: list[int]) ->
         value.elts = [value.elts[i] for i in keep]
     elif (items := constant_list(value)) is not None and len(items) == layers:  # written compactly: a literal again
         _replace_node(value, ast.List([ast.Constant(items[i]) for i in keep], ast.Load()))
-    elif isinstance(value, ast.Dict) and value.keys and all(isinstance(k, ast.Constant) and isinstance(k.value, str)
-                                                            and k.value.isdigit() for k in value.keys):
-        pairs = [(int(k.value), len(k.value), v) for k, v in zip(value.keys, value.values) if int(k.value) in keep]
+    elif (
+        isinstance(value, ast.Dict)
+        and value.keys
+        and all(isinstance(k, ast.Constant) and isinstance(k.value, str) and k.value.isdigit() for k in value.keys)
+    ):
+        pairs = [
+            (int(k.value), len(k.value), v)
+            for k, v in zip(value.keys, value.values, strict=False)
+            if int(k.value) in keep
+        ]
         value.keys = [ast.Constant(f"{keep.index(i):0{width}d}") for i, width, _ in pairs]
         value.values = [v for _, _, v in pairs]
-    elif (key.startswith("num_") and key.endswith("_layers") and isinstance(value, ast.Constant)
-          and type(value.value) is int and 0 < value.value < layers):
+    elif (
+        key.startswith("num_")
+        and key.endswith("_layers")
+        and isinstance(value, ast.Constant)
+        and type(value.value) is int
+        and 0 < value.value < layers
+    ):
         value.value = sum(i >= layers - value.value for i in keep)
 
 
@@ -721,7 +831,7 @@ def fewer_layers(tree: ast.Module) -> Iterator[ast.Module]:
             continue
         prefix, placed = stack
         layers = len(placed)
-        order = list(zip(placed, _layer_kinds(tree, layers)))
+        order = list(zip(placed, _layer_kinds(tree, layers), strict=False))
         keep = [i for i in range(layers) if i == 0 or order[i] != order[i - 1]]
         if len(keep) == layers:
             continue
@@ -761,8 +871,11 @@ def fewer_unplaced_layers(tree: ast.Module) -> Iterator[ast.Module]:
     cut to one layer per run of its `layer_types`, then to its first half: `num_hidden_layers` and every field that
     names layers cut with it (`layer_types`, `per_layer_config`, `num_kv_shared_layers`), so the config never
     describes layers it does not have. Where a literal map does place the layers, `fewer_layers` cuts both."""
-    placed = {len(stack[1]) for n in ast.walk(tree) if isinstance(n, ast.Dict) and (m := _device_map(n))
-              and (stack := _layer_stack(m))}
+    placed = {
+        len(stack[1])
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Dict) and (m := _device_map(n)) and (stack := _layer_stack(m))
+    }
     counts = sorted({f["num_hidden_layers"].value for f in _stack_configs(tree, None)} - placed)
     for layers in counts:
         if not isinstance(layers, int) or layers < 2:
@@ -786,8 +899,9 @@ def shorten_device_maps(tree: ast.Module) -> Iterator[ast.Module]:
     passes leave of it (a `range(1)`) is written again. Late in the list: the passes that cut and coarsen maps read
     literals."""
     nodes = [n for n in ast.walk(tree) if isinstance(n, ast.expr)]
-    inner = {id(side) for n in nodes if isinstance(n, ast.BinOp) and _map_value(n) is not None
-             for side in (n.left, n.right)}
+    inner = {
+        id(side) for n in nodes if isinstance(n, ast.BinOp) and _map_value(n) is not None for side in (n.left, n.right)
+    }
     for index, node in enumerate(nodes):
         value = _map_value(node) if id(node) not in inner else None
         if value is None or len(value) < 2:
@@ -808,23 +922,45 @@ def _map_value(node: ast.AST) -> dict[str, object] | None:
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitOr):
         left, right = _map_value(node.left), _map_value(node.right)
         return None if left is None or right is None else left | right
-    if not (isinstance(node, ast.DictComp) and len(node.generators) == 1 and not node.generators[0].ifs
-            and isinstance(node.generators[0].target, ast.Name) and isinstance(node.key, ast.JoinedStr)
-            and isinstance(node.value, ast.Constant)):
+    if not (
+        isinstance(node, ast.DictComp)
+        and len(node.generators) == 1
+        and not node.generators[0].ifs
+        and isinstance(node.generators[0].target, ast.Name)
+        and isinstance(node.key, ast.JoinedStr)
+        and isinstance(node.value, ast.Constant)
+    ):
         return None
     loop, index = node.generators[0], node.generators[0].target.id
     bounds = loop.iter.args if isinstance(loop.iter, ast.Call) and ast.unparse(loop.iter.func) == "range" else None
-    if not bounds or len(bounds) > 2 or loop.iter.keywords or not all(
-            isinstance(b, ast.Constant) and type(b.value) is int for b in bounds):
+    if (
+        not bounds
+        or len(bounds) > 2
+        or loop.iter.keywords
+        or not all(isinstance(b, ast.Constant) and type(b.value) is int for b in bounds)
+    ):
         return None
     parts = node.key.values
-    if not (all(isinstance(p, ast.Constant) or (isinstance(p, ast.FormattedValue) and isinstance(p.value, ast.Name)
-                and p.value.id == index and p.conversion == -1 and p.format_spec is None) for p in parts)
-            and sum(isinstance(p, ast.FormattedValue) for p in parts) == 1):
+    if not (
+        all(
+            isinstance(p, ast.Constant)
+            or (
+                isinstance(p, ast.FormattedValue)
+                and isinstance(p.value, ast.Name)
+                and p.value.id == index
+                and p.conversion == -1
+                and p.format_spec is None
+            )
+            for p in parts
+        )
+        and sum(isinstance(p, ast.FormattedValue) for p in parts) == 1
+    ):
         return None
     first, stop = (0, bounds[0].value) if len(bounds) == 1 else (bounds[0].value, bounds[1].value)
-    entries = {"".join(str(i) if isinstance(p, ast.FormattedValue) else p.value for p in parts): node.value.value
-               for i in range(first, min(stop, first + 4096))}
+    entries = {
+        "".join(str(i) if isinstance(p, ast.FormattedValue) else p.value for p in parts): node.value.value
+        for i in range(first, min(stop, first + 4096))
+    }
     return _device_map(ast.parse(repr(entries), mode="eval").body, least=0) if entries else {}
 
 
@@ -837,9 +973,14 @@ def _map_expression(entries: list[tuple[str, object]], least: int = 3) -> ast.ex
     while index < len(entries):
         end = index + 1
         match = _NUMBERED_KEY.match(entries[index][0])
-        while match and end < len(entries) and (later := _NUMBERED_KEY.match(entries[end][0])) \
-                and (later[1], later[3], entries[end][1]) == (match[1], match[3], entries[index][1]) \
-                and int(later[2]) == int(match[2]) + end - index and later[2] == str(int(later[2])):
+        while (
+            match
+            and end < len(entries)
+            and (later := _NUMBERED_KEY.match(entries[end][0]))
+            and (later[1], later[3], entries[end][1]) == (match[1], match[3], entries[index][1])
+            and int(later[2]) == int(match[2]) + end - index
+            and later[2] == str(int(later[2]))
+        ):
             end += 1
         if match and end - index >= least and match[2] == str(int(match[2])):
             if plain:
@@ -886,8 +1027,10 @@ def _compact_forms(items: list) -> list[ast.expr]:
     for period in range(1, len(items) // 2 + 1):
         if len(items) % period == 0 and items[:period] * (len(items) // period) == items:
             times = ast.Constant(len(items) // period)
-            forms += [ast.BinOp(ast.List([ast.Constant(v) for v in items[:period]], ast.Load()), ast.Mult(), times),
-                      ast.BinOp(_runs(items[:period]), ast.Mult(), times)]
+            forms += [
+                ast.BinOp(ast.List([ast.Constant(v) for v in items[:period]], ast.Load()), ast.Mult(), times),
+                ast.BinOp(_runs(items[:period]), ast.Mult(), times),
+            ]
             break
     return forms
 
@@ -905,8 +1048,9 @@ def _runs(items: list) -> ast.expr:
             if loose:
                 parts.append(ast.List([ast.Constant(v) for v in loose], ast.Load()))
                 loose = []
-            parts.append(ast.BinOp(ast.List([ast.Constant(items[index])], ast.Load()), ast.Mult(),
-                                   ast.Constant(end - index)))
+            parts.append(
+                ast.BinOp(ast.List([ast.Constant(items[index])], ast.Load()), ast.Mult(), ast.Constant(end - index))
+            )
         else:
             loose += items[index:end]
         index = end
@@ -925,8 +1069,14 @@ def _idiom(node: ast.Call) -> ast.expr | None:
     func = node.func
     if ast.unparse(func) == "os.path.join" and len(node.args) == 1 and not node.keywords:
         return node.args[0]
-    if isinstance(func, ast.Name) and func.id == "next" and len(node.args) == 1 and isinstance(node.args[0], ast.Call) \
-            and ast.unparse(node.args[0].func) == "iter" and len(node.args[0].args) == 1:
+    if (
+        isinstance(func, ast.Name)
+        and func.id == "next"
+        and len(node.args) == 1
+        and isinstance(node.args[0], ast.Call)
+        and ast.unparse(node.args[0].func) == "iter"
+        and len(node.args[0].args) == 1
+    ):
         inner = node.args[0].args[0]
         if isinstance(inner, ast.Call) and ast.unparse(inner.func) == "enumerate" and len(inner.args) == 1:
             return ast.Tuple([ast.Constant(0), ast.Subscript(inner.args[0], ast.Constant(0), ast.Load())], ast.Load())
@@ -949,9 +1099,16 @@ def simplify_idioms(tree: ast.Module) -> Iterator[ast.Module]:
 def drop_empty_classes(tree: ast.Module) -> Iterator[ast.Module]:
     """A class whose body is only `pass` or a docstring (what a reduction leaves of a config holder, passed to calls
     that ignore it) goes, with every argument that names it: `class WorkerConfig: pass` ... `Job(WorkerConfig)`."""
-    for cls in [n for n in tree.body if isinstance(n, ast.ClassDef) and not n.bases and not n.decorator_list
-                and all(isinstance(b, ast.Pass) or (isinstance(b, ast.Expr) and isinstance(b.value, ast.Constant))
-                        for b in n.body)]:
+    for cls in [
+        n
+        for n in tree.body
+        if isinstance(n, ast.ClassDef)
+        and not n.bases
+        and not n.decorator_list
+        and all(
+            isinstance(b, ast.Pass) or (isinstance(b, ast.Expr) and isinstance(b.value, ast.Constant)) for b in n.body
+        )
+    ]:
         new = copy.deepcopy(tree)
         new.body = [n for n in new.body if not (isinstance(n, ast.ClassDef) and n.name == cls.name)]
         for call in [n for n in ast.walk(new) if isinstance(n, ast.Call)]:
@@ -998,12 +1155,18 @@ def _drop_unreachable(tree: ast.Module) -> ast.Module:
             if isinstance(block, list):
                 end = next((i for i, stmt in enumerate(block) if isinstance(stmt, _TERMINAL)), None)
                 if end is not None:
-                    del block[end + 1:]
+                    del block[end + 1 :]
     return tree
 
 
-_ARITHMETIC = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.FloorDiv: operator.floordiv,
-               ast.Mod: operator.mod, ast.Div: operator.truediv}
+_ARITHMETIC = {
+    ast.Add: operator.add,
+    ast.Sub: operator.sub,
+    ast.Mult: operator.mul,
+    ast.FloorDiv: operator.floordiv,
+    ast.Mod: operator.mod,
+    ast.Div: operator.truediv,
+}
 
 
 class _Fold(ast.NodeTransformer):
@@ -1055,6 +1218,7 @@ def _number(value: object) -> bool:
 
 # --- ddmin passes ------------------------------------------------------------------------------------
 
+
 def delete_statements(problem: Problem) -> None:
     """ddmin over the statements of every block, outermost block first."""
     path_count = len(_blocks(ast.parse(problem.current)))
@@ -1087,7 +1251,11 @@ def _blocks(tree: ast.Module) -> list[tuple[list[ast.stmt], ast.AST, str]]:
 def _with_block(source: str, index: int, keep: list[int]) -> str:
     tree = ast.parse(source)
     block, node, field = _blocks(tree)[index]
-    setattr(node, field, [block[i] for i in keep] or ([] if isinstance(node, ast.Module) or field != "body" else [ast.Pass()]))
+    setattr(
+        node,
+        field,
+        [block[i] for i in keep] or ([] if isinstance(node, ast.Module) or field != "body" else [ast.Pass()]),
+    )
     return ast.unparse(ast.fix_missing_locations(tree))
 
 
@@ -1105,6 +1273,7 @@ def delete_lines(problem: Problem) -> None:
 
 
 # --- fact-driven passes (what a run of the current program showed, measured by the driver) ---------------
+
 
 def slice_to_failure(problem: Problem) -> None:
     """Everything off the failure's backward slice goes in one candidate: statements after the failing one never
@@ -1156,8 +1325,9 @@ def backward_slice(body: list[ast.stmt], failing: int) -> list[int]:
     that read a kept object other than a module (a method call may mutate it: `model.eval()`), and those that seed
     a generator (`torch.manual_seed(0)` writes global state no name carries; the search keeps every seed anyway,
     so a slice without one was refused: nightly_quant_report's was)."""
-    modules = {(a.asname or a.name).split(".")[0] for s in body if isinstance(s, (ast.Import, ast.ImportFrom))
-               for a in s.names}
+    modules = {
+        (a.asname or a.name).split(".")[0] for s in body if isinstance(s, (ast.Import, ast.ImportFrom)) for a in s.names
+    }
     relevant = _reads(body[failing])
     keep = {failing}
     for index in reversed(range(failing)):
@@ -1198,8 +1368,11 @@ def resolve_recorded_values(problem: Problem) -> None:
     written, inputs = _floats(tree), _input_names(tree)
     # a float the script computed (a loss, read once, so "never changed") is a result, not a setting: frozen,
     # it would turn the script's own check into a constant. One read from a file or the command line is a setting.
-    keys = [k for k in _read_keys(problem.current) if k in values
-            and (_floats(ast.parse(values[k])) <= written or _is_input(k, inputs))]
+    keys = [
+        k
+        for k in _read_keys(problem.current)
+        if k in values and (_floats(ast.parse(values[k])) <= written or _is_input(k, inputs))
+    ]
 
     def resolved(batch: list[str]) -> str | None:
         present = [k for k in batch if k in _read_keys(problem.current)]  # an accepted batch took some already
@@ -1289,8 +1462,19 @@ def inline_single_use_variables(problem: Problem) -> None:
     _accept_batches(problem, [names, *([n] for n in names)], lambda batch: _with_inlined(problem.current, batch))
 
 
-_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda, ast.For, ast.AsyncFor, ast.While,
-           ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
+_SCOPES = (
+    ast.FunctionDef,
+    ast.AsyncFunctionDef,
+    ast.ClassDef,
+    ast.Lambda,
+    ast.For,
+    ast.AsyncFor,
+    ast.While,
+    ast.ListComp,
+    ast.SetComp,
+    ast.DictComp,
+    ast.GeneratorExp,
+)
 
 
 def _single_use_variables(tree: ast.Module) -> list[str]:
@@ -1305,7 +1489,7 @@ def _single_use_variables(tree: ast.Module) -> list[str]:
         name = stmt.targets[0].id
         if stores.count(name) != 1 or loads.count(name) != 1:
             continue
-        later = [s for s in tree.body[index + 1:] if name in _once_reads(s)]
+        later = [s for s in tree.body[index + 1 :] if name in _once_reads(s)]
         if later:
             found.append(name)
     return found
@@ -1327,8 +1511,11 @@ def _with_inlined(source: str, names: list[str]) -> str | None:
     for name in names:
         if name not in _single_use_variables(tree):
             return None
-        assign = next(s for s in tree.body if isinstance(s, ast.Assign) and isinstance(s.targets[0], ast.Name)
-                      and s.targets[0].id == name)
+        assign = next(
+            s
+            for s in tree.body
+            if isinstance(s, ast.Assign) and isinstance(s.targets[0], ast.Name) and s.targets[0].id == name
+        )
         tree.body.remove(assign)
         use = next(n for n in ast.walk(tree) if isinstance(n, ast.Name) and n.id == name)
         if not _replace(tree, use, copy.deepcopy(assign.value)):
@@ -1352,24 +1539,34 @@ def drop_all_dead_definitions(problem: Problem) -> None:
 
 def _no_op(stmt: ast.stmt) -> bool:
     """`path = path`: what reductions leave of a rebinding (`path = normalize(path)` with the call unwrapped)."""
-    return (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name)
-            and isinstance(stmt.value, ast.Name) and stmt.value.id == stmt.targets[0].id)
+    return (
+        isinstance(stmt, ast.Assign)
+        and len(stmt.targets) == 1
+        and isinstance(stmt.targets[0], ast.Name)
+        and isinstance(stmt.value, ast.Name)
+        and stmt.value.id == stmt.targets[0].id
+    )
 
 
 # --- what a maintainer runs as is: no unused or repeated imports, no dead stores, no paths of this machine -------
+
 
 def drop_unused_imports(problem: Problem) -> None:
     """Every imported name nothing reads goes: all in one candidate, then one name at a time. Judged all the same:
     an import can act (`import bitsandbytes` registers its backends), and the oracle says whether this one did."""
     names = sorted(_unused_imports(ast.parse(problem.current)))
-    _accept_batches(problem, [names, *([n] for n in names)],
-                    lambda batch: _without_imports(problem.current, set(batch)))
+    _accept_batches(
+        problem, [names, *([n] for n in names)], lambda batch: _without_imports(problem.current, set(batch))
+    )
 
 
 def _imports(tree: ast.AST) -> Iterator[ast.Import | ast.ImportFrom]:
     """Import statements anywhere in the tree, `from __future__` left out (they bind nothing a program reads)."""
-    return (n for n in ast.walk(tree) if isinstance(n, ast.Import)
-            or (isinstance(n, ast.ImportFrom) and n.module != "__future__"))
+    return (
+        n
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Import) or (isinstance(n, ast.ImportFrom) and n.module != "__future__")
+    )
 
 
 def _bound_name(alias: ast.alias) -> str:
@@ -1383,10 +1580,15 @@ def _unused_imports(tree: ast.Module) -> set[str]:
 
 def _exported(tree: ast.Module) -> set[str]:
     """The names `__all__ = [...]` lists: a module's exports are read by whoever imports it."""
-    return {e.value for node in tree.body if isinstance(node, ast.Assign)
-            and any(isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets)
-            and isinstance(node.value, (ast.List, ast.Tuple))
-            for e in node.value.elts if isinstance(e, ast.Constant) and isinstance(e.value, str)}
+    return {
+        e.value
+        for node in tree.body
+        if isinstance(node, ast.Assign)
+        and any(isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets)
+        and isinstance(node.value, (ast.List, ast.Tuple))
+        for e in node.value.elts
+        if isinstance(e, ast.Constant) and isinstance(e.value, str)
+    }
 
 
 def _without_imports(source: str, names: set[str]) -> str | None:
@@ -1409,8 +1611,12 @@ def drop_environment_settings(tree: ast.Module) -> Iterator[ast.Module]:
     goes. On a GPU box the run had the image's CUDA_VERSION, NCCL_* and TORCH_CUDA_ARCH_LIST: as `greedy(chain=True)`,
     all of them go in one candidate first, the ones the failure needs stay."""
     for i, stmt in enumerate(tree.body):
-        if (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Subscript)
-                and ast.unparse(stmt.targets[0].value) == "os.environ"):
+        if (
+            isinstance(stmt, ast.Assign)
+            and len(stmt.targets) == 1
+            and isinstance(stmt.targets[0], ast.Subscript)
+            and ast.unparse(stmt.targets[0].value) == "os.environ"
+        ):
             new = copy.deepcopy(tree)
             del new.body[i]
             yield new
@@ -1477,22 +1683,31 @@ def _dead_stores(tree: ast.Module) -> list[tuple[str, ast.stmt]]:
     """(name, statement) for each plain assignment (`a = ...`, `a = b = ...`, `a, b = ...`, `a: T = ...`) outside
     class bodies whose names nothing reads, or, at module level, that no later statement reads before a plain
     assignment overwrites it or the program ends (nor any function, which may run in between)."""
-    loaded = _names_loaded(tree) | _exported(tree) | _augmented(tree) | {
-        n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Del)}
+    loaded = (
+        _names_loaded(tree)
+        | _exported(tree)
+        | _augmented(tree)
+        | {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Del)}
+    )
     in_classes = {id(n) for c in ast.walk(tree) if isinstance(c, ast.ClassDef) for n in ast.walk(c)}
     dead = []
     for node in ast.walk(tree):
         names = _store_names(node)
         if names and id(node) not in in_classes and not names & loaded and not names & {"__all__", "_"}:
             dead += [(name, node) for name in sorted(names)]
-    deferred = {n.id for f in ast.walk(tree) if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
-                for n in ast.walk(f) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+    deferred = {
+        n.id
+        for f in ast.walk(tree)
+        if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
+        for n in ast.walk(f)
+        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)
+    }
     for index, stmt in enumerate(tree.body):
         names = _store_names(stmt)
         if len(names) != 1 or names & deferred:
             continue
         (name,) = names
-        for later in tree.body[index + 1:]:
+        for later in tree.body[index + 1 :]:
             if name in _reads(later):
                 break
             if _store_names(later) == names:
@@ -1549,8 +1764,11 @@ def machine_paths(tree: ast.Module) -> Iterator[ast.Module]:
     the import comes too, one line more, which the search refuses: such a literal should never get in
     (`resolve_recorded_values` leaves them out); this pass catches what does."""
     in_fstrings = {id(v) for j in ast.walk(tree) if isinstance(j, ast.JoinedStr) for v in j.values}
-    targets = [i for i, n in enumerate(n for n in ast.walk(tree) if isinstance(n, ast.Constant))
-               if id(n) not in in_fstrings and is_machine_path(n.value)]
+    targets = [
+        i
+        for i, n in enumerate(n for n in ast.walk(tree) if isinstance(n, ast.Constant))
+        if id(n) not in in_fstrings and is_machine_path(n.value)
+    ]
     has_tempfile = "tempfile" in {_bound_name(a) for s in _imports(tree) for a in s.names}
     for index in targets:
         new = copy.deepcopy(tree)
@@ -1564,21 +1782,22 @@ def machine_paths(tree: ast.Module) -> Iterator[ast.Module]:
 def _future_end(tree: ast.Module) -> int:
     """Where a statement may go first: after the docstring and `from __future__` imports."""
     index = 0
-    while index < len(tree.body) and ((isinstance(tree.body[index], ast.Expr) and index == 0
-                                       and isinstance(tree.body[index].value, ast.Constant))
-                                      or (isinstance(tree.body[index], ast.ImportFrom)
-                                          and tree.body[index].module == "__future__")):
+    while index < len(tree.body) and (
+        (isinstance(tree.body[index], ast.Expr) and index == 0 and isinstance(tree.body[index].value, ast.Constant))
+        or (isinstance(tree.body[index], ast.ImportFrom) and tree.body[index].module == "__future__")
+    ):
         index += 1
     return index
 
 
 # --- the registry ------------------------------------------------------------------------------------
 
+
 def _render(tree: ast.Module) -> str | None:
     """Source for a proposed tree; a proposal that cannot be rendered is dropped, not fatal."""
     try:
         return ast.unparse(ast.fix_missing_locations(tree))
-    except Exception:  # noqa: BLE001 - one bad proposal must not end the reduction
+    except Exception:
         return None
 
 
@@ -1610,7 +1829,9 @@ def _chained(generate: Generator, source: str, limit: int = 32) -> str | None:
     unless it made more than one edit (one edit is a proposal already)."""
     current, edits = source, 0
     for _ in range(limit):
-        following = next((r for r in map(_render, generate(ast.parse(current))) if r is not None and r != current), None)
+        following = next(
+            (r for r in map(_render, generate(ast.parse(current))) if r is not None and r != current), None
+        )
         if following is None:
             break
         current, edits = following, edits + 1
@@ -1674,5 +1895,12 @@ PASSES: list[Pass] = [
 
 # Last in each round: the forms a maintainer reads best, which the passes above (which read literal maps and lists)
 # no longer need to read; then what the rewrites left unread; then lines.
-FINAL_PASSES: list[Pass] = [greedy(shorten_device_maps), greedy(compact_lists), greedy(machine_paths),
-                            drop_dead_assignments, drop_unused_imports, drop_duplicate_imports, delete_lines]
+FINAL_PASSES: list[Pass] = [
+    greedy(shorten_device_maps),
+    greedy(compact_lists),
+    greedy(machine_paths),
+    drop_dead_assignments,
+    drop_unused_imports,
+    drop_duplicate_imports,
+    delete_lines,
+]

@@ -23,9 +23,16 @@ Path_ = tuple[str, ...]  # a field's place in a nested config: ("text_config", "
 # structure: they stay, so a recorded device map (which names layers) still fits the twin. The vocabularies are not
 # here: they shrink together, with the token ids that index them (`VOCABULARY`).
 SHRINK: dict[str, int] = {
-    "hidden_size": 64, "intermediate_size": 128, "moe_intermediate_size": 64, "num_attention_heads": 2,
-    "num_key_value_heads": 1, "head_dim": 32, "global_head_dim": 32, "hidden_size_per_layer_input": 4,
-    "output_proj_dims": 64, "projection_dim": 64,
+    "hidden_size": 64,
+    "intermediate_size": 128,
+    "moe_intermediate_size": 64,
+    "num_attention_heads": 2,
+    "num_key_value_heads": 1,
+    "head_dim": 32,
+    "global_head_dim": 32,
+    "hidden_size_per_layer_input": 4,
+    "output_proj_dims": 64,
+    "projection_dim": 64,
 }
 # Every embedding table a token id indexes: they shrink together, to one small size (a twin with its per-layer
 # vocabulary shrunk alone crashed where the bug is fixed: generate's ids were past it). Only in the text config:
@@ -40,8 +47,17 @@ SMALLEST_VOCABULARY = 256
 VOCAB_FIELD: Path_ = ("*", "vocabulary")  # the shrink of every vocabulary and the remap of every id, as one field
 TOWER_LAYERS = 1  # a nested config's layer count (a vision or audio tower) in a twin
 # Provenance, not structure: written by save/load, meaningless (or harmful) in a freshly built twin.
-CONFIG_NOISE = {"_name_or_path", "transformers_version", "architectures", "quantization_config", "dtype",
-                "torch_dtype", "_attn_implementation_autoset", "output_attentions", "output_hidden_states"}
+CONFIG_NOISE = {
+    "_name_or_path",
+    "transformers_version",
+    "architectures",
+    "quantization_config",
+    "dtype",
+    "torch_dtype",
+    "_attn_implementation_autoset",
+    "output_attentions",
+    "output_hidden_states",
+}
 PEFT_NOISE = {"base_model_name_or_path", "revision", "inference_mode", "peft_version", "auto_mapping", "peft_type"}
 UNSET_MARK = "__minrepro_unset__"  # a nested config's defaults where its class leaves it unset (see _bootstrap)
 LOADERS = {"from_pretrained"}
@@ -51,6 +67,7 @@ DISPATCHERS = {"dispatch_model"}
 @dataclass(frozen=True)
 class Load:
     """One `from_pretrained` of a model in the original run."""
+
     line: int
     model_class: str
     model_type: str
@@ -64,6 +81,7 @@ class Load:
 @dataclass(frozen=True)
 class Adapter:
     """One `PeftModel.from_pretrained` in the original run."""
+
     line: int
     config_class: str
     config: dict[str, Any]
@@ -74,6 +92,7 @@ class Adapter:
 class Tokenized:
     """A tokenizer call of the script (by line) and what it returned: the same every time, as plain data (see
     `_bootstrap._data`), or None (calls at that line returned different things, or something no literal holds)."""
+
     line: int
     method: str
     result: dict[str, Any] | None
@@ -84,6 +103,7 @@ class Plan:
     """What the traced original showed: the model loads, the adapter loads, and the maps each dispatch used (by the
     script line it came from); the ids that indexed a vocabulary (`ids`, None where there were too many to record),
     the script's tokenizer calls and its tokenizers' special ids (by the line that loaded each)."""
+
     loads: tuple[Load, ...]
     adapters: tuple[Adapter, ...] = ()
     dispatches: tuple[tuple[int, dict[str, Any]], ...] = ()
@@ -120,22 +140,42 @@ class Plan:
 def plan_from_trace(records: Sequence[dict], source: str = "") -> Plan | None:
     """The plan from a traced run's records (and the script, whose literal token ids count too: a run that fails
     before its forward never looked them up), or None when the run loaded no model from a checkpoint."""
-    loads = tuple(Load(r["line"], r["model_class"], r["model_type"], r["config"], r["config_defaults"],
-                       r.get("device_map") or {}, r.get("parameters") or {}, r.get("generation_ids") or {})
-                  for r in _finished_loads(records))
-    adapters = tuple(Adapter(r["line"], r["config_class"], r["peft_config"], r["peft_defaults"])
-                     for r in records if r.get("event") == "peft_from_pretrained" and r.get("line")
-                     and "peft_config" in r)
-    dispatches = tuple((r["line"], r["device_map"]) for r in records
-                       if r.get("event") == "dispatch_model" and r.get("status") == "started" and r.get("line")
-                       and r.get("device_map") and not str(r.get("caller", "")).startswith("transformers."))
+    loads = tuple(
+        Load(
+            r["line"],
+            r["model_class"],
+            r["model_type"],
+            r["config"],
+            r["config_defaults"],
+            r.get("device_map") or {},
+            r.get("parameters") or {},
+            r.get("generation_ids") or {},
+        )
+        for r in _finished_loads(records)
+    )
+    adapters = tuple(
+        Adapter(r["line"], r["config_class"], r["peft_config"], r["peft_defaults"])
+        for r in records
+        if r.get("event") == "peft_from_pretrained" and r.get("line") and "peft_config" in r
+    )
+    dispatches = tuple(
+        (r["line"], r["device_map"])
+        for r in records
+        if r.get("event") == "dispatch_model"
+        and r.get("status") == "started"
+        and r.get("line")
+        and r.get("device_map")
+        and not str(r.get("caller", "")).startswith("transformers.")
+    )
     if not loads:
         return None
     tokenized = _tokenized(records)
-    tokenizers = tuple((r["line"], r.get("special_ids") or {}) for r in records
-                       if r.get("event") == "tokenizer" and r.get("line"))
-    return Plan(loads, adapters, dispatches, _indexed_ids(records, loads, tokenized, tokenizers, source), tokenized,
-                tokenizers)
+    tokenizers = tuple(
+        (r["line"], r.get("special_ids") or {}) for r in records if r.get("event") == "tokenizer" and r.get("line")
+    )
+    return Plan(
+        loads, adapters, dispatches, _indexed_ids(records, loads, tokenized, tokenizers, source), tokenized, tokenizers
+    )
 
 
 def _finished_loads(records: Sequence[dict]) -> list[dict]:
@@ -168,8 +208,13 @@ def _tokenized(records: Sequence[dict]) -> tuple[Tokenized, ...]:
     return tuple(out)
 
 
-def _indexed_ids(records: Sequence[dict], loads: Sequence[Load], tokenized: Sequence[Tokenized],
-                 tokenizers: Sequence[tuple[int, dict]], source: str) -> frozenset[int] | None:
+def _indexed_ids(
+    records: Sequence[dict],
+    loads: Sequence[Load],
+    tokenized: Sequence[Tokenized],
+    tokenizers: Sequence[tuple[int, dict]],
+    source: str,
+) -> frozenset[int] | None:
     """Every id that indexes a vocabulary: looked up in a table of a vocabulary's size, given to generate or fallen
     back on there (pad, bos, eos), produced by a tokenizer, a special id of a tokenizer, a literal id in the script.
     A config's other ids (Gemma 4's image and audio ids) are mapped where they are among these, and left as they
@@ -198,6 +243,7 @@ def _ints(value: Any) -> list[int]:
 
 
 # --- the vocabulary: its size, the ids mapped into it, the fields and literals that hold them ---------------------
+
 
 def vocabularies(config: dict[str, Any]) -> dict[Path_, int]:
     """The vocabulary sizes of a config (at its top, and in its `text_config`), by path."""
@@ -257,8 +303,12 @@ def id_literals(tree: ast.AST) -> list[ast.List | ast.Tuple]:
         if grown == names:
             break
         names = grown
-    found = {id(n): n for expr in sources.values() for n in _data_nodes(expr)
-             if isinstance(n, (ast.List, ast.Tuple)) and n.elts and all(_int_literal(e) for e in n.elts)}
+    found = {
+        id(n): n
+        for expr in sources.values()
+        for n in _data_nodes(expr)
+        if isinstance(n, (ast.List, ast.Tuple)) and n.elts and all(_int_literal(e) for e in n.elts)
+    }
     return list(found.values())
 
 
@@ -375,13 +425,14 @@ def structural(config: dict[str, Any], defaults: dict[str, Any]) -> dict[str, An
     return out
 
 
-def twin_config(load: Load, shrunk: set[Path_], vocabulary: int | None = None,
-                mapping: dict[int, int] | None = None) -> dict[str, Any]:
+def twin_config(
+    load: Load, shrunk: set[Path_], vocabulary: int | None = None, mapping: dict[int, int] | None = None
+) -> dict[str, Any]:
     """The twin's config: the structural fields, with each shrunk field at its tiny value and each tower that goes
     left out; with a `vocabulary`, every vocabulary at that size and every token id mapped into it (`mapping`)."""
     out = copy.deepcopy(structural(load.config, load.defaults))  # the record's dicts are not the twin's to edit
     gone = {p[:-1] for p in shrunk if p[-1] == TOWER_GONE}
-    for path in sorted(p for p in shrunk if p[-1] != TOWER_GONE and not any(p[:len(g)] == g for g in gone)):
+    for path in sorted(p for p in shrunk if p[-1] != TOWER_GONE and not any(p[: len(g)] == g for g in gone)):
         _at(out, path[:-1])[path[-1]] = tiny_value(path)
     for path in gone:
         _at(out, path[:-1]).pop(path[-1], None)
@@ -423,13 +474,17 @@ def loaded_map(load: Load) -> dict[str, Any] | None:
 
 # --- source rewriting -------------------------------------------------------------------------------------------
 
+
 def _name(func: ast.expr) -> str:
     return func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
 
 
 def calls_at(tree: ast.AST, line: int, names: set[str]) -> list[ast.Call]:
-    return [n for n in ast.walk(tree) if isinstance(n, ast.Call) and _name(n.func) in names
-            and n.lineno <= line <= (n.end_lineno or n.lineno)]
+    return [
+        n
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Call) and _name(n.func) in names and n.lineno <= line <= (n.end_lineno or n.lineno)
+    ]
 
 
 def set_keyword(call: ast.Call, name: str, value: ast.expr | None) -> None:
@@ -470,8 +525,9 @@ def _kept_entries(device_map: dict[str, Any], plan: Plan, shrunk: set[Path_]) ->
         if any(kind in part for kind in gone for part in parts):
             return False
         tower = [i for i, part in enumerate(parts) if any(kind in part for kind in cut)]
-        layers = [i for i, part in enumerate(parts) if part.isdigit() and tower and i > tower[0]
-                  and parts[i - 1] in _STACKS]
+        layers = [
+            i for i, part in enumerate(parts) if part.isdigit() and tower and i > tower[0] and parts[i - 1] in _STACKS
+        ]
         return not layers or int(parts[layers[0]]) < TOWER_LAYERS
 
     return {k: v for k, v in device_map.items() if kept(k)}
@@ -487,14 +543,18 @@ def prelude(plan: Plan, shrunk: set[Path_], imported: set[str] = frozenset()) ->
     lines = ["transformers.set_seed(0)", "twin_dir = tempfile.mkdtemp()"]
     for i, load in enumerate(plan.loads):
         fields = {p[1:] for p in shrunk if p[0] == str(i)}
-        lines += [f"twin = transformers.{load.model_class}(transformers.AutoConfig.for_model("
-                  f"{load.model_type!r}, **{twin_config(load, fields, vocabulary, mapping)!r}))"]
+        lines += [
+            f"twin = transformers.{load.model_class}(transformers.AutoConfig.for_model("
+            f"{load.model_type!r}, **{twin_config(load, fields, vocabulary, mapping)!r}))"
+        ]
         generation = _generation_update(load, mapping)
         lines += [f"twin.generation_config.update(**{generation!r})"] if generation else []
         lines.append(f"twin.save_pretrained(twin_dir + '/model{i}')")
         for j, adapter in enumerate(plan.adapters if i == 0 else ()):
-            lines.append(f"peft.get_peft_model(twin, peft.{adapter.config_class}(**{adapter_config(adapter)!r}))"
-                         f".save_pretrained(twin_dir + '/adapter{j}')")
+            lines.append(
+                f"peft.get_peft_model(twin, peft.{adapter.config_class}(**{adapter_config(adapter)!r}))"
+                f".save_pretrained(twin_dir + '/adapter{j}')"
+            )
     imports = [ast.Import([ast.alias(name)]) for name in needed if name not in imported]
     return imports, ast.parse("\n".join(lines)).body
 
@@ -515,12 +575,17 @@ def _insert_at(body: list[ast.stmt], first_line: int | None = None) -> int:
     imports (`import os; os.environ[...] = ...; import torch`), after the last import before the statement that holds
     `first_line` (the first load): the twin's own lines use what those imports bind."""
     index = 0
-    while index < len(body) and (isinstance(body[index], (ast.Import, ast.ImportFrom)) or (
-            isinstance(body[index], ast.Expr) and isinstance(body[index].value, ast.Constant))):
+    while index < len(body) and (
+        isinstance(body[index], (ast.Import, ast.ImportFrom))
+        or (isinstance(body[index], ast.Expr) and isinstance(body[index].value, ast.Constant))
+    ):
         index += 1
     if first_line is not None:
-        before = [i for i, stmt in enumerate(body) if (stmt.end_lineno or stmt.lineno) < first_line
-                  and isinstance(stmt, (ast.Import, ast.ImportFrom))]
+        before = [
+            i
+            for i, stmt in enumerate(body)
+            if (stmt.end_lineno or stmt.lineno) < first_line and isinstance(stmt, (ast.Import, ast.ImportFrom))
+        ]
         index = max([index, *(i + 1 for i in before)])
     return index
 
@@ -529,8 +594,9 @@ def _first_import(body: list[ast.stmt]) -> int:
     """Where the import block starts: after the module docstring and `__future__` imports."""
     index = 0
     docstring = bool(body) and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant)
-    while index < len(body) and ((index == 0 and docstring)
-                                 or (isinstance(body[index], ast.ImportFrom) and body[index].module == "__future__")):
+    while index < len(body) and (
+        (index == 0 and docstring) or (isinstance(body[index], ast.ImportFrom) and body[index].module == "__future__")
+    ):
         index += 1
     return index
 
@@ -548,17 +614,28 @@ def _replace_tokenizers(tree: ast.Module, plan: Plan, mapping: dict[int, int]) -
     for line, ids in plan.tokenizers:
         special.setdefault(_bound_target(tree, line), {}).update(ids)
     for node in list(ast.walk(tree)):
-        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and isinstance(node.ctx, ast.Load) \
-                and node.attr in special.get(node.value.id, {}):
-            _replace_expression(tree, node, ast.Constant(mapping.get(special[node.value.id][node.attr],
-                                                                     special[node.value.id][node.attr])))
+        if (
+            isinstance(node, ast.Attribute)
+            and isinstance(node.value, ast.Name)
+            and isinstance(node.ctx, ast.Load)
+            and node.attr in special.get(node.value.id, {})
+        ):
+            _replace_expression(
+                tree,
+                node,
+                ast.Constant(mapping.get(special[node.value.id][node.attr], special[node.value.id][node.attr])),
+            )
 
 
 def _bound_target(tree: ast.Module, line: int) -> str | None:
     """The name a statement at `line` binds (`tok = AutoTokenizer.from_pretrained(...)`)."""
     for node in ast.walk(tree):
-        if isinstance(node, ast.Assign) and node.lineno <= line <= (node.end_lineno or node.lineno) \
-                and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+        if (
+            isinstance(node, ast.Assign)
+            and node.lineno <= line <= (node.end_lineno or node.lineno)
+            and len(node.targets) == 1
+            and isinstance(node.targets[0], ast.Name)
+        ):
             return node.targets[0].id
     return None
 
@@ -566,13 +643,19 @@ def _bound_target(tree: ast.Module, line: int) -> str | None:
 def _tokenizer_call(tree: ast.Module, tokenized: Tokenized, names: set[str]) -> ast.Call | None:
     """The call at the recorded line: `tok.encode(...)` by its method; for `tok(...)`, a call of a name that a
     recorded tokenizer load bound, or whose name says it is one (`tokenizer(...)`, `self.processor(...)`)."""
-    calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call)
-             and n.lineno <= tokenized.line <= (n.end_lineno or n.lineno)]
+    calls = [
+        n
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Call) and n.lineno <= tokenized.line <= (n.end_lineno or n.lineno)
+    ]
     if tokenized.method != "__call__":
         calls = [c for c in calls if isinstance(c.func, ast.Attribute) and c.func.attr == tokenized.method]
     else:
-        calls = [c for c in calls if _name(c.func) in names
-                 or any(word in _name(c.func).lower() for word in ("tok", "processor"))]
+        calls = [
+            c
+            for c in calls
+            if _name(c.func) in names or any(word in _name(c.func).lower() for word in ("tok", "processor"))
+        ]
     return calls[0] if len(calls) == 1 else None
 
 
@@ -619,7 +702,7 @@ def twin_source(source: str, plan: Plan, shrunk: set[Path_], literal_maps: bool 
     first_load = min((load.line for load in plan.loads), default=None)
     end = _insert_at(tree.body, first_load)  # the twin is built right after the script's imports, with those it adds
     tree.body[end:end] = [s for s in imports if s.names[0].name != "tempfile"] + statements
-    tree.body[_first_import(tree.body):0] = [s for s in imports if s.names[0].name == "tempfile"]  # stdlib first
+    tree.body[_first_import(tree.body) : 0] = [s for s in imports if s.names[0].name == "tempfile"]  # stdlib first
     return ast.unparse(ast.fix_missing_locations(tree)) + "\n"
 
 

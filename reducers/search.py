@@ -11,7 +11,7 @@ import random
 import time
 from collections import Counter
 from dataclasses import dataclass
-from typing import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 
 from .source import code_lines, normalize
 
@@ -44,8 +44,11 @@ def check_data(source: str) -> list[str]:
     read = {n.id for t in tests for n in ast.walk(t) if isinstance(n, ast.Name)}
     bound = []
     for node in ast.walk(tree):
-        if (isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id in read for t in node.targets)
-                and not any(isinstance(n, ast.Call) for n in ast.walk(node.value))):  # data, not computation
+        if (
+            isinstance(node, ast.Assign)
+            and any(isinstance(t, ast.Name) and t.id in read for t in node.targets)
+            and not any(isinstance(n, ast.Call) for n in ast.walk(node.value))
+        ):  # data, not computation
             bound.append(ast.unparse(node))
     return sorted(bound)
 
@@ -67,7 +70,9 @@ def seeding_calls(source: str) -> Counter:
     """How many seeding calls the script makes, by (function, number of arguments); `Random()` seeds nothing."""
     calls = [n for n in ast.walk(ast.parse(source)) if isinstance(n, ast.Call)]
     names = [(c.func.attr if isinstance(c.func, ast.Attribute) else getattr(c.func, "id", ""), c) for c in calls]
-    return Counter((name, len(c.args) + len(c.keywords)) for name, c in names if name in SEEDING and (c.args or c.keywords))
+    return Counter(
+        (name, len(c.args) + len(c.keywords)) for name, c in names if name in SEEDING and (c.args or c.keywords)
+    )
 
 
 _BUILTINS = frozenset(dir(__import__("builtins"))) | {"__file__", "__name__", "__doc__", "__builtins__"}
@@ -95,9 +100,16 @@ def unbound_names(source: str) -> frozenset[str]:
 
 
 class Problem:
-    def __init__(self, source: str, test_many: TestMany, jobs: int = 1, seed: int = 0,
-                 on_accept: Callable[[str], None] = lambda _: None, freeze_check_data: bool = False,
-                 keep_seeds: bool = False):
+    def __init__(
+        self,
+        source: str,
+        test_many: TestMany,
+        jobs: int = 1,
+        seed: int = 0,
+        on_accept: Callable[[str], None] = lambda _: None,
+        freeze_check_data: bool = False,
+        keep_seeds: bool = False,
+    ):
         self.current = source
         self.test_many, self.jobs, self.seed, self.on_accept = test_many, max(1, jobs), seed, on_accept
         self.accepted: set[str] = {source}
@@ -135,10 +147,13 @@ class Problem:
         binds (a NameError costs a whole run: 14 of lowmem_chat_server's 155), and keep every assertion condition
         as written: they are the script's own oracle (a reducer that turns `error < 0.05` into
         `error < 0.0` gets a "repro" that fails on anything)."""
-        return (normalized not in self.accepted and code_lines(normalized) <= self.lines
-                and unbound_names(normalized) <= self.unbound
-                and self._checks_kept(normalized)
-                and (not self.seeds or seeding_calls(normalized) >= self.seeds))
+        return (
+            normalized not in self.accepted
+            and code_lines(normalized) <= self.lines
+            and unbound_names(normalized) <= self.unbound
+            and self._checks_kept(normalized)
+            and (not self.seeds or seeding_calls(normalized) >= self.seeds)
+        )
 
     def _checks_kept(self, normalized: str) -> bool:
         """Every assertion condition as written. An assert that never ran in the failing run is not this failure's
@@ -152,8 +167,9 @@ class Problem:
         if not all(check in remaining for check in checks):  # a subsequence: nothing reworded or reordered
             return False
         unrun = set(self._unrun_checks())
-        return (all(check in unrun for check in set(self.checks) - set(checks))
-                and (self.frozen is None or set(check_data(normalized)) <= set(self.frozen)))
+        return all(check in unrun for check in set(self.checks) - set(checks)) and (
+            self.frozen is None or set(check_data(normalized)) <= set(self.frozen)
+        )
 
     def _unrun_checks(self) -> list[str]:
         """Conditions of the current program's module-level asserts none of whose lines ran in the failing run (the
@@ -161,8 +177,11 @@ class Problem:
         executed = set(self.facts.get("executed") or ())
         if not executed:
             return []
-        return [ast.unparse(a.test) for a in _module_level(ast.parse(self.current), ast.Assert)
-                if not any(line in executed for line in range(a.lineno, (a.end_lineno or a.lineno) + 1))]
+        return [
+            ast.unparse(a.test)
+            for a in _module_level(ast.parse(self.current), ast.Assert)
+            if not any(line in executed for line in range(a.lineno, (a.end_lineno or a.lineno) + 1))
+        ]
 
     def first_interesting(self, candidates: Sequence[str]) -> int | None:
         """Index of the first interesting candidate, testing ``jobs`` at a time in order."""
@@ -172,7 +191,7 @@ class Problem:
             batch = pending[start : start + self.jobs]
             self.tried += len(batch)
             answers = self.test_many([source for _, source in batch])
-            for (index, _), interesting in zip(batch, answers):
+            for (index, _), interesting in zip(batch, answers, strict=False):
                 if interesting:
                     return index
         return None
@@ -192,6 +211,7 @@ Facts = Callable[[str], dict]  # current program -> what a run of it showed (the
 @dataclass
 class PassRecord:
     """What one pass did over a reduction: its share of the time, the candidates it sent, the lines it removed."""
+
     name: str
     turns: int = 0
     seconds: float = 0.0
@@ -199,12 +219,20 @@ class PassRecord:
     lines_removed: int = 0
 
 
-def reduce_source(source: str, test_many: TestMany, passes: Sequence[Callable[[Problem], None]],
-                  final_passes: Sequence[Callable[[Problem], None]], jobs: int = 1, seed: int = 0,
-                  on_accept: Callable[[str], None] = lambda _: None,
-                  on_pass: Callable[[str], None] = lambda _: None, freeze_check_data: bool = False,
-                  facts: Facts | None = None, keep_seeds: bool = False,
-                  records: dict[str, PassRecord] | None = None) -> str:
+def reduce_source(
+    source: str,
+    test_many: TestMany,
+    passes: Sequence[Callable[[Problem], None]],
+    final_passes: Sequence[Callable[[Problem], None]],
+    jobs: int = 1,
+    seed: int = 0,
+    on_accept: Callable[[str], None] = lambda _: None,
+    on_pass: Callable[[str], None] = lambda _: None,
+    freeze_check_data: bool = False,
+    facts: Facts | None = None,
+    keep_seeds: bool = False,
+    records: dict[str, PassRecord] | None = None,
+) -> str:
     """Apply the passes in order, then the final passes, until a whole round changes nothing. Before each round
     `facts` (if given) says what a run of the current program showed; fact-driven passes use it.
 

@@ -18,17 +18,27 @@ def code_lines(source: str) -> int:
     skip: set[int] = set()
     tree = ast.parse(source)
     first = tree.body[0] if tree.body else None
-    if isinstance(first, ast.Expr) and isinstance(getattr(first, "value", None), ast.Constant):
-        if isinstance(first.value.value, str):
-            skip.update(range(first.lineno, (first.end_lineno or first.lineno) + 1))
+    if (
+        isinstance(first, ast.Expr)
+        and isinstance(getattr(first, "value", None), ast.Constant)
+        and isinstance(first.value.value, str)
+    ):
+        skip.update(range(first.lineno, (first.end_lineno or first.lineno) + 1))
     lines = set()
     for tok in _code_tokens(source):
         lines.update(range(tok.start[0], tok.end[0] + 1))
     return len(lines - skip)
 
 
-_IGNORABLE = {tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT, tokenize.ENCODING,
-              tokenize.ENDMARKER}
+_IGNORABLE = {
+    tokenize.COMMENT,
+    tokenize.NL,
+    tokenize.NEWLINE,
+    tokenize.INDENT,
+    tokenize.DEDENT,
+    tokenize.ENCODING,
+    tokenize.ENDMARKER,
+}
 
 
 def _code_tokens(source: str) -> list[tokenize.TokenInfo]:

@@ -16,9 +16,13 @@ from minrepro.catalog.manifest import MANIFEST, load_catalog, record_fixed_in
 
 def flips(min_n: int, max_n: int):
     """(n releases, index of the first good one, indices that cannot be judged: never the two ends)."""
-    return st.integers(min_n, max_n).flatmap(lambda n: st.tuples(
-        st.just(n), st.integers(1, n - 1),
-        st.sets(st.integers(0, n - 1), max_size=n).map(lambda s: {i for i in s if 0 < i < n - 1})))
+    return st.integers(min_n, max_n).flatmap(
+        lambda n: st.tuples(
+            st.just(n),
+            st.integers(1, n - 1),
+            st.sets(st.integers(0, n - 1), max_size=n).map(lambda s: {i for i in s if 0 < i < n - 1}),
+        )
+    )
 
 
 @settings(max_examples=200, deadline=None)
@@ -71,7 +75,7 @@ def test_record_fixed_in_rewrites_one_line(tmp_path):
     before = manifest.read_text().splitlines()
     record_fixed_in(manifest, "params4bit-hf-initialized", ["accelerate==1.14.0"])
     after = manifest.read_text().splitlines()
-    changed = [(a, b) for a, b in zip(before, after) if a != b]
+    changed = [(a, b) for a, b in zip(before, after, strict=False) if a != b]
     assert len(before) == len(after) and len(changed) == 1
     assert changed[0][1] == 'fixed_in = ["accelerate==1.14.0"]'
     [case] = load_catalog(manifest).select(["params4bit-hf-initialized"])
@@ -103,15 +107,22 @@ def test_bisect_names_one_release_only_when_nothing_between_was_skipped(params):
     if not result.undecided:
         assert Version(result.first_fixed) == truth  # an exact answer is the true one
     else:
-        assert truth in undecided + [Version(result.first_fixed)]
+        assert truth in [*undecided, Version(result.first_fixed)]
         assert "at the latest" in result.fixed_range()
 
 
 def test_a_fix_hidden_by_skips_is_reported_as_a_range():
     # transformers 5.8-5.22 once read as skips for the C case (another KeyError message): the bisection said
     # "first fixed in 5.23.0", a release that fixed nothing
-    result = BisectResult("transformers", "5.6.2", "5.23.0", "5.23.0", "5.7.0",
-                          {"5.7.0": "bad", "5.8.0": "skip", "5.23.0": "good"}, ["5.8.0", "5.22.2"])
+    result = BisectResult(
+        "transformers",
+        "5.6.2",
+        "5.23.0",
+        "5.23.0",
+        "5.7.0",
+        {"5.7.0": "bad", "5.8.0": "skip", "5.23.0": "good"},
+        ["5.8.0", "5.22.2"],
+    )
     assert result.fixed_range().startswith("fixed after 5.7.0, by 5.23.0 at the latest")
 
 
@@ -128,12 +139,22 @@ def test_a_cached_run_is_judged_again_against_the_current_signature(tmp_path):
     seen = Signature("exception", "KeyError", "<key>", (frame,), (), "library")
     cache = tmp_path / "c.json"
     key = "transformers==5.13.0"
-    cache.write_text(json.dumps({key: {"headline": "KeyError: 'full_attention'", "raw_headline": "KeyError: 'full_attention'",
-                                       "signature": seen.to_dict()}}))
+    cache.write_text(
+        json.dumps(
+            {
+                key: {
+                    "headline": "KeyError: 'full_attention'",
+                    "raw_headline": "KeyError: 'full_attention'",
+                    "signature": seen.to_dict(),
+                }
+            }
+        )
+    )
 
     def judge(regex: str) -> str:  # envs under tmp_path are never made: a re-run would fail loudly
         return Judge(replace(case, signature=regex), {}, frozenset(), tmp_path / "envs", cache, 10)(
-            {"transformers": Version("5.13.0")})
+            {"transformers": Version("5.13.0")}
+        )
 
     assert judge(r"KeyError: \d+") == "skip"
     assert judge(case.signature) == "bad"

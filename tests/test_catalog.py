@@ -25,7 +25,7 @@ FAMILIES_REQUIRED = {"A", "A'", "B", "C", "D", "E", "F", "G"}
 
 
 def test_every_required_family_has_a_case():
-    assert FAMILIES_REQUIRED <= {case.family for case in CATALOG.cases}
+    assert {case.family for case in CATALOG.cases} >= FAMILIES_REQUIRED
 
 
 @pytest.mark.parametrize("case", CATALOG.cases + tuple(c.case for c in CATALOG.controls), ids=lambda c: c.id)
@@ -65,7 +65,7 @@ def _manifest(tmp_path: Path, case_toml: str) -> Path:
     return path
 
 
-GOOD = '''\
+GOOD = """\
     id = "x"
     script = "ok.py"
     family = "Z"
@@ -75,24 +75,27 @@ GOOD = '''\
     newest = "pass"
     fixed_in = ["accelerate==1.14.0"]
     upstream = []
-'''
+"""
 
 
 def test_a_good_manifest_loads(tmp_path):
     assert [c.id for c in load_catalog(_manifest(tmp_path, GOOD)).cases] == ["x"]
 
 
-@pytest.mark.parametrize("edit, message", [
-    (lambda t: t.replace('family = "Z"\n', ""), "missing field(s): family"),
-    (lambda t: t + 'colour = "red"\n', "unknown field(s): colour"),
-    (lambda t: t.replace('pinned = "fail"', 'pinned = "broken"'), "pinned = 'broken'"),
-    (lambda t: t.replace('device = "cpu"', 'device = "tpu"'), "device = 'tpu'"),
-    (lambda t: t.replace('signature = "SystemExit"', 'signature = "("'), "not a valid regex"),
-    (lambda t: t.replace('"ok.py"', '"gone.py"'), "script gone.py not found"),
-    (lambda t: t.replace('"accelerate==1.14.0"', '"accelerate>=1"'), "is not NAME==VERSION"),
-    (lambda t: t + "requires_gpus = 2\n", "requires_gpus = 2, expected a count on a cuda case"),
-    (lambda t: t.replace('"cpu"', '"cuda"') + 'requires_gpus = "two"\n', "requires_gpus = 'two'"),
-])
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        (lambda t: t.replace('family = "Z"\n', ""), "missing field(s): family"),
+        (lambda t: t + 'colour = "red"\n', "unknown field(s): colour"),
+        (lambda t: t.replace('pinned = "fail"', 'pinned = "broken"'), "pinned = 'broken'"),
+        (lambda t: t.replace('device = "cpu"', 'device = "tpu"'), "device = 'tpu'"),
+        (lambda t: t.replace('signature = "SystemExit"', 'signature = "("'), "not a valid regex"),
+        (lambda t: t.replace('"ok.py"', '"gone.py"'), "script gone.py not found"),
+        (lambda t: t.replace('"accelerate==1.14.0"', '"accelerate>=1"'), "is not NAME==VERSION"),
+        (lambda t: t + "requires_gpus = 2\n", "requires_gpus = 2, expected a count on a cuda case"),
+        (lambda t: t.replace('"cpu"', '"cuda"') + 'requires_gpus = "two"\n', "requires_gpus = 'two'"),
+    ],
+)
 def test_bad_manifest_entries_are_one_line_errors(tmp_path, edit, message):
     with pytest.raises(MinreproError) as info:
         load_catalog(_manifest(tmp_path, edit(textwrap.dedent(GOOD))))
@@ -180,13 +183,18 @@ def test_matrix_cells_for_cases_a_recorded_run_did_not_have():
     assert (_cell(case, None, cpu_doc), _cell(case, None, h100_doc)) == ("skipped", "skipped")
     assert _cell(case, None, old_cuda_doc) == "not run"
     whole = {**old_cuda_doc, "gpu": "H200", "applied": [], "hunks": [], "date": "d", "cases": []}
-    alone = {("pinned", "cuda"): {**whole, "files": ["`cases/x.json` (H200)"],
-                                  "cases": [{"case": case.id, "verdict": "proved"}]}}
+    alone = {
+        ("pinned", "cuda"): {
+            **whole,
+            "files": ["`cases/x.json` (H200)"],
+            "cases": [{"case": case.id, "verdict": "proved"}],
+        }
+    }
     catalog = load_catalog()
     without = render_patched(catalog, {("pinned", "cuda"): whole})
     with_single = render_patched(catalog, {("pinned", "cuda"): whole}, alone)
     row = next(line for line in with_single.splitlines() if f"`{case.id}`" in line)
-    assert "proved ✓" in row and "proved" not in next(l for l in without.splitlines() if f"`{case.id}`" in l)
+    assert "proved ✓" in row and "proved" not in next(line for line in without.splitlines() if f"`{case.id}`" in line)
     assert "single cases: `cases/x.json` (H200)" in with_single
 
 
@@ -195,12 +203,26 @@ def test_catalog_matrix_takes_a_case_run_alone_where_the_whole_set_run_lacks_it(
 
     catalog = load_catalog()
     [case] = catalog.select(["root-entry-disk-offload"])
-    whole = {"set": "newest", "machine": "cpu", "python": "3.11", "cpu_flags": [], "gpu": None, "versions": {},
-             "date": "d", "cases": []}
-    alone = {("newest", "cpu"): {**whole, "files": ["`cases/y.json` (CPU)"],
-                                 "cases": [{"case": case.id, "observed": "pass"}]}}
-    row = next(line for line in render(catalog, {("newest", "cpu"): whole}, alone).splitlines()
-               if f"`{case.id}`" in line)
+    whole = {
+        "set": "newest",
+        "machine": "cpu",
+        "python": "3.11",
+        "cpu_flags": [],
+        "gpu": None,
+        "versions": {},
+        "date": "d",
+        "cases": [],
+    }
+    alone = {
+        ("newest", "cpu"): {
+            **whole,
+            "files": ["`cases/y.json` (CPU)"],
+            "cases": [{"case": case.id, "observed": "pass"}],
+        }
+    }
+    row = next(
+        line for line in render(catalog, {("newest", "cpu"): whole}, alone).splitlines() if f"`{case.id}`" in line
+    )
     assert "pass ✗ differs" in row  # judged against the manifest (it declares fail), not taken on trust
     without = next(line for line in render(catalog, {("newest", "cpu"): whole}).splitlines() if f"`{case.id}`" in line)
     assert "pass" not in without.split("|", 4)[4]
@@ -212,14 +234,32 @@ def test_catalog_matrix_keeps_a_two_gpu_record_where_the_whole_set_machine_skipp
 
     catalog = load_catalog()
     [case] = catalog.select(["gemma4-multimodal-mask-second-gpu"])
-    whole = {"set": "pinned", "machine": "cuda", "python": "3.12", "gpus": 1, "gpu": "H100", "versions": {},
-             "date": "d", "cases": [{"case": case.id, "observed": "skipped"}]}
-    alone = {("pinned", "cuda"): {**whole, "gpus": 2, "gpu": "H200", "files": ["`cases/z.json` (H200)"],
-                                  "cases": [{"case": case.id, "observed": "fail"}]}}
-    row = next(line for line in render(catalog, {("pinned", "cuda"): whole}, alone).splitlines()
-               if f"`{case.id}`" in line)
+    whole = {
+        "set": "pinned",
+        "machine": "cuda",
+        "python": "3.12",
+        "gpus": 1,
+        "gpu": "H100",
+        "versions": {},
+        "date": "d",
+        "cases": [{"case": case.id, "observed": "skipped"}],
+    }
+    alone = {
+        ("pinned", "cuda"): {
+            **whole,
+            "gpus": 2,
+            "gpu": "H200",
+            "files": ["`cases/z.json` (H200)"],
+            "cases": [{"case": case.id, "observed": "fail"}],
+        }
+    }
+    row = next(
+        line for line in render(catalog, {("pinned", "cuda"): whole}, alone).splitlines() if f"`{case.id}`" in line
+    )
     assert "| fail ✓ |" in row
-    alone_only = next(line for line in render(catalog, {("pinned", "cuda"): whole}).splitlines() if f"`{case.id}`" in line)
+    alone_only = next(
+        line for line in render(catalog, {("pinned", "cuda"): whole}).splitlines() if f"`{case.id}`" in line
+    )
     assert "| skipped |" in alone_only and "fail ✓" not in alone_only
 
 
@@ -229,12 +269,25 @@ def test_patched_matrix_takes_a_later_proof_of_one_case_over_the_whole_set_proof
 
     catalog = load_catalog()
     [case] = catalog.select(["lora-4bit-merge-parity"])
-    whole = {"set": "pinned", "machine": "cpu", "python": "3.11", "cpu_flags": [], "gpu": None, "applied": [],
-             "hunks": [], "date": "2026-11-23", "cases": [{"case": case.id, "verdict": "proved"}]}
-    for date, verdict, shown in (("2026-11-24", "patched still fails", "patched still fails ✗"),
-                                 ("2026-11-22", "patched still fails", "proved ✓")):
+    whole = {
+        "set": "pinned",
+        "machine": "cpu",
+        "python": "3.11",
+        "cpu_flags": [],
+        "gpu": None,
+        "applied": [],
+        "hunks": [],
+        "date": "2026-11-23",
+        "cases": [{"case": case.id, "verdict": "proved"}],
+    }
+    for date, verdict, shown in (
+        ("2026-11-24", "patched still fails", "patched still fails ✗"),
+        ("2026-11-22", "patched still fails", "proved ✓"),
+    ):
         directory = Path(tempfile.mkdtemp())
-        (directory / "f.json").write_text(json.dumps({**whole, "date": date, "cases": [{"case": case.id, "verdict": verdict}]}))
+        (directory / "f.json").write_text(
+            json.dumps({**whole, "date": date, "cases": [{"case": case.id, "verdict": verdict}]})
+        )
         table = render_patched(catalog, {("pinned", "cpu"): whole}, load_single_cases(directory))
         assert f"| {shown} |" in next(line for line in table.splitlines() if f"`{case.id}`" in line)
 
@@ -285,8 +338,13 @@ def test_a_listed_patch_of_another_family_is_not_missing_where_its_bug_is_fixed_
     without_own = [p for p in newest if p.id != "peft/peft-offload-tied-weight"]
     assert _missing(catalog, case, without_own, "newest") == ["peft/peft-offload-tied-weight"]
     # were R live on newest with no port there, V's case would lack it
-    live = replace(catalog, cases=tuple(replace(c, outcomes={**c.outcomes, "newest": "fail"})
-                                        if c.id == "peft-update-offload-prefix" else c for c in catalog.cases))
+    live = replace(
+        catalog,
+        cases=tuple(
+            replace(c, outcomes={**c.outcomes, "newest": "fail"}) if c.id == "peft-update-offload-prefix" else c
+            for c in catalog.cases
+        ),
+    )
     assert _missing(live, case, newest, "newest") == ["peft/peft-update-offload-prefix"]
 
 
@@ -335,8 +393,12 @@ def test_a_patch_that_breaks_a_case_whose_precondition_is_absent_is_harm(monkeyp
 
     from minrepro.catalog import proof
 
-    outcomes = {("clean", "h"): ("pass", ""), ("patched", "h"): ("fail", "AssertionError: max error 2.74"),
-                ("clean", "x"): ("fail", "E"), ("patched", "x"): ("fail", "E")}
+    outcomes = {
+        ("clean", "h"): ("pass", ""),
+        ("patched", "h"): ("fail", "AssertionError: max error 2.74"),
+        ("clean", "x"): ("fail", "E"),
+        ("patched", "x"): ("fail", "E"),
+    }
     monkeypatch.setattr(proof, "_outcome", lambda case, env, timeout, absent=(): outcomes[(env, case.id)])
     rows = {c: proof.ProofRow(c, "H", [], "fail", "skipped", "", "pass", "skipped", "", "skipped") for c in "hx"}
     cases = [SimpleNamespace(id="h"), SimpleNamespace(id="x")]
@@ -379,8 +441,9 @@ def test_an_emulation_that_did_not_take_effect_is_not_a_no_harm_proof(monkeypatc
     case = SimpleNamespace(id="h", script="h.py", requires_cpu_flags=("avx512_bf16",))
     assert proof._outcome(case, SimpleNamespace(python="py"), 1.0, ("avx512_bf16",))[0] == proof.NOT_EMULATED
     rows = {"h": proof.ProofRow("h", "H", [], "fail", "fail", "", "pass", "pass", "", "proved")}
-    proof._prove_no_harm([case], rows, SimpleNamespace(python="py"), SimpleNamespace(python="py"), 1.0, 1,
-                         lambda _: None, emulated=True)
+    proof._prove_no_harm(
+        [case], rows, SimpleNamespace(python="py"), SimpleNamespace(python="py"), 1.0, 1, lambda _: None, emulated=True
+    )
     assert rows["h"].no_harm_emulated.startswith("not checked: the emulation did not take effect")
 
 
@@ -399,7 +462,6 @@ def test_one_label_names_the_machine_a_run_was_recorded_on():
 def test_controls_pass_unpatched_and_a_patch_that_breaks_one_is_harm(monkeypatch):
     """Q's and V's first patches passed their own proofs with 0 harm and broke a base accelerate paged to disk itself
     (found by a realistic script, lowmem_chat_server): a control runs on both sides of every proof."""
-    from types import SimpleNamespace
 
     from minrepro.catalog import proof
     from minrepro.envs import patching

@@ -38,8 +38,12 @@ def manifest(tmp_path: Path) -> Path:
     (tmp_path / "quiet.py").write_text("print('nothing wrong')\n")
     (tmp_path / "other.py").write_text("{}['k']\n")
     path = tmp_path / "catalog.toml"
-    path.write_text(SETS + _case("boom", "boom.py", "ValueError: boom") + _case("quiet", "quiet.py", "X")
-                    + _case("other", "other.py", "ValueError"))
+    path.write_text(
+        SETS
+        + _case("boom", "boom.py", "ValueError: boom")
+        + _case("quiet", "quiet.py", "X")
+        + _case("other", "other.py", "ValueError")
+    )
     return path
 
 
@@ -49,8 +53,11 @@ def test_run_judges_each_case_against_the_manifest(manifest, capsys):
     assert main(["--manifest", str(manifest), "run", "--json"]) == 1
     document = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     verdicts = {c["case"]: (c["observed"], c["verdict"]) for c in document["cases"]}
-    assert verdicts == {"boom": ("fail", "as declared"), "quiet": ("pass", "differs"),
-                        "other": ("fail-other", "differs")}
+    assert verdicts == {
+        "boom": ("fail", "as declared"),
+        "quiet": ("pass", "differs"),
+        "other": ("fail-other", "differs"),
+    }
 
 
 def test_results_file_feeds_the_matrix(manifest, tmp_path, capsys):
@@ -65,15 +72,18 @@ def test_results_file_feeds_the_matrix(manifest, tmp_path, capsys):
     assert doc["cases"][0]["signature"]["type"] == "ValueError"
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["run", "no-such-case"], "unknown case id: no-such-case"),
-    (["run", "--python", "/nonexistent/python"], "interpreter not found"),
-    (["--manifest", "/nonexistent/catalog.toml", "list"], "cannot read manifest"),
-    (["scenario", "matrix", "r06-peft-device-map"], "scenario matrix takes no presets"),
-    (["scenario", "matrix", "--check"], "--check needs --readme"),
-    (["scenario", "list", "--readme", "README.md"], "are for `minrepro scenario matrix`"),
-    (["check", "--patched"], "--patched runs in the sets' envs: name them with --set"),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["run", "no-such-case"], "unknown case id: no-such-case"),
+        (["run", "--python", "/nonexistent/python"], "interpreter not found"),
+        (["--manifest", "/nonexistent/catalog.toml", "list"], "cannot read manifest"),
+        (["scenario", "matrix", "r06-peft-device-map"], "scenario matrix takes no presets"),
+        (["scenario", "matrix", "--check"], "--check needs --readme"),
+        (["scenario", "list", "--readme", "README.md"], "are for `minrepro scenario matrix`"),
+        (["check", "--patched"], "--patched runs in the sets' envs: name them with --set"),
+    ],
+)
 def test_bad_input_is_one_line(argv, message, capsys):
     assert main(argv) == 2
     err = capsys.readouterr().err.strip()
@@ -108,12 +118,27 @@ def test_signature_command_prints_the_owner(tmp_path, capsys):
 
 def test_readme_matrix_is_generated_from_recorded_results():
     # The README's matrix must be exactly what `minrepro matrix` renders from results/.
-    assert main(["matrix", "--results", str(ROOT / "results"), "--readme", str(ROOT / "docs" / "catalog.md"), "--check"]) == 0
+    assert (
+        main(["matrix", "--results", str(ROOT / "results"), "--readme", str(ROOT / "docs" / "catalog.md"), "--check"])
+        == 0
+    )
 
 
 def test_readme_scenario_tables_are_generated_from_recorded_results():
-    assert main(["scenario", "matrix", "--from", str(ROOT / "results" / "scenarios"),
-                 "--readme", str(ROOT / "docs" / "scenarios.md"), "--check"]) == 0
+    assert (
+        main(
+            [
+                "scenario",
+                "matrix",
+                "--from",
+                str(ROOT / "results" / "scenarios"),
+                "--readme",
+                str(ROOT / "docs" / "scenarios.md"),
+                "--check",
+            ]
+        )
+        == 0
+    )
 
 
 def test_an_os_error_is_one_line(tmp_path, capsys):
@@ -155,11 +180,16 @@ def test_check_patched_runs_a_script_beside_its_twin_with_the_patches(tmp_path, 
     site = next(twin.glob("lib/python*/site-packages"))
     (site / "fixed_here.py").write_text("")
     write_marker(twin, {"created_by": "minrepro", "patches": ["lib/a-fix.diff"]})
-    monkeypatch.setattr(cli_catalog, "set_env", lambda catalog, name, patched=False, note=None:
-                        env_python(twin) if patched else Path(sys.executable))
+    monkeypatch.setattr(
+        cli_catalog,
+        "set_env",
+        lambda catalog, name, patched=False, note=None: env_python(twin) if patched else Path(sys.executable),
+    )
     script = tmp_path / "user.py"
-    script.write_text("# /// script\n# dependencies = []\n# ///\nimport importlib\n\n"
-                      "importlib.import_module('fixed_here')\nprint('ok')\n")
+    script.write_text(
+        "# /// script\n# dependencies = []\n# ///\nimport importlib\n\n"
+        "importlib.import_module('fixed_here')\nprint('ok')\n"
+    )
     assert main(["check", str(script), "--set", "newest", "--patched", "--results", str(tmp_path / "r")]) == 0
     out = capsys.readouterr().out
     assert "| target | newest | newest + patches |" in out

@@ -46,7 +46,9 @@ class Layer:
             raise RuntimeError("Tensor.item() cannot be called on meta tensors")
 '''
 FIXED = BUGGY.replace("return 0.5 if quantized else 0.0", "return 0.01 if quantized else 0.0").replace(
-    "        if self.compress:  # the bug needs the default compress=True\n            raise", "        if False:\n            raise")
+    "        if self.compress:  # the bug needs the default compress=True\n            raise",
+    "        if False:\n            raise",
+)
 
 
 def _library(root: Path, source: str) -> Path:
@@ -75,7 +77,7 @@ def worlds(tmp_path: Path) -> tuple[str, str]:
     return bad, good
 
 
-PARITY = '''
+PARITY = """
 import argparse
 import fakelib
 
@@ -86,7 +88,7 @@ TOLERANCE = 0.05
 error = fakelib.merge_error(args.quantized)
 print("merged")
 assert error < TOLERANCE, f"merge diverges from the adapter output: relative error {error:.3f}"
-'''
+"""
 
 
 def _reduce(tmp_path: Path, script: str, *extra: str) -> tuple[str, dict]:
@@ -125,8 +127,10 @@ def test_unguarded_reduction_freezes_the_values_a_check_reads(worlds, tmp_path, 
 
 def test_a_load_bearing_default_comes_back_explicit(worlds, tmp_path, capsys):
     bad, good = worlds
-    script = ("import fakelib\nimport logging\nlogging.basicConfig()\nlayer = fakelib.Layer(64, compress=True)\n"
-              "layer.offload()\n")
+    script = (
+        "import fakelib\nimport logging\nlogging.basicConfig()\nlayer = fakelib.Layer(64, compress=True)\n"
+        "layer.offload()\n"
+    )
     text, _ = _reduce(tmp_path, script, "--python", bad, "--good-python", good)
     summary = _last_json(capsys)
     assert "compress=True" in text and "# fails only with compress=True" in text
@@ -185,8 +189,8 @@ outcome = st.sampled_from([SIG, OTHER, None])
 def test_interesting_means_the_bug_here_and_not_in_the_fixed_world(tmp_path_factory, rows):
     work = tmp_path_factory.mktemp("oracle")
     sources = [f"candidate = {i}\n" for i in range(len(rows))]
-    bad = _Table({s: b for s, (b, _) in zip(sources, rows)})
-    good = _Table({s: g for s, (_, g) in zip(sources, rows)})
+    bad = _Table({s: b for s, (b, _) in zip(sources, rows, strict=False)})
+    good = _Table({s: g for s, (_, g) in zip(sources, rows, strict=False)})
     oracle = SignatureOracle(Cache(work / "c.jsonl", "k"), work, 10, executor=bad, original=SIG, good=[good])
     answers = oracle.test_many(sources)
     # where the bug is fixed the original passes: so must the candidate (failing otherwise there is no proof)
@@ -195,6 +199,7 @@ def test_interesting_means_the_bug_here_and_not_in_the_fixed_world(tmp_path_fact
 
 
 # --- what a new user hit -------------------------------------------------------------------------------
+
 
 def _signed_job(bad: str, tmp_path: Path, capsys) -> tuple[str, str]:
     """A failing script and the file holding what `signature --json` printed for it."""
@@ -220,11 +225,14 @@ def test_matches_with_a_good_python_is_the_differential_oracle(worlds, tmp_path,
     assert main(["matches", "--expect", printed, script, "--python", bad, "--good-python", bad]) == 1
 
 
-@pytest.mark.parametrize("argv_of, message", [
-    (lambda p, d: ["signature", str(p)], "is not valid Python"),
-    (lambda p, d: ["signature", str(p.with_name("ok.py")), "--python", str(d)], "names a directory"),
-    (lambda p, d: ["report", "gemma4-offloaded-pad-embedding", "--results", str(d)], "no recorded run of"),
-])
+@pytest.mark.parametrize(
+    "argv_of, message",
+    [
+        (lambda p, d: ["signature", str(p)], "is not valid Python"),
+        (lambda p, d: ["signature", str(p.with_name("ok.py")), "--python", str(d)], "names a directory"),
+        (lambda p, d: ["report", "gemma4-offloaded-pad-embedding", "--results", str(d)], "no recorded run of"),
+    ],
+)
 def test_bad_input_is_one_line(tmp_path, capsys, argv_of, message):
     broken = tmp_path / "broken.py"
     broken.write_text("def f(:\n")
@@ -273,7 +281,9 @@ class _Alternating:
         out = []
         for _ in scripts:
             self.calls += 1
-            out.append(RunResult(1 if self.calls % 2 == 0 else 0, "", "", 0.0, SIG if self.calls % 2 == 0 else None, ""))
+            out.append(
+                RunResult(1 if self.calls % 2 == 0 else 0, "", "", 0.0, SIG if self.calls % 2 == 0 else None, "")
+            )
         return out
 
     def close(self):
@@ -285,8 +295,15 @@ def test_a_candidate_that_only_sometimes_passes_where_fixed_is_not_the_bug(tmp_p
     # eval_then_export: a reduction dropped the seed of the held-out batches its own check compares; where the bug
     # is fixed that candidate passed once in two, a single good run took it, and the cold verification refused it
     bad = _Table({"candidate = 1\n": SIG})
-    oracle = SignatureOracle(Cache(tmp_path / "c.jsonl", "k"), tmp_path, 10, executor=bad, original=SIG,
-                             good=[_Alternating()], good_runs=good_runs)
+    oracle = SignatureOracle(
+        Cache(tmp_path / "c.jsonl", "k"),
+        tmp_path,
+        10,
+        executor=bad,
+        original=SIG,
+        good=[_Alternating()],
+        good_runs=good_runs,
+    )
     assert oracle.test_many(["candidate = 1\n"]) == [interesting]
 
 
@@ -309,26 +326,34 @@ def test_a_candidate_that_writes_into_the_working_directory_is_refused_when_the_
             return [RunResult(1, "", "", 0.0, SIG, "", cwd_writes=("base",)) for _ in scripts]
 
     def oracle(allowed):
-        return SignatureOracle(Cache(tmp_path / f"{allowed}.jsonl", "k"), tmp_path, 10, executor=Writes({}),
-                               original=SIG, cwd_writes_allowed=allowed)
+        return SignatureOracle(
+            Cache(tmp_path / f"{allowed}.jsonl", "k"),
+            tmp_path,
+            10,
+            executor=Writes({}),
+            original=SIG,
+            cwd_writes_allowed=allowed,
+        )
 
     assert oracle(True).test_many(["x = 1\n"]) == [True]
     refused = oracle(False)
-    assert refused.outcomes(["x = 1\n"]) == [(False, f"{SIG.headline} (writes base into the working directory; "
-                                                     "the original does not)")]
+    assert refused.outcomes(["x = 1\n"]) == [
+        (False, f"{SIG.headline} (writes base into the working directory; the original does not)")
+    ]
 
 
 def test_each_answer_records_what_judging_it_cost(tmp_path):
     bad = _Table({"candidate = 1\n": SIG, "other = 2\n": None})
     good = _Table({"candidate = 1\n": None})
     cache = tmp_path / "c.jsonl"
-    SignatureOracle(Cache(cache, "k"), tmp_path, 10, executor=bad, original=SIG, good=[good], good_runs=2
-                    ).test_many(["candidate = 1\n", "other = 2\n"])
+    SignatureOracle(Cache(cache, "k"), tmp_path, 10, executor=bad, original=SIG, good=[good], good_runs=2).test_many(
+        ["candidate = 1\n", "other = 2\n"]
+    )
     records = [json.loads(line) for line in cache.read_text().splitlines()]
     assert [r["seconds"] for r in records] == [pytest.approx(3 * _Table.SECONDS), pytest.approx(_Table.SECONDS)]
 
 
-CRASH = '''
+CRASH = """
 import os
 import tempfile
 import fakelib
@@ -337,14 +362,17 @@ root = tempfile.mkdtemp()
 path = os.path.join(root, "base")
 fakelib.save(path)
 fakelib.load(path).offload()
-'''
+"""
 
 
 SEEDED_PARITY = PARITY.replace("import fakelib\n", "import fakelib\nimport random\nrandom.seed(0)\n")
 
 
-@pytest.mark.parametrize("script, good_runs", [(PARITY, 2), (SEEDED_PARITY, 1), (CRASH, 1)],
-                         ids=["own-check-unseeded", "own-check-seeded", "library-crash"])
+@pytest.mark.parametrize(
+    "script, good_runs",
+    [(PARITY, 2), (SEEDED_PARITY, 1), (CRASH, 1)],
+    ids=["own-check-unseeded", "own-check-seeded", "library-crash"],
+)
 def test_good_env_runs_per_candidate_depend_on_who_raised_and_on_seeds(worlds, tmp_path, capsys, script, good_runs):
     # a library's crash is a code path: one run where the bug is fixed tells; the script's own check reads values,
     # which only a kept seed pins
@@ -385,6 +413,12 @@ class _SlowOnce(_Table):
 
 def test_a_slow_run_is_confirmed_before_it_refuses_a_candidate(tmp_path):
     sources = ["busy = 1\n", "slow = 1\n"]
-    oracle = SignatureOracle(Cache(tmp_path / "c.jsonl", "k"), tmp_path, 10, executor=_SlowOnce(dict.fromkeys(sources, SIG)),
-                             original=SIG, max_seconds=1.0)
+    oracle = SignatureOracle(
+        Cache(tmp_path / "c.jsonl", "k"),
+        tmp_path,
+        10,
+        executor=_SlowOnce(dict.fromkeys(sources, SIG)),
+        original=SIG,
+        max_seconds=1.0,
+    )
     assert oracle.test_many(sources) == [True, False]  # the candidate that really is slower is still refused

@@ -62,12 +62,16 @@ def test_fork_server_times_out_and_keeps_serving(tmp_path):
     assert after.signature is None
 
 
-@pytest.mark.parametrize("make", [lambda: ColdExecutor(jobs=1), lambda: ForkServerExecutor(None, [], 1),
-                                  lambda: WarmPoolExecutor(None, [], 1)], ids=["cold", "forkserver", "warm-pool"])
+@pytest.mark.parametrize(
+    "make",
+    [lambda: ColdExecutor(jobs=1), lambda: ForkServerExecutor(None, [], 1), lambda: WarmPoolExecutor(None, [], 1)],
+    ids=["cold", "forkserver", "warm-pool"],
+)
 def test_what_one_candidate_writes_cannot_feed_the_next(tmp_path, make):
     script = tmp_path / "writes.py"
-    script.write_text("import os\nseen = os.path.exists('marker')\nopen('marker', 'w').close()\n"
-                      "raise RuntimeError(f'seen={seen}')\n")
+    script.write_text(
+        "import os\nseen = os.path.exists('marker')\nopen('marker', 'w').close()\nraise RuntimeError(f'seen={seen}')\n"
+    )
     executor = make()
     try:
         first, second = executor.run_many([script, script], 30, tmp_path)
@@ -82,8 +86,10 @@ def test_fork_server_children_draw_fresh_random_state(tmp_path):
     # deterministic here and not reproduce cold. (random and numpy reseed themselves after a fork; torch does not.)
     pytest.importorskip("torch")
     script = tmp_path / "draw.py"
-    script.write_text("import string, torch\nletters = string.ascii_letters\n"
-                      "raise RuntimeError(''.join(letters[int(i)] for i in torch.randint(0, 52, (12,))))\n")
+    script.write_text(
+        "import string, torch\nletters = string.ascii_letters\n"
+        "raise RuntimeError(''.join(letters[int(i)] for i in torch.randint(0, 52, (12,))))\n"
+    )
     executor = ForkServerExecutor(None, ["torch"], 1)
     try:
         first, second = executor.run_many([script, script], 60)
@@ -99,7 +105,8 @@ def test_fork_server_leaves_a_cuda_initializing_import_to_each_child(tmp_path, m
         "import sys, types\n"
         "torch = types.ModuleType('torch')\n"
         "torch.cuda = types.SimpleNamespace(is_initialized=lambda: True)\n"
-        "sys.modules['torch'] = torch\n")
+        "sys.modules['torch'] = torch\n"
+    )
     monkeypatch.setenv("PYTHONPATH", str(tmp_path))
     script = tmp_path / "script.py"
     script.write_text("import initializes_cuda\nraise ValueError('ran')\n")
@@ -148,8 +155,9 @@ def test_a_snapshot_after_a_parallel_torch_op_serves_its_candidates(tmp_path):
     scripts = []
     for name in ("a", "b"):
         script = tmp_path / f"{name}.py"
-        script.write_text(f"import torch\nx = torch.randn(512, 512)\ny = x @ x\nz = (y @ y).sum()\n"
-                          f"raise ValueError('{name}')\n")
+        script.write_text(
+            f"import torch\nx = torch.randn(512, 512)\ny = x @ x\nz = (y @ y).sum()\nraise ValueError('{name}')\n"
+        )
         scripts.append(script)
     executor = ForkServerExecutor(None, ["torch"], 2)
     executor.set_heavy(["y = x @ x"])
@@ -170,6 +178,7 @@ def test_a_candidates_files_go_when_its_answer_is_in_and_dead_runs_leave_nothing
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     # what a run killed from outside leaves: its pid is gone (a fresh child's, reaped), its directory is not
     import subprocess
+
     dead = subprocess.Popen(["true"])
     dead.wait()
     stale = tmp_path / f"minrepro-fork-{dead.pid}-abc"
@@ -209,13 +218,18 @@ def test_files_a_snapshot_prefix_wrote_outlive_the_candidate_that_built_it(tmp_p
     # the snapshot's scratch once lived in the directory of the job that built it, which is removed when that
     # job's answer is in: every later candidate would lose the checkpoint its prefix saved
     prefix = "import os, tempfile, time\nd = tempfile.mkdtemp()\nopen(os.path.join(d, 'ckpt'), 'w').write('w')\ntime.sleep(1)\n"
-    executor, results = _through_snapshots(tmp_path, [prefix + "raise ValueError(open(os.path.join(d, 'ckpt')).read())\n"] * 4)
+    executor, results = _through_snapshots(
+        tmp_path, [prefix + "raise ValueError(open(os.path.join(d, 'ckpt')).read())\n"] * 4
+    )
     assert executor.snapshot_runs == 3  # the branch in question was reached
     assert [r.signature.headline for r in results] == ["ValueError: w"] * 4
 
 
-@pytest.mark.parametrize("make", [lambda: ColdExecutor(jobs=1), lambda: ForkServerExecutor(None, [], 1),
-                                  lambda: WarmPoolExecutor(None, [], 1)], ids=["cold", "forkserver", "warm-pool"])
+@pytest.mark.parametrize(
+    "make",
+    [lambda: ColdExecutor(jobs=1), lambda: ForkServerExecutor(None, [], 1), lambda: WarmPoolExecutor(None, [], 1)],
+    ids=["cold", "forkserver", "warm-pool"],
+)
 def test_what_a_run_leaves_in_its_working_directory_is_reported_and_temp_files_are_not(tmp_path, make):
     writes = tmp_path / "writes.py"
     writes.write_text("import os, tempfile\nos.makedirs('base')\ntempfile.mkdtemp()\n")
@@ -250,10 +264,16 @@ def test_a_prefix_that_initializes_cuda_is_never_forked_from_and_its_candidates_
         "import os\n_pid = None\ndef init():\n    global _pid\n    _pid = os.getpid()\n"
         "def is_initialized():\n    return _pid is not None\n"
         "def use():\n    if _pid not in (None, os.getpid()):\n"
-        "        raise RuntimeError('Cannot re-initialize CUDA in forked subprocess')\n")
+        "        raise RuntimeError('Cannot re-initialize CUDA in forked subprocess')\n"
+    )
     monkeypatch.setenv("PYTHONPATH", str(tmp_path / "site"))
-    executor, results = _through_snapshots(tmp_path, [f"import time\nimport torch\ntorch.cuda.init()\ntime.sleep(1)\n"
-                                                      f"torch.cuda.use()\nraise ValueError({i})\n" for i in range(3)])
+    executor, results = _through_snapshots(
+        tmp_path,
+        [
+            f"import time\nimport torch\ntorch.cuda.init()\ntime.sleep(1)\ntorch.cuda.use()\nraise ValueError({i})\n"
+            for i in range(3)
+        ],
+    )
     assert [r.raw_headline for r in results] == ["ValueError: 0", "ValueError: 1", "ValueError: 2"]
     assert executor.snapshots_refused == "cuda" and executor.snapshot_runs == 0
 
@@ -263,8 +283,10 @@ def test_what_a_run_imported_lazily_is_preloaded(tmp_path, make):
     # transformers imports bitsandbytes at the first quantized load: preloaded only with the script's own imports,
     # every forked child paid for it again (2 of a tiny script's 2.2 s)
     script = tmp_path / "lazy.py"
-    script.write_text("import sys\nalready = 'packaging.specifiers' in sys.modules\n"
-                      "def later():\n    import packaging.specifiers\nlater()\nraise RuntimeError(f'{already}')\n")
+    script.write_text(
+        "import sys\nalready = 'packaging.specifiers' in sys.modules\n"
+        "def later():\n    import packaging.specifiers\nlater()\nraise RuntimeError(f'{already}')\n"
+    )
     cold = ColdExecutor().run_many([script], 30)[0]
     assert "packaging.specifiers" in cold.modules and cold.raw_headline == "RuntimeError: False"
     executor = make(None, ["sys"], 1, cold.modules)
@@ -299,7 +321,7 @@ def _stand_in_cuda_site(root: Path) -> Path:
     files = {
         "torch/__init__.py": "from . import cuda\ndef set_num_threads(n):\n    pass\ndef seed():\n    pass\n",
         "torch/cuda.py": "import os\n_pid = None\ndef _lazy_init():\n    global _pid\n    _pid = os.getpid()\n"
-                         "def is_initialized():\n    return _pid is not None\ndef is_available():\n    return True\n",
+        "def is_initialized():\n    return _pid is not None\ndef is_available():\n    return True\n",
         "gpulib/__init__.py": "import torch\ntorch.cuda._lazy_init()\n",
         "gpulib/nn.py": "X = 1\n",
         "usesgpu.py": "import gpulib\n",
@@ -322,8 +344,10 @@ def test_preloads_that_initialize_cuda_are_left_to_each_run_in_one_start(tmp_pat
     # then peft.utils): 4 starts, 58 s of a 68 s phase. A trial import per name finds them all in one start.
     monkeypatch.setenv("PYTHONPATH", str(_stand_in_cuda_site(tmp_path)))
     script = tmp_path / "s.py"
-    script.write_text("import sys\nloaded = [m for m in ('plain', 'gpulib', 'usesgpu') if m in sys.modules]\n"
-                      "import usesgpu\nraise RuntimeError(loaded)\n")
+    script.write_text(
+        "import sys\nloaded = [m for m in ('plain', 'gpulib', 'usesgpu') if m in sys.modules]\n"
+        "import usesgpu\nraise RuntimeError(loaded)\n"
+    )
     executor = ForkServerExecutor(None, ["gpulib", "usesgpu", "gpulib.nn", "plain", "torch"], 1)
     try:
         [run] = executor.run_many([script], 30)
@@ -351,7 +375,9 @@ def test_cuda_initialized_around_the_trial_still_restarts_the_server_without_tha
 
 def test_a_server_that_dies_while_preloading_says_why(tmp_path, monkeypatch):
     # on an H100 every spec reduction's server "exited unexpectedly", and its log went with its scratch directory
-    (tmp_path / "dies.py").write_text("import os, sys\nsys.stderr.write('dying here\\n')\nsys.stderr.flush()\nos._exit(3)\n")
+    (tmp_path / "dies.py").write_text(
+        "import os, sys\nsys.stderr.write('dying here\\n')\nsys.stderr.flush()\nos._exit(3)\n"
+    )
     monkeypatch.setenv("PYTHONPATH", str(tmp_path))
     with pytest.raises(MinreproError, match="exited unexpectedly; its log ends: dying here"):
         ForkServerExecutor(None, ["dies"], 1)
@@ -364,12 +390,18 @@ def test_a_candidate_never_sees_what_another_wrote_into_their_shared_prefix_file
     writes = prefix + "open(os.path.join(d, 'adapter'), 'w').write('a')\nraise ValueError('saved')\n"
     reads = prefix + "raise ValueError(os.path.exists(os.path.join(d, 'adapter')))\n"
     executor, results = _through_snapshots(tmp_path, [writes, writes, reads, reads])
-    assert [r.raw_headline for r in results] == ["ValueError: saved", "ValueError: saved",
-                                                 "ValueError: False", "ValueError: False"]
+    assert [r.raw_headline for r in results] == [
+        "ValueError: saved",
+        "ValueError: saved",
+        "ValueError: False",
+        "ValueError: False",
+    ]
     assert executor.refused_prefixes  # the branch in question: a child changed the snapshot's files
 
 
-@pytest.mark.parametrize("make", [lambda jobs: ColdExecutor(jobs=jobs), lambda jobs: ForkServerExecutor(None, [], jobs)])
+@pytest.mark.parametrize(
+    "make", [lambda jobs: ColdExecutor(jobs=jobs), lambda jobs: ForkServerExecutor(None, [], jobs)]
+)
 def test_runs_side_by_side_share_the_cores_and_a_users_own_cap_stays(tmp_path, monkeypatch, make):
     """Each of `jobs` runs at once gets cores // jobs intra-op threads (torch's default of one per core in every
     process oversubscribes the CPU); a lone run and a user's own OMP_NUM_THREADS are left as they are."""
@@ -415,10 +447,13 @@ def test_a_shared_prefix_that_runs_past_the_timeout_is_given_up_and_its_candidat
         executor.close()
 
 
-@pytest.mark.parametrize("cuda, left, expected", [(False, [], "forkserver"), (False, ["peft"], "warm-pool"),
-                                                   (False, None, "warm-pool"), (True, [], "warm-pool")])
+@pytest.mark.parametrize(
+    "cuda, left, expected",
+    [(False, [], "forkserver"), (False, ["peft"], "warm-pool"), (False, None, "warm-pool"), (True, [], "warm-pool")],
+)
 def test_auto_takes_the_warm_pool_where_cuda_is_visible_or_the_fork_server_cannot_serve(
-        monkeypatch, cuda, left, expected):
+    monkeypatch, cuda, left, expected
+):
     """Where CUDA is visible the warm pool, without starting a fork server (its snapshots stop at CUDA's
     initialization, and its children were slower on two H200s). Elsewhere the fork server, with its prefix snapshots,
     unless it would leave a CUDA-initializing import to every child (closed, then the pool) or cannot start."""

@@ -55,8 +55,10 @@ def test_inputs_go_where_a_one_device_map_puts_the_model():
     spec = _witness("one_device_map_forward")
     assert spec.placement.device_map == {"": 1}
     assert "ids = torch.tensor([[2, 3, 4, 5]], device=1)" in render(spec)
-    split = _witness("one_device_map_forward", placement={**WITNESSES["one_device_map_forward"]["spec"]["placement"],
-                                                             "device_map": {"": 1, "lm_head": 0}})
+    split = _witness(
+        "one_device_map_forward",
+        placement={**WITNESSES["one_device_map_forward"]["spec"]["placement"], "device_map": {"": 1, "lm_head": 0}},
+    )
     assert "device=0)" in render(split)  # a split: accelerate's top-level hook moves them from cuda:0
 
 
@@ -76,8 +78,12 @@ def test_inputs_follow_an_auto_load_that_fits_one_device(action: str):
     # "auto" with max_memory {0: 1MB, 1: 1GiB} puts the whole model on cuda:1 with no hooks: the two-GPU newest
     # re-run reported ids on cuda:0 against it (4 runs), which a user who looked at the load would not write
     peft = {"call": "from_pretrained", "kwargs": {}}
-    spec = _witness("one_device_map_forward", action=action, peft=peft, placement={
-        "device_map": "auto", "offload_folder": True, "max_memory": {"cpu": "1MB", "1": "1GiB", "0": "1MB"}})
+    spec = _witness(
+        "one_device_map_forward",
+        action=action,
+        peft=peft,
+        placement={"device_map": "auto", "offload_folder": True, "max_memory": {"cpu": "1MB", "1": "1GiB", "0": "1MB"}},
+    )
     source = render(spec)
     compile(source, "<spec>", "exec")
     lines = source.splitlines()
@@ -85,13 +91,23 @@ def test_inputs_follow_an_auto_load_that_fits_one_device(action: str):
     assert moved and moved[0] > next(i for i, line in enumerate(lines) if line.startswith("base = "))
 
 
-@pytest.mark.parametrize("placed, cuda, expected", [
-    ({"cpu"}, False, "cpu"), ({1}, True, 1), ({"cpu", "disk"}, False, "cpu"), ({0, "disk"}, True, "cuda"),
-    ({"disk"}, False, "cpu"), ({"disk"}, True, "cuda")])
+@pytest.mark.parametrize(
+    "placed, cuda, expected",
+    [
+        ({"cpu"}, False, "cpu"),
+        ({1}, True, 1),
+        ({"cpu", "disk"}, False, "cpu"),
+        ({0, "disk"}, True, "cuda"),
+        ({"disk"}, False, "cpu"),
+        ({"disk"}, True, "cuda"),
+    ],
+)
 def test_inputs_of_an_auto_load_go_to_a_device(placed: set, cuda: bool, expected):
     # a CPU exploration's dequantize witness had "auto" put everything on disk, and its replay died on
     # `torch.tensor(..., device='disk')` before reaching the libraries
-    spec = _witness("one_device_map_forward", placement={"device_map": "auto", "offload_folder": True, "max_memory": {"cpu": "1MB"}})
+    spec = _witness(
+        "one_device_map_forward", placement={"device_map": "auto", "offload_folder": True, "max_memory": {"cpu": "1MB"}}
+    )
     line = next(line for line in render(spec).splitlines() if line.startswith("ids = torch.tensor("))
     device_expression = line.split("device=", 1)[1].rsplit(")", 1)[0]
     torch = types.SimpleNamespace(cuda=types.SimpleNamespace(is_available=lambda: cuda))
@@ -105,17 +121,35 @@ def _sig(type_: str, message: str, raised_by: str = "library", frames: tuple[Fra
 B_OWNER = Frame("accelerate", "accelerate.utils.modeling", "set_module_tensor_to_device")
 
 
-@pytest.mark.parametrize("sig, headline, oracle", [
-    (None, "pass", None),
-    (_sig("AssertionError", "placement changes the logits: relative error <num>", "script"),
-     "AssertionError: placement changes the logits: relative error 0.300", "placement"),
-    (_sig("AssertionError", "logits on cpu, input on cuda", "script"), "AssertionError: logits on cpu, input on cuda", "placement"),
-    (_sig("AssertionError", "loading rewrote the checkpoint", "script"), "AssertionError: loading rewrote the checkpoint", None),
-    (_sig("AssertionError", "x", "script"), "AssertionError: PeftModel.from_pretrained rewrote the base checkpoint", "files"),
-    (_sig("KeyError", "'a'", frames=(B_OWNER,)), "KeyError: 'a'", "library error"),
-    (Signature("timeout", "Timeout", "no exit after <num> s"), "Timeout", "crash"),
-    (_sig("ValueError", "bad value", "script"), "ValueError: bad value", None),
-])
+@pytest.mark.parametrize(
+    "sig, headline, oracle",
+    [
+        (None, "pass", None),
+        (
+            _sig("AssertionError", "placement changes the logits: relative error <num>", "script"),
+            "AssertionError: placement changes the logits: relative error 0.300",
+            "placement",
+        ),
+        (
+            _sig("AssertionError", "logits on cpu, input on cuda", "script"),
+            "AssertionError: logits on cpu, input on cuda",
+            "placement",
+        ),
+        (
+            _sig("AssertionError", "loading rewrote the checkpoint", "script"),
+            "AssertionError: loading rewrote the checkpoint",
+            None,
+        ),
+        (
+            _sig("AssertionError", "x", "script"),
+            "AssertionError: PeftModel.from_pretrained rewrote the base checkpoint",
+            "files",
+        ),
+        (_sig("KeyError", "'a'", frames=(B_OWNER,)), "KeyError: 'a'", "library error"),
+        (Signature("timeout", "Timeout", "no exit after <num> s"), "Timeout", "crash"),
+        (_sig("ValueError", "bad value", "script"), "ValueError: bad value", None),
+    ],
+)
 def test_oracle_of(sig, headline, oracle) -> None:
     assert ex.oracle_of(sig, headline) == oracle
 
@@ -144,10 +178,18 @@ def _fake_library(spec: Scenario) -> RunResult:
     """A library whose PEFT redispatch fails when given a budget, and whose merge drifts for fp4."""
     if "max_memory" in spec.peft.kwargs:
         frames = (Frame("peft", "peft.peft_model", "PeftModel.load_adapter"), B_OWNER)
-        sig = _sig("TypeError", "Params4bit.__new__() got an unexpected keyword argument '_is_hf_initialized'",
-                   frames=frames)
-        trace = ({"event": "dispatch_model", "status": "started", "caller": "peft.peft_model",
-                  "devices": {"cpu": 3, "disk": 2}, "offloaded_quantized_weights": 4},)
+        sig = _sig(
+            "TypeError", "Params4bit.__new__() got an unexpected keyword argument '_is_hf_initialized'", frames=frames
+        )
+        trace = (
+            {
+                "event": "dispatch_model",
+                "status": "started",
+                "caller": "peft.peft_model",
+                "devices": {"cpu": 3, "disk": 2},
+                "offloaded_quantized_weights": 4,
+            },
+        )
         return RunResult(1, "", "", 0.01, sig, sig.headline, trace)
     if spec.peft.call == "get_peft_model" and spec.action == "merge":
         sig = _sig("RuntimeError", "made up", frames=(Frame("peft", "peft.tuners.lora", "merge"),))
@@ -208,16 +250,41 @@ def test_readme_explore_table_is_generated_from_the_recorded_runs() -> None:
 def test_readme_table_names_a_family_catalogued_after_the_run(tmp_path: Path) -> None:
     """A group recorded as new is shown with the case that matches it today (marked *), by the catalog's own
     rule (regex and owner), and stays new when the owner differs."""
-    frames = [Frame("accelerate", "accelerate.hooks", "AlignDevicesHook.init_hook"),
-              Frame("accelerate", "accelerate.utils.modeling", "set_module_tensor_to_device")]
+    frames = [
+        Frame("accelerate", "accelerate.hooks", "AlignDevicesHook.init_hook"),
+        Frame("accelerate", "accelerate.utils.modeling", "set_module_tensor_to_device"),
+    ]
     headline = "ValueError: weight is on the meta device, we need a `value` to put in on cpu."
-    sig = Signature("exception", "ValueError", "weight is on the meta device, we need a `value` to put in on cpu.",
-                    tuple(frames), raised_by="library")
+    sig = Signature(
+        "exception",
+        "ValueError",
+        "weight is on the meta device, we need a `value` to put in on cpu.",
+        tuple(frames),
+        raised_by="library",
+    )
     other = replace(sig, frames=(Frame("peft", "peft.peft_model", "PeftModel.from_pretrained"),))
-    groups = [{"key": str(i), "known": None, "oracle": "library error", "count": 1, "headline": headline,
-               "witness": {"signature": s.to_dict()}, "reduction": None} for i, s in enumerate([sig, other])]
-    doc = {"device": "cpu", "scale": "tiny", "gpus": 1, "set": "pinned", "runs": 2, "passing": 0,
-           "reached_offloaded_quantized": 0, "groups": groups}
+    groups = [
+        {
+            "key": str(i),
+            "known": None,
+            "oracle": "library error",
+            "count": 1,
+            "headline": headline,
+            "witness": {"signature": s.to_dict()},
+            "reduction": None,
+        }
+        for i, s in enumerate([sig, other])
+    ]
+    doc = {
+        "device": "cpu",
+        "scale": "tiny",
+        "gpus": 1,
+        "set": "pinned",
+        "runs": 2,
+        "passing": 0,
+        "reached_offloaded_quantized": 0,
+        "groups": groups,
+    }
     (tmp_path / "x").mkdir()
     (tmp_path / "x" / "report.json").write_text(json.dumps(doc), encoding="utf-8")
     rows = [line for line in ex.summary(tmp_path, load_catalog()).splitlines() if "meta device" in line]
@@ -250,8 +317,16 @@ def test_the_space_holds_a_users_own_dispatch_of_a_quantized_model_on_cpu() -> N
     reached there through the user's own dispatch_model of the wrapped model, which the strategies draw."""
     from hypothesis import find
 
-    spec = find(scenarios("cpu", "tiny"), lambda s: s.peft.call == "dispatch_model" and "max_memory" in s.peft.kwargs
-                and s.quant is not None and s.quant.load_in_4bit and s.placement.device_map == "cpu")
+    spec = find(
+        scenarios("cpu", "tiny"),
+        lambda s: (
+            s.peft.call == "dispatch_model"
+            and "max_memory" in s.peft.kwargs
+            and s.quant is not None
+            and s.quant.load_in_4bit
+            and s.placement.device_map == "cpu"
+        ),
+    )
     source = render(spec)
     assert "dispatch_model(model, device_map=infer_auto_device_map(model, max_memory=" in source
     assert "from accelerate import dispatch_model, infer_auto_device_map" in source
@@ -263,7 +338,12 @@ def test_the_reached_count_takes_the_scripts_own_dispatch_when_peft_made_none() 
     from minrepro.scenarios.table import adapter_dispatch
 
     base = {"event": "dispatch_model", "caller": "transformers.modeling_utils:from_pretrained", "status": "returned"}
-    own = {"event": "dispatch_model", "caller": "__main__:<module>", "status": "started", "offloaded_quantized_weights": 3}
+    own = {
+        "event": "dispatch_model",
+        "caller": "__main__:<module>",
+        "status": "started",
+        "offloaded_quantized_weights": 3,
+    }
     peft = {**own, "caller": "peft.peft_model:load_adapter"}
     assert adapter_dispatch([base, own]) is own and adapter_dispatch([base, peft]) is peft
     assert adapter_dispatch([base]) is None
@@ -285,8 +365,11 @@ def test_reduce_only_reduces_a_recorded_reports_new_findings_in_order(tmp_path: 
     shutil.copytree(recorded, tmp_path / "r")
     doc = json.loads((tmp_path / "r" / "report.json").read_text())
     reduced: list[str] = []
-    monkeypatch.setattr(cli, "_reduce_finding", lambda key, witness, *a: reduced.append(key) or
-                        {"script": f"{len(reduced)}.min.py", "lines": 9})
+    monkeypatch.setattr(
+        cli,
+        "_reduce_finding",
+        lambda key, witness, *a: reduced.append(key) or {"script": f"{len(reduced)}.min.py", "lines": 9},
+    )
     args = argparse.Namespace(results=str(tmp_path / "r"), workdir=str(tmp_path / "w"), jobs=1, timeout=60, reduce=2)
     # the catalog as it stood before this report's last findings were catalogued (X, Y), so that some are still new
     catalog = load_catalog()
@@ -294,8 +377,11 @@ def test_reduce_only_reduces_a_recorded_reports_new_findings_in_order(tmp_path: 
     with pytest.raises(MinreproError, match="give --python an env like the report's"):
         cli._reduce_recorded(args, "python", doc["set"], doc["patches"][1:], catalog, {})
     assert cli._reduce_recorded(args, "python", doc["set"], doc["patches"], catalog, {}) == 0
-    new = [g for g in doc["groups"] if not g["known"] and not ex.known_now(g, catalog)
-           and not (g.get("reduction") or {}).get("script")]
+    new = [
+        g
+        for g in doc["groups"]
+        if not g["known"] and not ex.known_now(g, catalog) and not (g.get("reduction") or {}).get("script")
+    ]
     assert "KeyError: 'lm_head.weight'" not in [g["headline"] for g in new]  # family S, catalogued since
     order = sorted(new, key=lambda g: ex.reduction_order(g["key"], [ex.Run(**g["witness"])] * g["count"]))
     assert order and reduced == [g["key"] for g in order[:2]]  # as many as are still new (findings get catalogued)
@@ -312,21 +398,29 @@ def test_the_readme_says_why_a_finding_has_no_reduction_in_a_few_words() -> None
     assert ex.reduction_cell({"error": "not reduced: /w/final-spec.py fails flakily: 'RuntimeError'"}) == "no: flaky"
 
 
-BNB_CHECK = Frame("transformers", "transformers.quantizers.quantizer_bnb_4bit", "Bnb4BitHfQuantizer.validate_environment")
-CPU_OFFLOAD_REFUSED = ("ValueError: Some modules are dispatched on the CPU or the disk. Make sure you have enough GPU "
-                       "RAM to fit the quantized model.")
+BNB_CHECK = Frame(
+    "transformers", "transformers.quantizers.quantizer_bnb_4bit", "Bnb4BitHfQuantizer.validate_environment"
+)
+CPU_OFFLOAD_REFUSED = (
+    "ValueError: Some modules are dispatched on the CPU or the disk. Make sure you have enough GPU "
+    "RAM to fit the quantized model."
+)
 
 
-@pytest.mark.parametrize("fp32_cpu_offload, expected", [(False, "refusal:bnb-offload-without-fp32-cpu-offload"),
-                                                        (True, None)])
+@pytest.mark.parametrize(
+    "fp32_cpu_offload, expected", [(False, "refusal:bnb-offload-without-fp32-cpu-offload"), (True, None)]
+)
 def test_a_documented_refusal_is_not_a_finding_only_when_the_spec_asked_for_it(fp32_cpu_offload, expected) -> None:
     # transformers refuses cpu/disk entries in a quantized load without llm_int8_enable_fp32_cpu_offload, as its docs
     # say; with the flag set, the same refusal would be a bug, so it stays new
     spec = {"quant": {"load_in_4bit": True, "fp32_cpu_offload": fp32_cpu_offload}}
     sig = _sig("ValueError", "Some modules are dispatched on the CPU or the disk", frames=(BNB_CHECK,))
     assert ex.identify(sig, CPU_OFFLOAD_REFUSED, spec, load_catalog()) == expected
-    elsewhere = _sig("ValueError", "Some modules are dispatched on the CPU or the disk",
-                     frames=(Frame("peft", "peft.peft_model", "PeftModel.load_adapter"),))
+    elsewhere = _sig(
+        "ValueError",
+        "Some modules are dispatched on the CPU or the disk",
+        frames=(Frame("peft", "peft.peft_model", "PeftModel.load_adapter"),),
+    )
     assert ex.identify(elsewhere, CPU_OFFLOAD_REFUSED, spec, load_catalog()) is None
 
 
@@ -342,23 +436,31 @@ def test_a_round_trip_compares_a_new_adapter_with_what_it_held_before_dispatch()
     # "round-trip" finding (two recorded groups, one reduced to 22 lines before the cause was seen)
     placement = {"device_map": "auto", "offload_folder": True, "max_memory": {"cpu": "1MB"}}
     for call, kwargs in (("get_peft_model", {}), ("dispatch_model", {"max_memory": {"cpu": "1MB"}})):
-        spec = _witness("one_device_map_forward", action="save_load", placement=placement,
-                        peft={"call": call, "kwargs": kwargs})
+        spec = _witness(
+            "one_device_map_forward", action="save_load", placement=placement, peft={"call": call, "kwargs": kwargs}
+        )
         lines = render(spec).splitlines()
         compile("\n".join(lines), "<spec>", "exec")
         kept = next(i for i, line in enumerate(lines) if line.startswith("adapter_before = "))
         assert kept == next(i for i, line in enumerate(lines) if line.startswith("model = get_peft_model(")) + 1
         assert "before = adapter_before" in lines
-    loaded = _witness("one_device_map_forward", action="save_load", placement=placement,
-                      peft={"call": "from_pretrained", "kwargs": {}})
+    loaded = _witness(
+        "one_device_map_forward",
+        action="save_load",
+        placement=placement,
+        peft={"call": "from_pretrained", "kwargs": {}},
+    )
     assert "before = load_file(root + '/adapter/adapter_model.safetensors')" in render(loaded).splitlines()
 
 
 def test_round_trip_findings_of_a_rendering_without_the_fix_are_withdrawn():
     from minrepro.scenarios.withdrawn import withdrawn_of
 
-    group = {"oracle": "round-trip", "headline": "AssertionError: save_pretrained wrote another adapter: 20 tensors differ",
-             "witness": {"spec": {"peft": {"call": "get_peft_model", "kwargs": {}}, "action": "save_load"}}}
+    group = {
+        "oracle": "round-trip",
+        "headline": "AssertionError: save_pretrained wrote another adapter: 20 tensors differ",
+        "witness": {"spec": {"peft": {"call": "get_peft_model", "kwargs": {}}, "action": "save_load"}},
+    }
     assert withdrawn_of(group, {}) == "withdrawn:round-trip-of-a-new-adapter"
     assert withdrawn_of(group, {"harness_fixes": ["round-trip-of-a-new-adapter"]}) is None  # rendered after the fix
     loaded = {**group, "witness": {"spec": {"peft": {"call": "from_pretrained", "kwargs": {}}, "action": "save_load"}}}
@@ -368,8 +470,11 @@ def test_round_trip_findings_of_a_rendering_without_the_fix_are_withdrawn():
 def test_a_crash_of_our_own_merge_patch_is_withdrawn_only_where_that_patch_was_applied():
     from minrepro.scenarios.withdrawn import withdrawn_of
 
-    group = {"oracle": "library error", "witness": {"spec": {"peft": {"call": "get_peft_model"}, "action": "parity"}},
-             "headline": "RuntimeError: expected m1 and m2 to have the same dtype, but got: c10::BFloat16 != float"}
+    group = {
+        "oracle": "library error",
+        "witness": {"spec": {"peft": {"call": "get_peft_model"}, "action": "parity"}},
+        "headline": "RuntimeError: expected m1 and m2 to have the same dtype, but got: c10::BFloat16 != float",
+    }
     with_f = {"patches": ["peft/dequantize-merge-quant-state.diff", "peft/lora-4bit-merge-parity.diff"]}
     assert withdrawn_of(group, with_f) == "withdrawn:merge-parity-patch-dtype"
     assert withdrawn_of(group, {"patches": []}) is None  # unpatched, the same crash would be a library's
@@ -402,15 +507,27 @@ def test_a_reduced_finding_says_what_it_met_on_the_sets_where_it_failed_otherwis
         (tmp_path / "envs" / name / "bin").mkdir(parents=True)
         (tmp_path / "envs" / name / "bin" / "python").write_text("")
     monkeypatch.setenv("MINREPRO_CACHE", str(tmp_path))
-    runs = {"pinned": ("KeyError: 'axial'", "KeyError", "'axial'"), "newest": ("ValueError: boom", "ValueError", "boom")}
+    runs = {
+        "pinned": ("KeyError: 'axial'", "KeyError", "'axial'"),
+        "newest": ("ValueError: boom", "ValueError", "boom"),
+    }
 
     def run_script(script, python, timeout, isolated):
         headline, type_, message = runs[Path(python).parents[1].name]
         return SimpleNamespace(signature=Signature("exception", type_, message), raw_headline=headline)
 
     monkeypatch.setattr(cli, "run_script", run_script)
-    case = Case(id="x", script=tmp_path / "x.py", family="?", device="cpu", signature=r"^ValueError: boom$",
-                outcomes={}, fixed_in=(), upstream=(), owner=None)
+    case = Case(
+        id="x",
+        script=tmp_path / "x.py",
+        family="?",
+        device="cpu",
+        signature=r"^ValueError: boom$",
+        outcomes={},
+        fixed_in=(),
+        upstream=(),
+        owner=None,
+    )
     outcomes, others = cli._outcomes(case, SimpleNamespace(sets={"pinned": {}, "reporter": {}, "newest": {}}), 5.0)
     assert outcomes == {"pinned": "fail-other", "newest": "fail"}  # reporter: no env here
     assert others == {"pinned": "KeyError: 'axial' (final line does not match /^ValueError: boom$/)"}
@@ -422,12 +539,15 @@ def test_a_finding_explained_by_a_family_under_another_signature_says_so_and_onl
     from minrepro.scenarios.diagnosed import DIAGNOSED, diagnosed_of
     from minrepro.scenarios.explore import _family_cell
 
-    row = {"headline": "RuntimeError: Expected all tensors to be on the same device, but got mat2 is on cuda:0, different"}
+    row = {
+        "headline": "RuntimeError: Expected all tensors to be on the same device, but got mat2 is on cuda:0, different"
+    }
     assert diagnosed_of("cuda2-tiny-reporter", row) == DIAGNOSED + "dispatch-nested-entry-keeps-root-hook"
     assert diagnosed_of("cuda-tiny-newest", row) is None  # another exploration: not what was diagnosed
     assert diagnosed_of("cuda2-tiny-reporter", {"headline": "KeyError: 0"}) is None
-    cell = _family_cell(DIAGNOSED + "dispatch-nested-entry-keeps-root-hook", None,
-                        {"dispatch-nested-entry-keeps-root-hook": "AC"})
+    cell = _family_cell(
+        DIAGNOSED + "dispatch-nested-entry-keeps-root-hook", None, {"dispatch-nested-entry-keeps-root-hook": "AC"}
+    )
     assert cell == "new; by diagnosis: AC (dispatch-nested-entry-keeps-root-hook)"
 
 
@@ -449,19 +569,44 @@ def test_a_case_lists_the_explored_findings_that_are_it(tmp_path: Path) -> None:
 
     catalog = load_catalog()
     mat2 = "RuntimeError: Expected all tensors to be on the same device, but got mat2 is on cuda:0, different from"
-    groups = [{"key": "a", "known": "dispatch-nested-entry-keeps-root-hook", "oracle": "library error", "count": 2,
-               "headline": "RuntimeError: whatever", "witness": {}, "reduction": None},
-              {"key": "b", "known": None, "oracle": "library error", "count": 1, "headline": mat2, "witness": {},
-               "reduction": None},
-              {"key": "c", "known": "shared-dict-hook-keyerror", "oracle": "library error", "count": 1,
-               "headline": "KeyError: 0", "witness": {}, "reduction": None}]
+    groups = [
+        {
+            "key": "a",
+            "known": "dispatch-nested-entry-keeps-root-hook",
+            "oracle": "library error",
+            "count": 2,
+            "headline": "RuntimeError: whatever",
+            "witness": {},
+            "reduction": None,
+        },
+        {
+            "key": "b",
+            "known": None,
+            "oracle": "library error",
+            "count": 1,
+            "headline": mat2,
+            "witness": {},
+            "reduction": None,
+        },
+        {
+            "key": "c",
+            "known": "shared-dict-hook-keyerror",
+            "oracle": "library error",
+            "count": 1,
+            "headline": "KeyError: 0",
+            "witness": {},
+            "reduction": None,
+        },
+    ]
     doc = {"device": "cuda", "scale": "tiny", "gpus": 2, "set": "reporter", "groups": groups}
     (tmp_path / "cuda2-tiny-reporter").mkdir()
     (tmp_path / "cuda2-tiny-reporter" / "report.json").write_text(json.dumps(doc), encoding="utf-8")
 
     found = ex.findings_of("dispatch-nested-entry-keeps-root-hook", tmp_path, catalog)
     assert [(f["headline"][:20], f["how"], f["runs"]) for f in found] == [
-        ("RuntimeError: whatev", "same signature", 2), (mat2[:20], "by diagnosis", 1)]
+        ("RuntimeError: whatev", "same signature", 2),
+        (mat2[:20], "by diagnosis", 1),
+    ]
     case = next(c for c in catalog.cases if c.id == "dispatch-nested-entry-keeps-root-hook")
     text = explored_evidence(case, catalog, tmp_path)
     assert "cuda/tiny, 2 GPU(s), reporter" in text and "by diagnosis" in text and "KeyError" not in text

@@ -14,8 +14,15 @@ from hypothesis import strategies as st
 
 from minrepro.cli import main
 from minrepro.errors import MinreproError
-from minrepro.inputs import (absolute_arguments, absolute_paths, insert_prelude, prepare, read_python, record_env,
-                             split_arguments)
+from minrepro.inputs import (
+    absolute_arguments,
+    absolute_paths,
+    insert_prelude,
+    prepare,
+    read_python,
+    record_env,
+    split_arguments,
+)
 from minrepro.reducers.source import code_lines
 
 nbformat = pytest.importorskip("nbformat")
@@ -65,8 +72,9 @@ def test_arguments_and_a_config_file_become_literals(tmp_path, capsys, monkeypat
     (tmp_path / "job.py").write_text(ARGPARSE_JOB)
     (tmp_path / "cfg.json").write_text(json.dumps({"check": {"enabled": True, "prefix": "1.0 ", "lr": 2e-4}}))
     before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
-    summary = reduce(tmp_path, capsys, "job.py", "--", "--release", "beta", "--config", "cfg.json",
-                     "--tolerance", "0.25")
+    summary = reduce(
+        tmp_path, capsys, "job.py", "--", "--release", "beta", "--config", "cfg.json", "--tolerance", "0.25"
+    )
     out = (tmp_path / "job.min.py").read_text()
     assert Path(summary["output"]) == tmp_path / "job.min.py"
     assert "# Original command: python job.py --release beta --config cfg.json --tolerance 0.25" in out
@@ -82,8 +90,9 @@ def test_a_file_the_failure_depends_on_stays_and_the_header_says_so(tmp_path, ca
     pytest.importorskip("yaml")
     monkeypatch.chdir(tmp_path)
     (tmp_path / "bad.yaml").write_text("name: [unclosed\n")
-    (tmp_path / "job.py").write_text("import sys\nimport yaml\n\nwith open(sys.argv[1]) as fh:\n"
-                                     "    settings = yaml.safe_load(fh)\nprint(settings)\n")
+    (tmp_path / "job.py").write_text(
+        "import sys\nimport yaml\n\nwith open(sys.argv[1]) as fh:\n    settings = yaml.safe_load(fh)\nprint(settings)\n"
+    )
     reduce(tmp_path, capsys, "job.py", "--", "bad.yaml")
     out = (tmp_path / "job.min.py").read_text()
     where = str((tmp_path / "bad.yaml").resolve())
@@ -114,10 +123,18 @@ def test_relative_config_paths_become_absolute_in_arguments_and_calls(tmp_path):
     (tmp_path / "ckpt").mkdir()
     (tmp_path / "ckpt" / "config.json").write_text("{}")
     (tmp_path / "notes.md").write_text("not a config")
-    args, files = absolute_arguments(["--config", "cfg.yaml", "--model=ckpt", "--out", "out.yaml", "notes.md", "4"],
-                                     tmp_path)
-    assert args == ["--config", str(tmp_path / "cfg.yaml"), f"--model={tmp_path / 'ckpt'}", "--out", "out.yaml",
-                    "notes.md", "4"]
+    args, files = absolute_arguments(
+        ["--config", "cfg.yaml", "--model=ckpt", "--out", "out.yaml", "notes.md", "4"], tmp_path
+    )
+    assert args == [
+        "--config",
+        str(tmp_path / "cfg.yaml"),
+        f"--model={tmp_path / 'ckpt'}",
+        "--out",
+        "out.yaml",
+        "notes.md",
+        "4",
+    ]
     assert files == [str(tmp_path / "cfg.yaml"), str(tmp_path / "ckpt")]
     source = 'cfg = load(open("cfg.yaml"))  # é\nd = cfg["cfg.yaml"]\np.add_argument("--c", default="cfg.yaml")\n'
     text, named = absolute_paths(source, tmp_path)
@@ -156,9 +173,19 @@ def test_bisect_takes_the_arguments_and_asks_for_pins(tmp_path, capsys, monkeypa
 
 # --- environment variables ---------------------------------------------------------------------------
 
+
 def test_the_runs_variables_are_sorted_into_moved_held_and_secret():
-    moved, held = record_env({"CUDA_VISIBLE_DEVICES": "0", "OMP_NUM_THREADS": "3", "HF_HOME": "/h", "HF_TOKEN": "s3",
-                              "PATH": "/bin", "MINREPRO_CACHE": "/c", "PYTORCH_CUDA_ALLOC_CONF": "x"})
+    moved, held = record_env(
+        {
+            "CUDA_VISIBLE_DEVICES": "0",
+            "OMP_NUM_THREADS": "3",
+            "HF_HOME": "/h",
+            "HF_TOKEN": "s3",
+            "PATH": "/bin",
+            "MINREPRO_CACHE": "/c",
+            "PYTORCH_CUDA_ALLOC_CONF": "x",
+        }
+    )
     assert moved == {"CUDA_VISIBLE_DEVICES": "0", "OMP_NUM_THREADS": "3", "PYTORCH_CUDA_ALLOC_CONF": "x"}
     assert held == {"HF_HOME": "/h", "HF_TOKEN": "(set; not recorded)"}
 
@@ -187,13 +214,19 @@ def test_a_variable_the_failure_needs_is_set_at_the_top(tmp_path, monkeypatch):
 
 # --- refusals -----------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("content, message", [
-    (b"\x7fELF\x02\x01\x00\x00binary", "is not Python source: it holds binary data"),
-    (json.dumps({"cells": [], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}).encode(),
-     "is not Python source: it holds a Jupyter notebook's JSON"),
-    (b'[{"a": null}]', "is not Python source: it holds JSON data"),
-    (b"caf\xe9 = 1\n", "is not UTF-8 text"),
-])
+
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        (b"\x7fELF\x02\x01\x00\x00binary", "is not Python source: it holds binary data"),
+        (
+            json.dumps({"cells": [], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}).encode(),
+            "is not Python source: it holds a Jupyter notebook's JSON",
+        ),
+        (b'[{"a": null}]', "is not Python source: it holds JSON data"),
+        (b"caf\xe9 = 1\n", "is not UTF-8 text"),
+    ],
+)
 def test_a_file_that_is_not_python_source_is_refused(tmp_path, capsys, content, message):
     script = tmp_path / "job.py"
     script.write_bytes(content)
@@ -204,12 +237,15 @@ def test_a_file_that_is_not_python_source_is_refused(tmp_path, capsys, content, 
         read_python(script)
 
 
-@pytest.mark.parametrize("body, message", [
-    ("import packaging\nprint(undefined_name)\n", "NameError: name 'undefined_name' is not defined"),
-    ("import my_missing_helpers\n", "ModuleNotFoundError: No module named 'my_missing_helpers'"),
-    ("from packaging.version import NoSuchThing\n", "ImportError: cannot import name 'NoSuchThing'"),
-    ("import json\nsettings = json.load(open('settings.json'))\n", "FileNotFoundError"),
-])
+@pytest.mark.parametrize(
+    "body, message",
+    [
+        ("import packaging\nprint(undefined_name)\n", "NameError: name 'undefined_name' is not defined"),
+        ("import my_missing_helpers\n", "ModuleNotFoundError: No module named 'my_missing_helpers'"),
+        ("from packaging.version import NoSuchThing\n", "ImportError: cannot import name 'NoSuchThing'"),
+        ("import json\nsettings = json.load(open('settings.json'))\n", "FileNotFoundError"),
+    ],
+)
 def test_a_failure_of_the_scripts_own_text_is_refused(tmp_path, capsys, body, message):
     script = tmp_path / "job.py"
     script.write_text(body)
@@ -226,8 +262,10 @@ def test_a_failure_of_the_scripts_own_text_is_refused(tmp_path, capsys, body, me
 
 def test_a_users_assertion_about_a_librarys_result_stays_a_failure(tmp_path, capsys):
     script = tmp_path / "job.py"
-    script.write_text("import logging\nfrom packaging.version import Version\nlogging.info('start')\n"
-                      "v = Version('1.0.post1')\nassert v.is_postrelease is False, 'a post release'\n")
+    script.write_text(
+        "import logging\nfrom packaging.version import Version\nlogging.info('start')\n"
+        "v = Version('1.0.post1')\nassert v.is_postrelease is False, 'a post release'\n"
+    )
     summary = reduce(tmp_path, capsys, str(script))
     assert summary["signature"].startswith("AssertionError")
 
@@ -235,13 +273,30 @@ def test_a_users_assertion_about_a_librarys_result_stays_a_failure(tmp_path, cap
 def test_a_missing_argument_file_is_a_one_line_error(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "job.py").write_text(ARGPARSE_JOB)
-    assert main(["reduce", "job.py", "--workdir", str(tmp_path / "w"), "--executor", "cold", "--",
-                 "--release", "beta", "--config", "nowhere.json"]) == 2
+    assert (
+        main(
+            [
+                "reduce",
+                "job.py",
+                "--workdir",
+                str(tmp_path / "w"),
+                "--executor",
+                "cold",
+                "--",
+                "--release",
+                "beta",
+                "--config",
+                "nowhere.json",
+            ]
+        )
+        == 2
+    )
     err = capsys.readouterr().err.strip()
     assert "FileNotFoundError" in err and "nowhere.json" in err and len(err.splitlines()) == 1
 
 
 # --- notebooks ----------------------------------------------------------------------------------------
+
 
 def notebook(path: Path, cells: list[tuple[str, str]], outputs: bool = True) -> Path:
     nb = nbformat.v4.new_notebook()
@@ -295,21 +350,30 @@ def test_magics_become_python_or_are_dropped():
     from minrepro.inputs.notebook import convert
 
     out = convert([(1, "%env A=1\n%env B 2\n%env\nif x:\n    !pip install y\n%timeit -n 3 -r 2 f()")], "nb")
-    assert out.source.splitlines()[1:] == ["os.environ['A'] = '1'", "os.environ['B'] = '2'", "", "if x:",
-                                           "    pass", "f()"]
+    assert out.source.splitlines()[1:] == [
+        "os.environ['A'] = '1'",
+        "os.environ['B'] = '2'",
+        "",
+        "if x:",
+        "    pass",
+        "f()",
+    ]
     assert out.sets_env and len(out.dropped) == 2
 
 
-@pytest.mark.parametrize("cell, message", [
-    ("%run other.py", "cell 1: `%run` changes what runs"),
-    ("%load_ext autoreload", "cell 1: `%load_ext` changes what runs"),
-    ("%%bash\necho hi", "cell 1: the cell magic `%%bash` runs something other than the cell's Python"),
-    ("%%writefile helper.py\nx = 1", "cell 1: the cell magic `%%writefile`"),
-    ("%frobnicate 3", "cell 1: unknown magic `%frobnicate`"),
-    ("files = !ls", "cell 1: `files = !ls` assigns what a shell command or magic prints"),
-    ("get_ipython().run_line_magic('x', '')", "cell 1 calls get_ipython()"),
-    ("pip install x", "cell 1 is not Python once its magics are read"),
-])
+@pytest.mark.parametrize(
+    "cell, message",
+    [
+        ("%run other.py", "cell 1: `%run` changes what runs"),
+        ("%load_ext autoreload", "cell 1: `%load_ext` changes what runs"),
+        ("%%bash\necho hi", "cell 1: the cell magic `%%bash` runs something other than the cell's Python"),
+        ("%%writefile helper.py\nx = 1", "cell 1: the cell magic `%%writefile`"),
+        ("%frobnicate 3", "cell 1: unknown magic `%frobnicate`"),
+        ("files = !ls", "cell 1: `files = !ls` assigns what a shell command or magic prints"),
+        ("get_ipython().run_line_magic('x', '')", "cell 1 calls get_ipython()"),
+        ("pip install x", "cell 1 is not Python once its magics are read"),
+    ],
+)
 def test_a_magic_that_changes_what_runs_is_refused_naming_the_cell(tmp_path, capsys, cell, message):
     path = notebook(tmp_path / "nb.ipynb", [("code", cell)])
     assert main(["reduce", str(path), "--workdir", str(tmp_path / "w")]) == 2
@@ -346,14 +410,17 @@ def test_every_code_line_of_the_cells_stays_in_order(cells):
 
 # --- launchers ----------------------------------------------------------------------------------------
 
+
 def test_a_module_run_with_dash_m(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
     package = tmp_path / "relcheck"
     package.mkdir()
     (package / "__init__.py").write_text("")
     (package / "helpers.py").write_text("PREFIX = '1.0 '\n")
-    (package / "run.py").write_text("import sys\nfrom packaging.version import Version\n\nfrom .helpers import PREFIX\n"
-                                    "\n\ndef check(text):\n    return Version(PREFIX + text)\n\n\ncheck(sys.argv[1])\n")
+    (package / "run.py").write_text(
+        "import sys\nfrom packaging.version import Version\n\nfrom .helpers import PREFIX\n"
+        "\n\ndef check(text):\n    return Version(PREFIX + text)\n\n\ncheck(sys.argv[1])\n"
+    )
     summary = reduce(tmp_path, capsys, "-m", "relcheck.run", "--", "beta")
     out = tmp_path / "run.min.py"
     assert Path(summary["output"]) == out
@@ -373,20 +440,33 @@ def test_a_command_line_after_double_dash(tmp_path):
 
 @pytest.mark.libs
 def test_accelerate_launch_with_one_process(tmp_path):
-    (tmp_path / "train.py").write_text("import sys\nfrom accelerate import Accelerator\nacc = Accelerator()\n"
-                                       "print(acc.device, sys.argv[1:])\n")
-    prepared = prepare(None, ["accelerate", "launch", "--cpu", "--num_processes", "1", str(tmp_path / "train.py"),
-                              "--lr", "3"], python=sys.executable, cwd=tmp_path, environ={})
+    (tmp_path / "train.py").write_text(
+        "import sys\nfrom accelerate import Accelerator\nacc = Accelerator()\nprint(acc.device, sys.argv[1:])\n"
+    )
+    prepared = prepare(
+        None,
+        ["accelerate", "launch", "--cpu", "--num_processes", "1", str(tmp_path / "train.py"), "--lr", "3"],
+        python=sys.executable,
+        cwd=tmp_path,
+        environ={},
+    )
     assert prepared.env["ACCELERATE_USE_CPU"] == "True" and "sys.argv = ['train.py', '--lr', '3']" in prepared.source
     assert prepared.command.startswith("accelerate launch --cpu")
     with pytest.raises(MinreproError, match="2 processes"):
-        prepare(None, ["accelerate", "launch", "--cpu", "--num_processes", "2", str(tmp_path / "train.py")],
-                python=sys.executable, cwd=tmp_path, environ={})
+        prepare(
+            None,
+            ["accelerate", "launch", "--cpu", "--num_processes", "2", str(tmp_path / "train.py")],
+            python=sys.executable,
+            cwd=tmp_path,
+            environ={},
+        )
 
 
 def test_prepared_scripts_go_to_the_cache_not_beside_the_input(tmp_path):
     (tmp_path / "job.py").write_text("import sys\nprint(sys.argv)\n")
     prepared = prepare(str(tmp_path / "job.py"), ["x"], cwd=tmp_path, environ={})
     assert prepared.path.is_relative_to(tmp_path / "cache") and sorted(p.name for p in tmp_path.iterdir()) == [
-        "cache", "job.py"]
+        "cache",
+        "job.py",
+    ]
     assert code_lines(prepared.source) == 4

@@ -20,8 +20,11 @@ ROOT = Path(__file__).resolve().parents[1]
 def installed(tmp_path_factory) -> Path:
     """A fresh venv holding only the wheel (its one dependency, packaging, is made visible by a .pth file)."""
     tmp = tmp_path_factory.mktemp("wheel")
-    build = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp / "dist"), str(ROOT)],
-                           capture_output=True, text=True)
+    build = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp / "dist"), str(ROOT)],
+        capture_output=True,
+        text=True,
+    )
     assert build.returncode == 0, build.stderr[-2000:]
     [wheel] = (tmp / "dist").glob("minrepro-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
@@ -30,10 +33,13 @@ def installed(tmp_path_factory) -> Path:
     env = tmp / "venv"
     venv.EnvBuilder(with_pip=True).create(env)
     python = env / "bin" / "python"
-    done = subprocess.run([str(python), "-m", "pip", "install", "-q", "--no-deps", str(wheel)], capture_output=True, text=True)
+    done = subprocess.run(
+        [str(python), "-m", "pip", "install", "-q", "--no-deps", str(wheel)], capture_output=True, text=True
+    )
     assert done.returncode == 0, done.stderr[-2000:]
-    site = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                          capture_output=True, text=True).stdout.strip()
+    site = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], capture_output=True, text=True
+    ).stdout.strip()
     visible = {str(Path(importlib.util.find_spec("packaging").origin).parents[1])}
     if all(importlib.util.find_spec(n) for n in ("torch", "accelerate", "bitsandbytes")):
         visible.add(str(Path(importlib.util.find_spec("torch").origin).parents[1]))
@@ -51,9 +57,16 @@ def test_the_installed_tool_lists_its_patches_and_cases_from_outside_the_checkou
     assert "accelerate/params4bit-hf-initialized" in patches.stdout and str(ROOT) not in patches.stdout
     cases = _minrepro(installed, "list", cwd=tmp_path)
     assert cases.returncode == 0 and "quant-state-meta-item" in cases.stdout
-    where = subprocess.run([str(installed / "bin" / "python"), "-c",
-                            "import minrepro.reducers, minrepro.envs.patching as p; print(minrepro.reducers.__file__, p.PATCHES_DIR)"],
-                           capture_output=True, text=True, cwd=tmp_path)
+    where = subprocess.run(
+        [
+            str(installed / "bin" / "python"),
+            "-c",
+            "import minrepro.reducers, minrepro.envs.patching as p; print(minrepro.reducers.__file__, p.PATCHES_DIR)",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
     assert str(installed) in where.stdout and str(ROOT) not in where.stdout
 
 

@@ -185,10 +185,12 @@ def test_a_stack_that_stops_midway_records_what_it_applied(tmp_path, monkeypatch
     first = patching.load_patch(tmp_path / "patches" / "demo" / "demo-case.diff")
     (site / "demo" / "other.py").write_text("a\nb\nc\n")
     second_path = tmp_path / "patches" / "demo" / "other.diff"
-    second_path.write_text(DIFF.replace("demo-case", "other").split("---\n", 1)[0] + "---\n"
-                           "--- a/demo/other.py\n+++ b/demo/other.py\n@@ -1,3 +1,3 @@\n a\n-x\n+y\n c\n")
+    second_path.write_text(
+        DIFF.replace("demo-case", "other").split("---\n", 1)[0] + "---\n"
+        "--- a/demo/other.py\n+++ b/demo/other.py\n@@ -1,3 +1,3 @@\n a\n-x\n+y\n c\n"
+    )
     second = patching.load_patch(second_path)
-    with pytest.raises(MinreproError, match="applied before it: demo/demo-case.diff"):
+    with pytest.raises(MinreproError, match=r"applied before it: demo/demo-case\.diff"):
         patching.apply_patches([first, second], env)
     assert json.loads((env / envs.MARKER).read_text())["patches"] == ["demo/demo-case.diff"]
     assert "line ten\n" in (site / "demo" / "mod.py").read_text()
@@ -201,9 +203,11 @@ def _hand_made_wheel(folder: Path, name: str, version: str) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     wheel = folder / f"{name}-{version}-py3-none-any.whl"
     info = f"{name}-{version}.dist-info"
-    files = {f"{name}/__init__.py": "VALUE = 42\n",
-             f"{info}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n",
-             f"{info}/WHEEL": "Wheel-Version: 1.0\nGenerator: hand\nRoot-Is-Purelib: true\nTag: py3-none-any\n"}
+    files = {
+        f"{name}/__init__.py": "VALUE = 42\n",
+        f"{info}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n",
+        f"{info}/WHEEL": "Wheel-Version: 1.0\nGenerator: hand\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+    }
     files[f"{info}/RECORD"] = "".join(f"{path},,\n" for path in files) + f"{info}/RECORD,,\n"
     with zipfile.ZipFile(wheel, "w") as archive:
         for path, text in files.items():
@@ -221,20 +225,27 @@ def test_a_shared_site_is_installed_once_and_linked_into_envs(tmp_path):
     site = envs.shared_site(Path(sys.executable), "sharedpkg==1.0", where=tmp_path / "shared", pip_args=offline)
     assert (site / "sharedpkg" / "__init__.py").is_file()
     shutil.rmtree(wheels)  # a second call must not install again (it could not: the wheel is gone)
-    assert envs.shared_site(Path(sys.executable), "sharedpkg==1.0", where=tmp_path / "shared",
-                            pip_args=offline) == site
+    assert envs.shared_site(Path(sys.executable), "sharedpkg==1.0", where=tmp_path / "shared", pip_args=offline) == site
     env = tmp_path / "env"
     venv.EnvBuilder(with_pip=False).create(env)
     envs.link_site(env, site)
-    out = subprocess.run([str(envs.env_python(env)), "-c", "import sharedpkg; print(sharedpkg.VALUE)"],
-                         capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [str(envs.env_python(env)), "-c", "import sharedpkg; print(sharedpkg.VALUE)"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert out.stdout.strip() == "42"
 
 
 def test_a_failed_shared_install_leaves_nothing_that_looks_complete(tmp_path):
     with pytest.raises(MinreproError, match="pip install --target"):
-        envs.shared_site(Path(sys.executable), "nosuchpkg==1.0", where=tmp_path,
-                         pip_args=["--no-index", "--find-links", str(tmp_path)])
+        envs.shared_site(
+            Path(sys.executable),
+            "nosuchpkg==1.0",
+            where=tmp_path,
+            pip_args=["--no-index", "--find-links", str(tmp_path)],
+        )
     assert list(tmp_path.iterdir()) == []
 
 
@@ -251,13 +262,22 @@ def test_a_failed_env_install_can_be_retried(tmp_path, monkeypatch):
         assert "not created by minrepro" not in str(failed.value)
 
 
-@pytest.mark.parametrize("returncode, stderr, said", [
-    (1, "ERROR: No matching distribution found for peft==9\nWARNING: Location 'file:///x' is ignored\n",
-     "ERROR: No matching distribution found for peft==9"),
-    (-15, "WARNING: Location 'file:///x' is ignored\n", "pip was killed by signal 15"),
-    (2, "Traceback (most recent call last):\nOSError: [Errno 28] No space left on device\nWARNING: Location x\n",
-     "OSError: [Errno 28] No space left on device"),
-])
+@pytest.mark.parametrize(
+    "returncode, stderr, said",
+    [
+        (
+            1,
+            "ERROR: No matching distribution found for peft==9\nWARNING: Location 'file:///x' is ignored\n",
+            "ERROR: No matching distribution found for peft==9",
+        ),
+        (-15, "WARNING: Location 'file:///x' is ignored\n", "pip was killed by signal 15"),
+        (
+            2,
+            "Traceback (most recent call last):\nOSError: [Errno 28] No space left on device\nWARNING: Location x\n",
+            "OSError: [Errno 28] No space left on device",
+        ),
+    ],
+)
 def test_a_failed_pip_says_why_not_its_last_warning(returncode, stderr, said):
     # CI's newest-patched env failed with "... failed under ...: WARNING: Location ... is ignored": pip had been killed
     import subprocess

@@ -91,8 +91,9 @@ def test_resumes_from_an_interrupted_state(tmp_path, capsys):
     import hashlib
 
     partial = "from packaging.version import Version\nVersion('1.0 beta')\n"
-    (workdir / "state.json").write_text(json.dumps(
-        {"original": hashlib.sha256(DECOY.encode()).hexdigest(), "best": partial}))
+    (workdir / "state.json").write_text(
+        json.dumps({"original": hashlib.sha256(DECOY.encode()).hexdigest(), "best": partial})
+    )
     assert main(["reduce", str(script), "--json", "--workdir", str(workdir)]) == 0
     summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert summary["resumed"] and summary["output_lines"] == 2
@@ -123,13 +124,19 @@ def test_command_oracle(tmp_path, capsys):
     assert summary["output_lines"] == 1 and "needle" in Path(summary["output"]).read_text()
 
 
-@pytest.mark.parametrize("body, message", [
-    ("print('all good')\n", "nothing to reduce"),
-    # fails in whichever run creates the marker first (atomic, so also when the runs are concurrent)
-    ("import os\ntry:\n    os.close(os.open(os.environ['COUNTER'] + '.marker', os.O_CREAT | os.O_EXCL))\n"
-     "except FileExistsError:\n    pass\nelse:\n    raise RuntimeError('first run only')\n", "fails flakily"),
-    ("def broken(:\n", "is not valid Python"),
-])
+@pytest.mark.parametrize(
+    "body, message",
+    [
+        ("print('all good')\n", "nothing to reduce"),
+        # fails in whichever run creates the marker first (atomic, so also when the runs are concurrent)
+        (
+            "import os\ntry:\n    os.close(os.open(os.environ['COUNTER'] + '.marker', os.O_CREAT | os.O_EXCL))\n"
+            "except FileExistsError:\n    pass\nelse:\n    raise RuntimeError('first run only')\n",
+            "fails flakily",
+        ),
+        ("def broken(:\n", "is not valid Python"),
+    ],
+)
 def test_bad_input_is_a_one_line_error(tmp_path, capsys, monkeypatch, body, message):
     counter = tmp_path / "counter"
     counter.write_text("0")
@@ -161,7 +168,7 @@ def test_slow_imports_do_not_fail_the_cold_verification(tmp_path, capsys):
     assert summary["output_lines"] <= 3
 
 
-ENUM_CONFIG = '''\
+ENUM_CONFIG = """\
 import enum
 from packaging.version import Version
 
@@ -178,7 +185,7 @@ class Config:
 cfg = Config()
 print(cfg.task)
 Version(cfg.release)
-'''
+"""
 
 
 def test_a_config_read_whose_value_is_a_str_enum_does_not_crash_the_reduction(tmp_path, capsys):
@@ -191,7 +198,7 @@ def test_a_config_read_whose_value_is_a_str_enum_does_not_crash_the_reduction(tm
     assert "Version('1.0 beta')" in out and "Task" not in out
 
 
-DICT_CONFIG = '''\
+DICT_CONFIG = """\
 import json
 from packaging.version import Version
 
@@ -206,7 +213,7 @@ config = json.loads(json.dumps(DEFAULTS))
 config["log"]["level"] = "debug"
 print(config["log"])
 check(config["release"])
-'''
+"""
 
 
 def test_a_dict_config_is_resolved_to_literals_and_falls_off(tmp_path, capsys):
@@ -251,8 +258,10 @@ def test_an_ini_config_read_through_getters_is_resolved_and_falls_off(tmp_path, 
 def test_getter_reads_are_keys_only_with_constant_arguments_on_a_read():
     from minrepro.reducers.passes import _read_keys
 
-    keys = _read_keys("a = m.getint('layers')\nb = cfg['q'].get('type', 'nf4')\nc = m.get(name)\n"
-                      "d = make().get('x')\ne = m.getint('x', fallback=1)\nf = m.pop('x')\n")
+    keys = _read_keys(
+        "a = m.getint('layers')\nb = cfg['q'].get('type', 'nf4')\nc = m.get(name)\n"
+        "d = make().get('x')\ne = m.getint('x', fallback=1)\nf = m.pop('x')\n"
+    )
     assert [k for k in keys if "(" in k] == ["m.getint('layers')", "cfg['q'].get('type', 'nf4')"]
 
 
@@ -260,11 +269,12 @@ def test_recorded_reads_become_literals_but_not_computed_floats_or_store_targets
     from minrepro.reducers import Problem
     from minrepro.reducers.passes import resolve_recorded_values
 
-    source = ("cfg = {'tol': 0.001, 'n': 3, 'a': {'b': 1}}\nstats = {'loss': sum(range(cfg['n'])) / 7}\n"
-              "cfg['a']['b'] = 2\nif stats['loss'] > cfg['tol']:\n    raise RuntimeError(cfg['a'])\n")
+    source = (
+        "cfg = {'tol': 0.001, 'n': 3, 'a': {'b': 1}}\nstats = {'loss': sum(range(cfg['n'])) / 7}\n"
+        "cfg['a']['b'] = 2\nif stats['loss'] > cfg['tol']:\n    raise RuntimeError(cfg['a'])\n"
+    )
     problem = Problem(source, lambda batch: [True] * len(batch))
-    recorded = {"cfg['tol']": "0.001", "cfg['n']": "3", "stats['loss']": "0.42857142857142855",
-                "cfg['a']": "{'b': 2}"}
+    recorded = {"cfg['tol']": "0.001", "cfg['n']": "3", "stats['loss']": "0.42857142857142855", "cfg['a']": "{'b': 2}"}
     problem.measure = lambda _: {"values": recorded}
     resolve_recorded_values(problem)
     assert "stats['loss'] > 0.001" in problem.current  # the computed loss stays a read
@@ -281,10 +291,12 @@ def test_statements_that_never_ran_go_in_one_candidate_as_the_profiler_saw_them(
     from minrepro.reducers.passes import drop_unexecuted
     from minrepro.reduction.driver import statement_facts
 
-    source = ("import json\n\ndef helper(x):\n    return json.dumps(x)\n\nverbose = False\nif verbose:\n"
-              "    print('verbose')\ntry:\n    data = {'a': 1}\n    json.loads(helper(data))['b']\n"
-              "    print('after the failure')\n    data = None\nexcept Exception as exc:\n"
-              "    raise RuntimeError(f'job failed: {type(exc).__name__}') from exc\nelse:\n    print('no failure')\n")
+    source = (
+        "import json\n\ndef helper(x):\n    return json.dumps(x)\n\nverbose = False\nif verbose:\n"
+        "    print('verbose')\ntry:\n    data = {'a': 1}\n    json.loads(helper(data))['b']\n"
+        "    print('after the failure')\n    data = None\nexcept Exception as exc:\n"
+        "    raise RuntimeError(f'job failed: {type(exc).__name__}') from exc\nelse:\n    print('no failure')\n"
+    )
     script, profile = tmp_path / "job.py", tmp_path / "profile.json"
     script.write_text(source, encoding="utf-8")
     run = run_script(script, python=sys.executable, cwd=tmp_path, profile=profile)
@@ -307,8 +319,9 @@ def test_the_slice_keeps_seeding_calls_that_no_name_carries():
     from minrepro.reducers import Problem
     from minrepro.reducers.passes import slice_to_failure
 
-    source = ("import random\nimport json\nunused = json.dumps({})\nrandom.seed(0)\nx = random.random()\n"
-              "assert x > 2, x\n")
+    source = (
+        "import random\nimport json\nunused = json.dumps({})\nrandom.seed(0)\nx = random.random()\nassert x > 2, x\n"
+    )
     sent = []
     problem = Problem(source, lambda batch: sent.extend(batch) or [True] * len(batch), keep_seeds=True)
     problem.measure = lambda _: {"failing_statement": "assert x > 2, x"}
@@ -324,8 +337,10 @@ def test_an_assert_after_the_failure_goes_whole_and_one_that_ran_stays(tmp_path)
     from minrepro.reducers.passes import FINAL_PASSES, PASSES
     from minrepro.reduction.driver import statement_facts
 
-    source = ("import json\nlimit = 3\nassert limit > 2, 'ran'\nbefore = sorted([3, 1])\n"
-              "json.loads('{')\nchanged = sorted(x for x in before if x > 1)\nassert not changed, f'{changed}'\n")
+    source = (
+        "import json\nlimit = 3\nassert limit > 2, 'ran'\nbefore = sorted([3, 1])\n"
+        "json.loads('{')\nchanged = sorted(x for x in before if x > 1)\nassert not changed, f'{changed}'\n"
+    )
     script, profile = tmp_path / "job.py", tmp_path / "profile.json"
     script.write_text(source, encoding="utf-8")
     run = run_script(script, python=sys.executable, cwd=tmp_path, profile=profile)
@@ -344,18 +359,24 @@ def test_an_assert_after_the_failure_goes_whole_and_one_that_ran_stays(tmp_path)
         return out
 
     problem = Problem(source, fails_in_json)
-    problem.measure = lambda current: statement_facts(current, run, {"line_seconds": {
-        str(i + 1): 0.0 for i, line in enumerate(current.splitlines()) if "changed" not in line}})
+    problem.measure = lambda current: statement_facts(
+        current,
+        run,
+        {"line_seconds": {str(i + 1): 0.0 for i, line in enumerate(current.splitlines()) if "changed" not in line}},
+    )
     assert problem.admissible(source.replace("assert not changed, f'{changed}'\n", ""))
     assert not problem.admissible(source.replace("assert not changed", "assert changed"))
     assert not problem.admissible(source.replace("assert limit > 2, 'ran'\n", ""))  # it ran: it stays
     from minrepro.reducers.search import reduce_source
+
     result = reduce_source(source, fails_in_json, PASSES, FINAL_PASSES, facts=problem.measure)
     assert "changed" not in result and "assert limit > 2" in result and "json.loads('{')" in result
     assert facts["executed"] and max(facts["executed"]) <= 5
 
 
-SLOW_DECOY = DECOY.replace("def main():", "def main():\n    import time\n    time.sleep(float(os.environ.get('SLOW', '0')))")
+SLOW_DECOY = DECOY.replace(
+    "def main():", "def main():\n    import time\n    time.sleep(float(os.environ.get('SLOW', '0')))"
+)
 
 
 @pytest.mark.parametrize("signal_name", ["SIGTERM", "SIGHUP"])
@@ -371,8 +392,24 @@ def test_a_terminated_reduce_writes_the_best_so_far_like_ctrl_c(tmp_path, signal
     script.write_text(SLOW_DECOY)
     # the original takes 60 s (an E4B load, say): the stop must not wait for the run under way
     env = {**os.environ, "SLOW": "60", "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
-    proc = subprocess.Popen([sys.executable, "-m", "minrepro", "reduce", str(script), "--workdir", str(tmp_path / "w"),
-                             "--executor", "cold", "--timeout", "120"], env=env, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "minrepro",
+            "reduce",
+            str(script),
+            "--workdir",
+            str(tmp_path / "w"),
+            "--executor",
+            "cold",
+            "--timeout",
+            "120",
+        ],
+        env=env,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     time.sleep(3)  # in the establish phase, during the original's first run
     proc.send_signal(getattr(signal, signal_name))
     stopped = time.monotonic()
@@ -420,7 +457,9 @@ def test_past_the_budget_no_candidate_runs():
     from minrepro.reduction.driver import _within
 
     ran, unjudged = [], [0]
-    assert _within(lambda sources: ran.extend(sources) or [True] * len(sources), 0.0, unjudged)(["a", "b"]) == [False] * 2
+    assert (
+        _within(lambda sources: ran.extend(sources) or [True] * len(sources), 0.0, unjudged)(["a", "b"]) == [False] * 2
+    )
     assert ran == [] and unjudged == [2]
     assert _within(lambda sources: [True] * len(sources), None, unjudged)(["a"]) == [True]
 
@@ -468,13 +507,16 @@ def test_establish_runs_the_traced_run_beside_its_confirmations_where_memory_hol
     assert started < runs[0].seconds + 0.5  # beside the two others, not after them
 
     monkeypatch.setattr(driver, "parallel_runs", lambda runs, wanted: wanted - 1)  # no room for one more
-    _, _, runs, started = driver.establish(script, sys.executable, 60, tmp_path, 3,
-                                           beside=lambda timeout: time.monotonic() - began)
+    _, _, runs, started = driver.establish(
+        script, sys.executable, 60, tmp_path, 3, beside=lambda timeout: time.monotonic() - began
+    )
     assert started > sum(r.seconds for r in runs[:2])  # after them
 
     marker = tmp_path / "ran-once"  # the first run fails, the others pass
-    script.write_text(f"import pathlib\nm = pathlib.Path({str(marker)!r})\nif not m.exists():\n"
-                      "    m.touch()\n    raise ValueError('boom')\n")
+    script.write_text(
+        f"import pathlib\nm = pathlib.Path({str(marker)!r})\nif not m.exists():\n"
+        "    m.touch()\n    raise ValueError('boom')\n"
+    )
     called = []
     with pytest.raises(MinreproError, match="flakily"):
         driver.establish(script, sys.executable, 60, tmp_path, 3, beside=called.append)
@@ -503,21 +545,30 @@ def test_the_cold_verification_runs_the_bad_and_the_good_runs_side_by_side(tmp_p
             time.sleep(0.2)
             with lock:
                 live[0] -= 1
-            return [SimpleNamespace(signature="bug" if self.python in ("bad", "still-bad") else None, loaded=("torch",), seconds=0.2)]
+            return [
+                SimpleNamespace(
+                    signature="bug" if self.python in ("bad", "still-bad") else None, loaded=("torch",), seconds=0.2
+                )
+            ]
 
     monkeypatch.setattr(driver, "ColdExecutor", Cold)
-    oracle = SimpleNamespace(matches=lambda run: run.signature == "bug", litters=lambda run: "", good_timeout=None,
-                             good_runs=2, not_passing=lambda run: "also in a good env: not the bug" if run.signature
-                             else "")
+    oracle = SimpleNamespace(
+        matches=lambda run: run.signature == "bug",
+        litters=lambda run: "",
+        good_timeout=None,
+        good_runs=2,
+        not_passing=lambda run: "also in a good env: not the bug" if run.signature else "",
+    )
     guard = SimpleNamespace(pythons=("fixed", "also-fixed"))
-    verified, good_pass, why, loaded, said = driver._verify_cold("x = 1\n", oracle, "bad", guard, 5.0, tmp_path,
-                                                                 tmp_path, jobs=8)
+    verified, good_pass, why, loaded, said = driver._verify_cold(
+        "x = 1\n", oracle, "bad", guard, 5.0, tmp_path, tmp_path, jobs=8
+    )
     assert (verified, good_pass, why, loaded) == (True, True, "", ("torch",)) and "exit 0 in 4 of 4" in said
     assert most[0] == 5  # 1 bad + 2 x 2 good, all at once
     most[0] = 0
-    verified, good_pass, why, _, _ = driver._verify_cold("x = 1\n", oracle, "bad",
-                                                         SimpleNamespace(pythons=("still-bad",)), 5.0, tmp_path,
-                                                         tmp_path, jobs=2)
+    verified, good_pass, why, _, _ = driver._verify_cold(
+        "x = 1\n", oracle, "bad", SimpleNamespace(pythons=("still-bad",)), 5.0, tmp_path, tmp_path, jobs=2
+    )
     assert (verified, good_pass) == (False, False) and "still-bad" in why and most[0] == 2
 
 
@@ -527,8 +578,10 @@ def test_a_chained_pass_tries_every_edit_at_once_first_and_takes_it_in_one_round
     from minrepro.reducers import Problem
     from minrepro.reducers.passes import greedy, inline_functions
 
-    source = ("def a():\n    x = 1\n    return x\n\ndef b():\n    y = 2\n    return y\n\ndef c():\n    z = 3\n"
-              "    return z\n\nu = a()\nv = b()\nw = c()\nraise RuntimeError(u + v + w)\n")
+    source = (
+        "def a():\n    x = 1\n    return x\n\ndef b():\n    y = 2\n    return y\n\ndef c():\n    z = 3\n"
+        "    return z\n\nu = a()\nv = b()\nw = c()\nraise RuntimeError(u + v + w)\n"
+    )
     for chain, rounds in ((True, 1), (False, 3)):
         batches: list[list[str]] = []
         problem = Problem(source, lambda batch: batches.append(batch) or [True] * len(batch), jobs=4)

@@ -18,8 +18,9 @@ from minrepro.harness.runner import RunResult, run_from_dict, run_to_dict
 from minrepro.harness.signature import Frame, Signature
 
 SIG = Signature("exception", "RuntimeError", "boom", (Frame("fakelib", "fakelib", "f"),), (), "library")
-ELSE = Signature("exception", "IndexError", "index out of range in self", (Frame("torch", "torch", "embedding"),),
-                 (), "library")
+ELSE = Signature(
+    "exception", "IndexError", "index out of range in self", (Frame("torch", "torch", "embedding"),), (), "library"
+)
 FAILING = "import json\nraise RuntimeError('boom')\n"
 
 
@@ -32,16 +33,27 @@ class _Table:
         self.table = table
 
     def run_many(self, scripts, timeout, home=None):
-        return [RunResult(0 if self.table[Path(s).read_text()] is None else 1, "", "", 0.1,
-                          self.table[Path(s).read_text()], "") for s in scripts]
+        return [
+            RunResult(
+                0 if self.table[Path(s).read_text()] is None else 1, "", "", 0.1, self.table[Path(s).read_text()], ""
+            )
+            for s in scripts
+        ]
 
 
 @pytest.mark.parametrize("where_fixed, interesting", [(None, True), (SIG, False), (ELSE, False)])
 def test_where_the_bug_is_fixed_a_candidate_must_pass_not_merely_fail_otherwise(tmp_path, where_fixed, interesting):
     # a twin whose per-layer vocabulary was shrunk below generate's ids failed with an IndexError where the bug is
     # fixed; taken as "does not fail the same way there", its output failed on the newest set it claimed to pass on
-    oracle = SignatureOracle(Cache(tmp_path / "c.jsonl", "k"), tmp_path, 10, executor=_Table({"c = 1\n": SIG}),
-                             original=SIG, good=[_Table({"c = 1\n": where_fixed})], good_runs=1)
+    oracle = SignatureOracle(
+        Cache(tmp_path / "c.jsonl", "k"),
+        tmp_path,
+        10,
+        executor=_Table({"c = 1\n": SIG}),
+        original=SIG,
+        good=[_Table({"c = 1\n": where_fixed})],
+        good_runs=1,
+    )
     assert oracle.test_many(["c = 1\n"]) == [interesting]
     note = oracle.cache.notes[oracle.cache.hash("c = 1\n")]
     assert ("where the original passes" in note) == (where_fixed is ELSE)
@@ -60,8 +72,9 @@ def test_the_cold_verification_refuses_a_result_that_fails_otherwise_where_the_b
 
     monkeypatch.setattr(driver, "ColdExecutor", Cold)
     oracle = SignatureOracle(Cache(tmp_path / "c.jsonl", "k"), tmp_path, 10, original=SIG, good_runs=2)
-    verified, good_pass, why, _, said = driver._verify_cold("x = 1\n", oracle, "bad", SimpleNamespace(pythons=("new",)),
-                                                            5.0, tmp_path, tmp_path, jobs=3)
+    verified, good_pass, why, _, said = driver._verify_cold(
+        "x = 1\n", oracle, "bad", SimpleNamespace(pythons=("new",)), 5.0, tmp_path, tmp_path, jobs=3
+    )
     assert (verified, good_pass, said) == (False, False, "")
     assert "does not pass where the bug is fixed" in why and "IndexError" in why
 
@@ -137,8 +150,21 @@ def test_a_pass_whose_candidates_keep_failing_is_retired():
 
 
 def test_a_run_is_the_same_after_a_round_trip_through_json():
-    run = RunResult(1, "out", "err", 2.5, SIG, "RuntimeError: boom", ({"event": "load"},), (3, 4), ("torch",),
-                    ("base",), ("torch.nn",), 900.0, 120.0)
+    run = RunResult(
+        1,
+        "out",
+        "err",
+        2.5,
+        SIG,
+        "RuntimeError: boom",
+        ({"event": "load"},),
+        (3, 4),
+        ("torch",),
+        ("base",),
+        ("torch.nn",),
+        900.0,
+        120.0,
+    )
     assert run_from_dict(json.loads(json.dumps(run_to_dict(run)))) == run
     passing = RunResult(0, "", "", 0.1, None, "")
     assert run_from_dict(json.loads(json.dumps(run_to_dict(passing)))) == passing
@@ -150,8 +176,9 @@ def test_stopped_during_the_guard_it_writes_the_original_and_says_how_to_resume(
     def stopped(r):
         raise KeyboardInterrupt("SIGTERM")
 
-    monkeypatch.setattr(driver, "PHASES", [p if p.name != "guard" else driver.Phase("guard", stopped)
-                                           for p in driver.PHASES])
+    monkeypatch.setattr(
+        driver, "PHASES", [p if p.name != "guard" else driver.Phase("guard", stopped) for p in driver.PHASES]
+    )
     script = tmp_path / "job.py"
     script.write_text(FAILING)
     assert main(["reduce", str(script), "--workdir", str(tmp_path / "w"), "--executor", "cold"]) == 130
@@ -165,8 +192,7 @@ def test_a_resumed_reduction_takes_the_originals_runs_from_its_earlier_start(tmp
 
     script = tmp_path / "job.py"
     script.write_text(FAILING)
-    argv = ["reduce", str(script), "--workdir", str(tmp_path / "w"), "--executor", "cold", "--guard", "none",
-            "--json"]
+    argv = ["reduce", str(script), "--workdir", str(tmp_path / "w"), "--executor", "cold", "--guard", "none", "--json"]
     assert main(argv) == 0
     first = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     calls = []
@@ -187,8 +213,14 @@ def test_the_summary_says_per_phase_what_it_cost_and_what_ran_side_by_side(tmp_p
     script.write_text("import json\nimport os\nx = 1\nraise RuntimeError('boom')\n")
     assert main(["reduce", str(script), "--workdir", str(tmp_path / "w"), "--executor", "cold", "--json"]) == 0
     summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
-    assert [p["phase"] for p in summary["phases"]] == ["establish", "scale-down", "guard", "search", "trigger report",
-                                                      "verify"]
+    assert [p["phase"] for p in summary["phases"]] == [
+        "establish",
+        "scale-down",
+        "guard",
+        "search",
+        "trigger report",
+        "verify",
+    ]
     assert summary["jobs"] >= 1 and "cores" in summary["jobs_why"]
     assert summary["budget_seconds"] is not None and not summary["maybe_not_minimal"]
     assert any(record["lines_removed"] for record in summary["passes"])
@@ -197,8 +229,17 @@ def test_the_summary_says_per_phase_what_it_cost_and_what_ran_side_by_side(tmp_p
 def test_a_budget_the_original_cannot_fit_is_said_at_the_start(tmp_path, capsys):
     script = tmp_path / "job.py"
     script.write_text("import time\ntime.sleep(0.6)\nraise RuntimeError('boom')\n")
-    argv = ["reduce", str(script), "--workdir", str(tmp_path / "w"), "--executor", "cold", "--max-seconds", "1",
-            "--json"]
+    argv = [
+        "reduce",
+        str(script),
+        "--workdir",
+        str(tmp_path / "w"),
+        "--executor",
+        "cold",
+        "--max-seconds",
+        "1",
+        "--json",
+    ]
     assert main(argv) == 0
     captured = capsys.readouterr()
     summary = json.loads(captured.out.strip().splitlines()[-1])

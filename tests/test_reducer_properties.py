@@ -19,7 +19,8 @@ def _statements(source: str) -> set[str]:
 
 
 programs = st.lists(st.integers(0, 50), min_size=1, max_size=25, unique=True).map(
-    lambda ids: [f"v{i} = {i}" for i in ids])
+    lambda ids: [f"v{i} = {i}" for i in ids]
+)
 
 
 @settings(max_examples=60, deadline=None)
@@ -33,15 +34,27 @@ def test_statement_pass_is_one_minimal_around_planted_needles(lines, data):
     result = ast.parse(problem.current).body
     assert interesting(problem.current)
     for i in range(len(result)):  # 1-minimal: no single statement can go
-        assert not interesting(ast.unparse(ast.Module(result[:i] + result[i + 1:], [])))
+        assert not interesting(ast.unparse(ast.Module(result[:i] + result[i + 1 :], [])))
     assert _statements(problem.current) == needles
 
 
-nested = st.lists(st.sampled_from([
-    "import os", "x = 1", "y = x + 2", "def f(a):\n    return a * 2", "z = f(y)",
-    "for i in range(3):\n    w = i", "try:\n    q = z\nexcept Exception:\n    pass",
-    "if x:\n    r = q\nelse:\n    r = 0", "print(r)",
-]), min_size=3, max_size=9)
+nested = st.lists(
+    st.sampled_from(
+        [
+            "import os",
+            "x = 1",
+            "y = x + 2",
+            "def f(a):\n    return a * 2",
+            "z = f(y)",
+            "for i in range(3):\n    w = i",
+            "try:\n    q = z\nexcept Exception:\n    pass",
+            "if x:\n    r = q\nelse:\n    r = 0",
+            "print(r)",
+        ]
+    ),
+    min_size=3,
+    max_size=9,
+)
 
 
 @settings(max_examples=25, deadline=None)
@@ -69,19 +82,36 @@ def test_the_worker_count_does_not_change_the_output(blocks, seed, jobs):
 
 
 LIB = Frame("bitsandbytes", "bitsandbytes.functional", "QuantState.as_dict")
-frames = st.lists(st.sampled_from([LIB, Frame("accelerate", "accelerate.hooks", "attach_execution_device_hook"),
-                                   Frame("torch", "torch.nn.modules.module", "Module.state_dict")]),
-                  max_size=3, unique=True).map(tuple)
-signatures = st.builds(Signature, st.sampled_from(["exception", "signal", "timeout", "oom"]),
-                       st.sampled_from(["RuntimeError", "KeyError", "SIGSEGV"]),
-                       st.sampled_from(["Tensor.item() cannot be called on meta tensors", "<num>", ""]), frames)
+frames = st.lists(
+    st.sampled_from(
+        [
+            LIB,
+            Frame("accelerate", "accelerate.hooks", "attach_execution_device_hook"),
+            Frame("torch", "torch.nn.modules.module", "Module.state_dict"),
+        ]
+    ),
+    max_size=3,
+    unique=True,
+).map(tuple)
+signatures = st.builds(
+    Signature,
+    st.sampled_from(["exception", "signal", "timeout", "oom"]),
+    st.sampled_from(["RuntimeError", "KeyError", "SIGSEGV"]),
+    st.sampled_from(["Tensor.item() cannot be called on meta tensors", "<num>", ""]),
+    frames,
+)
 
 
 @settings(max_examples=200)
 @given(signatures, signatures, st.sampled_from([None, r"meta tensors", r".*"]))
 def test_oracle_never_accepts_a_different_signature(tmp_path_factory, original, candidate, regex):
-    oracle = SignatureOracle(Cache(tmp_path_factory.mktemp("c") / "cache.jsonl", "k"), tmp_path_factory.mktemp("w"),
-                             1.0, original=original, regex=regex)
+    oracle = SignatureOracle(
+        Cache(tmp_path_factory.mktemp("c") / "cache.jsonl", "k"),
+        tmp_path_factory.mktemp("w"),
+        1.0,
+        original=original,
+        regex=regex,
+    )
     result = RunResult(1, "", "", 0.0, candidate, candidate.headline)
     if oracle.matches(result):
         if regex is None:
@@ -115,8 +145,10 @@ def test_assertion_conditions_are_never_weakened():
     assert "assert error < 0.05" in result
 
 
-@given(st.lists(st.sampled_from(["True", "False", "0", "1", "None", "''", "'x'"]), min_size=1, max_size=4),
-       st.integers(0, 3))
+@given(
+    st.lists(st.sampled_from(["True", "False", "0", "1", "None", "''", "'x'"]), min_size=1, max_size=4),
+    st.integers(0, 3),
+)
 def test_folding_literal_branches_keeps_what_runs(tests, seed):
     from minrepro.reducers.passes import fold_constants
 
@@ -137,8 +169,10 @@ def test_folding_literal_branches_keeps_what_runs(tests, seed):
     assert not any(isinstance(n, (ast.If, ast.IfExp)) for n in ast.walk(folded))
 
 
-@given(st.lists(st.sampled_from(["None", "0", "''", "True", "1", "'x'", "f()", "g()"]), min_size=2, max_size=5),
-       st.sampled_from(["or", "and"]))
+@given(
+    st.lists(st.sampled_from(["None", "0", "''", "True", "1", "'x'", "f()", "g()"]), min_size=2, max_size=5),
+    st.sampled_from(["or", "and"]),
+)
 def test_folding_boolean_operators_keeps_value_and_calls(operands, op):
     from minrepro.reducers.passes import fold_constants
 
@@ -168,8 +202,10 @@ def test_main_behind_an_exit_is_inlined(call):
 def test_a_function_behind_a_decorator_becomes_inlinable():
     from minrepro.reducers.passes import _render, drop_decorators, inline_functions
 
-    source = ("def retry(times=2):\n    def wrap(fn):\n        return fn\n    return wrap\n\n"
-              "@retry()\ndef evaluate(x):\n    y = x + 1\n\nevaluate(1)\n")
+    source = (
+        "def retry(times=2):\n    def wrap(fn):\n        return fn\n    return wrap\n\n"
+        "@retry()\ndef evaluate(x):\n    y = x + 1\n\nevaluate(1)\n"
+    )
     assert not list(inline_functions(ast.parse(source)))  # decorated: inlining would drop what the decorator does
     [plain] = [ast.parse(_render(t)) for t in drop_decorators(ast.parse(source))]
     [inlined] = [_render(t) for t in inline_functions(plain)]
@@ -196,7 +232,7 @@ def _exec_output(source: str) -> object:
     scope: dict = {}
     try:
         exec(compile(source, "<candidate>", "exec"), scope)
-    except Exception as exc:  # noqa: BLE001 - the outcome is the data
+    except Exception as exc:
         return type(exc).__name__
     return scope.get("out")
 
@@ -206,17 +242,19 @@ def test_unused_parameters_go_with_their_arguments_and_keep_the_result(used, pos
     from minrepro.reducers.passes import drop_unused_parameters
 
     params = [f"p{i}" for i in range(len(used))]
-    body = " + ".join([p for p, u in zip(params, used) if u] or ["0"])
+    body = " + ".join([p for p, u in zip(params, used, strict=False) if u] or ["0"])
     args = [str(i + 1) if i < positional else f"p{i}={i + 1}" for i in range(len(params))]
     settings_obj = "class Settings:\n    pass\nsettings = Settings()\n"
-    source = (f"{settings_obj}def f({', '.join(params)}, settings=None):\n    return {body}\n"
-              f"out = f({', '.join(args)}, settings=settings)\n")
+    source = (
+        f"{settings_obj}def f({', '.join(params)}, settings=None):\n    return {body}\n"
+        f"out = f({', '.join(args)}, settings=settings)\n"
+    )
     expected = _exec_output(source)
     problem = Problem(source, lambda cs: [_exec_output(c) == expected for c in cs])
     drop_unused_parameters(problem)
     tree = ast.parse(problem.current)
     [func] = [n for n in tree.body if isinstance(n, ast.FunctionDef)]
-    assert [a.arg for a in func.args.args] == [p for p, u in zip(params, used) if u]
+    assert [a.arg for a in func.args.args] == [p for p, u in zip(params, used, strict=False) if u]
     assert "settings = Settings()" not in problem.current  # passed only for a parameter that went
     assert _exec_output(problem.current) == expected
 
@@ -225,9 +263,11 @@ def test_a_function_called_inside_a_statement_is_inlined_before_it():
     from minrepro.reducers.passes import _render, inline_nested_calls
 
     # `dispatch_model(base, device_map=plan_device_map(settings))`: the plan's def and return were 3 lines kept
-    source = ("def plan(n):\n    \"\"\"Doc.\"\"\"\n    device_map = {'a': n}\n    device_map['b'] = n + 1\n"
-              "    return device_map\ndef show(m, device_map=None):\n    return sorted(device_map.items())\n"
-              "out = show(0, device_map=plan(2))\n")
+    source = (
+        'def plan(n):\n    """Doc."""\n    device_map = {\'a\': n}\n    device_map[\'b\'] = n + 1\n'
+        "    return device_map\ndef show(m, device_map=None):\n    return sorted(device_map.items())\n"
+        "out = show(0, device_map=plan(2))\n"
+    )
     inlined = [_render(t) for t in inline_nested_calls(ast.parse(source))]
     assert inlined and all("def plan" not in t and "Doc." not in t for t in inlined)  # no stray docstring
     assert all(_exec_output(t) == _exec_output(source) for t in inlined)
@@ -248,8 +288,10 @@ def test_floats_are_never_shrunk():
 def test_seeding_calls_stay_when_the_failure_is_the_scripts_own_check():
     # eval_then_export's reduction dropped the seed its check reads: it then passed where the bug is fixed by
     # chance (twice), and failed there one cold run in two
-    source = ("import random\nrandom.seed(3)\nrng = random.Random(7)\nx = 1\n"
-              "drift = abs(random.random() - rng.random())\nif drift > 0.5:\n    raise RuntimeError('drift')\n")
+    source = (
+        "import random\nrandom.seed(3)\nrng = random.Random(7)\nx = 1\n"
+        "drift = abs(random.random() - rng.random())\nif drift > 0.5:\n    raise RuntimeError('drift')\n"
+    )
 
     def fails(candidates):
         return [_exec_output(c) == "RuntimeError" for c in candidates]
@@ -289,8 +331,10 @@ def test_a_candidate_that_reads_an_unbound_name_is_never_run():
 def test_a_with_block_that_binds_a_name_unwraps_keeping_the_name():
     # eval_then_export's whole job sat in `with tempfile.TemporaryDirectory() as root:`: the slice and the prefix
     # snapshots could not cut it, and plain unwrapping dropped `root` (a NameError, refused)
-    source = ("import tempfile\nwith tempfile.TemporaryDirectory() as root:\n    print(root)\n"
-              "with open(__file__) as fh, lock:\n    print(fh.read())\n")
+    source = (
+        "import tempfile\nwith tempfile.TemporaryDirectory() as root:\n    print(root)\n"
+        "with open(__file__) as fh, lock:\n    print(fh.read())\n"
+    )
     proposals = [ast.unparse(ast.fix_missing_locations(t)) for t in unwrap_with(ast.parse(source))]
     assert "root = tempfile.mkdtemp()\nprint(root)" in proposals[0]
     assert "fh = open(__file__)\nprint(fh.read())" in proposals[1]
@@ -300,8 +344,10 @@ def test_a_with_block_that_binds_a_name_unwraps_keeping_the_name():
 def test_single_use_variables_move_to_their_one_read_and_nowhere_else():
     from minrepro.reducers.passes import inline_single_use_variables
 
-    source = ("import tempfile\nroot = tempfile.mkdtemp()\ncfg = {'a': 1}\nn = 2\npath = root + '/base'\n"
-              "for i in range(3):\n    print(cfg)\ndef f():\n    return path\nprint(n, n)\nv = 5\nprint(v)\n")
+    source = (
+        "import tempfile\nroot = tempfile.mkdtemp()\ncfg = {'a': 1}\nn = 2\npath = root + '/base'\n"
+        "for i in range(3):\n    print(cfg)\ndef f():\n    return path\nprint(n, n)\nv = 5\nprint(v)\n"
+    )
     problem = Problem(source, lambda batch: [True] * len(batch))
     inline_single_use_variables(problem)
     assert "path = tempfile.mkdtemp() + '/base'" in problem.current and "print(5)" in problem.current
@@ -311,15 +357,21 @@ def test_single_use_variables_move_to_their_one_read_and_nowhere_else():
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.sampled_from(["x", "xs", "root", "cfg.path"]), st.sampled_from(["os.path.join({e})", "next(iter({e}))",
-                                                                          "next(iter(enumerate({e})))", "{e}.to(0)"]))
+@given(
+    st.sampled_from(["x", "xs", "root", "cfg.path"]),
+    st.sampled_from(["os.path.join({e})", "next(iter({e}))", "next(iter(enumerate({e})))", "{e}.to(0)"]),
+)
 def test_roundabout_idioms_are_proposed_plain(expression, form):
     from minrepro.reducers.passes import simplify_idioms
 
     source = f"import os\ny = {form.format(e=expression)}\n"
     proposals = [ast.unparse(t.body[1].value) for t in simplify_idioms(ast.parse(source))]
-    plain = {"os.path.join({e})": "{e}", "next(iter({e}))": "{e}[0]", "next(iter(enumerate({e})))": "(0, {e}[0])",
-             "{e}.to(0)": "{e}"}[form].format(e=expression)
+    plain = {
+        "os.path.join({e})": "{e}",
+        "next(iter({e}))": "{e}[0]",
+        "next(iter(enumerate({e})))": "(0, {e}[0])",
+        "{e}.to(0)": "{e}",
+    }[form].format(e=expression)
     assert plain in proposals
 
 
@@ -378,11 +430,15 @@ def test_a_twins_dimension_field_never_shrinks_below_its_tiny_value(field, value
 
 # --- what a maintainer runs as is: each pass proposes, the oracle decides ------------------------------------------
 
+
 def _run_printing(source: str) -> tuple | str:
     """What a program prints and calls, or the name of what it raised."""
     out: list = []
-    scope = {"print": lambda *a: out.append(("print", *a)), "effect": lambda x: out.append(("effect", x)) or x,
-             "__name__": "__main__"}
+    scope = {
+        "print": lambda *a: out.append(("print", *a)),
+        "effect": lambda x: out.append(("effect", x)) or x,
+        "__name__": "__main__",
+    }
     try:
         exec(compile(source, "<candidate>", "exec"), scope)
     except Exception as exc:  # the outcome is the data
@@ -395,12 +451,38 @@ def _same_run(original: str):
     return lambda batch: [_run_printing(c) == expected for c in batch]
 
 
-imports = st.lists(st.sampled_from(["import os", "import sys", "import json", "import math as m", "import os.path",
-                                    "from math import sqrt", "from math import pi, tau", "import collections.abc",
-                                    "from json import dumps as d"]), min_size=1, max_size=6)
-uses = st.lists(st.sampled_from(["print(os.sep)", "print(sys.maxsize > 0)", "print(json.dumps(1))", "print(m.pi)",
-                                 "print(sqrt(4))", "print(tau)", "print(d([1]))", "print(collections.abc.Sized)"]),
-                max_size=4)
+imports = st.lists(
+    st.sampled_from(
+        [
+            "import os",
+            "import sys",
+            "import json",
+            "import math as m",
+            "import os.path",
+            "from math import sqrt",
+            "from math import pi, tau",
+            "import collections.abc",
+            "from json import dumps as d",
+        ]
+    ),
+    min_size=1,
+    max_size=6,
+)
+uses = st.lists(
+    st.sampled_from(
+        [
+            "print(os.sep)",
+            "print(sys.maxsize > 0)",
+            "print(json.dumps(1))",
+            "print(m.pi)",
+            "print(sqrt(4))",
+            "print(tau)",
+            "print(d([1]))",
+            "print(collections.abc.Sized)",
+        ]
+    ),
+    max_size=4,
+)
 
 
 def _bound_imports(source: str) -> list[str]:
@@ -454,13 +536,17 @@ def test_repeated_imports_go_and_every_name_stays_bound(first, second, reads):
     assert _run_printing(problem.current) == _run_printing(source)
 
 
-statements = st.lists(st.one_of(
-    st.builds(lambda i, j: f"v{i} = v{j} + 1", st.integers(0, 4), st.integers(0, 4)),
-    st.builds(lambda i, k: f"v{i} = {k}", st.integers(0, 4), st.integers(0, 9)),
-    st.builds(lambda i, k: f"v{i} = effect({k})", st.integers(0, 4), st.integers(0, 9)),
-    st.builds(lambda i: f"print(v{i})", st.integers(0, 4)),
-    st.builds(lambda i, j: f"v{i}, v{j} = (1, 2)", st.integers(0, 4), st.integers(0, 4)),
-), min_size=1, max_size=10)
+statements = st.lists(
+    st.one_of(
+        st.builds(lambda i, j: f"v{i} = v{j} + 1", st.integers(0, 4), st.integers(0, 4)),
+        st.builds(lambda i, k: f"v{i} = {k}", st.integers(0, 4), st.integers(0, 9)),
+        st.builds(lambda i, k: f"v{i} = effect({k})", st.integers(0, 4), st.integers(0, 9)),
+        st.builds(lambda i: f"print(v{i})", st.integers(0, 4)),
+        st.builds(lambda i, j: f"v{i}, v{j} = (1, 2)", st.integers(0, 4), st.integers(0, 4)),
+    ),
+    min_size=1,
+    max_size=10,
+)
 
 
 @settings(max_examples=120, deadline=None)
@@ -477,10 +563,13 @@ def test_dead_stores_go_and_the_run_is_the_same(lines):
     assert all("effect(" in text for text in left)
 
 
-paths = st.one_of(st.builds(lambda a, b: f"/tmp/minrepro-fork-{a}/offload-{b}", st.text("abc123", min_size=1),
-                            st.text("xyz789", min_size=1)),
-                  st.builds(lambda a: f"/home/{a}/ckpt/base", st.text("abcdef", min_size=1)),
-                  st.sampled_from(["/data/ckpt", "~/models/x", "C:\\Users\\me\\ckpt", "/var/folders/t/T/tmpab"]))
+paths = st.one_of(
+    st.builds(
+        lambda a, b: f"/tmp/minrepro-fork-{a}/offload-{b}", st.text("abc123", min_size=1), st.text("xyz789", min_size=1)
+    ),
+    st.builds(lambda a: f"/home/{a}/ckpt/base", st.text("abcdef", min_size=1)),
+    st.sampled_from(["/data/ckpt", "~/models/x", "C:\\Users\\me\\ckpt", "/var/folders/t/T/tmpab"]),
+)
 
 
 @settings(max_examples=80, deadline=None)
@@ -513,10 +602,17 @@ def test_a_recorded_path_is_never_written_back(path, read):
     assert not any(is_machine_path(c) for c in constants) and 3 in constants
 
 
-device_maps = st.lists(st.tuples(st.sampled_from(["model.layers.{}", "model.layers.{}.mlp", "m.blocks.{}", "lm_head",
-                                                  "model.embed_tokens", "model.norm", ""]),
-                                 st.integers(0, 12), st.sampled_from(["cpu", "disk", 0, "cuda:1"])),
-                       min_size=2, max_size=30)
+device_maps = st.lists(
+    st.tuples(
+        st.sampled_from(
+            ["model.layers.{}", "model.layers.{}.mlp", "m.blocks.{}", "lm_head", "model.embed_tokens", "model.norm", ""]
+        ),
+        st.integers(0, 12),
+        st.sampled_from(["cpu", "disk", 0, "cuda:1"]),
+    ),
+    min_size=2,
+    max_size=30,
+)
 
 
 @settings(max_examples=150, deadline=None)
@@ -536,8 +632,12 @@ def test_a_device_map_written_shorter_is_the_same_map_in_the_same_order(entries)
 def test_a_long_run_of_layers_becomes_a_comprehension():
     from minrepro.reducers.passes import shorten_device_maps
 
-    placement = {"model.embed_tokens": "cpu", **{f"model.layers.{i}": "cpu" for i in range(2)},
-                 **{f"model.layers.{i}": "disk" for i in range(2, 9)}, "lm_head": "cpu"}
+    placement = {
+        "model.embed_tokens": "cpu",
+        **{f"model.layers.{i}": "cpu" for i in range(2)},
+        **{f"model.layers.{i}": "disk" for i in range(2, 9)},
+        "lm_head": "cpu",
+    }
     (tree,) = shorten_device_maps(ast.parse(f"m = dispatch_model(x, device_map={placement!r})\n"))
     assert "{f'model.layers.{i}': 'disk' for i in range(2, 9)}" in ast.unparse(tree)
 
@@ -582,9 +682,15 @@ def test_layers_cut_without_a_map_take_their_per_layer_fields_with_them(kinds, c
 
 vocabulary_configs = st.fixed_dictionaries(
     {"vocab_size": st.just(16)},
-    optional={"vocab_size_per_layer_input": st.just(16), "pad_token_id": st.integers(0, 15),
-              "eos_token_id": st.lists(st.integers(0, 15), min_size=1, max_size=2),
-              "image_token_id": st.integers(0, 15), "hidden_size": st.just(64), "num_hidden_layers": st.integers(1, 4)})
+    optional={
+        "vocab_size_per_layer_input": st.just(16),
+        "pad_token_id": st.integers(0, 15),
+        "eos_token_id": st.lists(st.integers(0, 15), min_size=1, max_size=2),
+        "image_token_id": st.integers(0, 15),
+        "hidden_size": st.just(64),
+        "num_hidden_layers": st.integers(1, 4),
+    },
+)
 
 
 @settings(max_examples=100, deadline=None)
@@ -613,9 +719,18 @@ def test_no_pass_shrinks_or_drops_a_vocabulary_or_an_id_beside_it(config, as_key
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.fixed_dictionaries({}, optional={"hidden_size": st.just(64), "intermediate_size": st.just(128),
-                                           "num_hidden_layers": st.integers(1, 3), "patch_size": st.integers(2, 16),
-                                           "head_dim": st.just(32)}))
+@given(
+    st.fixed_dictionaries(
+        {},
+        optional={
+            "hidden_size": st.just(64),
+            "intermediate_size": st.just(128),
+            "num_hidden_layers": st.integers(1, 3),
+            "patch_size": st.integers(2, 16),
+            "head_dim": st.just(32),
+        },
+    )
+)
 def test_a_twins_tower_keeps_its_dimensions(tower):
     """A tower's config has no vocabulary, yet dropping its `hidden_size` builds it at the class's 768: a Gemma 4
     output's twin had 16M parameters in its vision tower."""
@@ -623,8 +738,10 @@ def test_a_twins_tower_keeps_its_dimensions(tower):
     from minrepro.reducers.scale import SHRINK
 
     fixed = {k: v for k, v in tower.items() if k in SHRINK or k == "num_hidden_layers"}
-    source = (f"twin = M(transformers.AutoConfig.for_model('gemma4', **{{'text_config': {{'vocab_size': 256}}, "
-              f"'vision_config': {tower!r}}}))\n")
+    source = (
+        f"twin = M(transformers.AutoConfig.for_model('gemma4', **{{'text_config': {{'vocab_size': 256}}, "
+        f"'vision_config': {tower!r}}}))\n"
+    )
     for generate in (drop_dict_entries, drop_dict_runs, simplify_constants):
         for tree in generate(ast.parse(source)):
             config = ast.literal_eval(tree.body[0].value.args[0].keywords[0].value)
@@ -637,8 +754,10 @@ def test_the_runs_environment_goes_in_one_candidate_and_what_the_failure_needs_s
     from minrepro.reducers import Problem
     from minrepro.reducers.passes import drop_environment_settings, greedy
 
-    source = ("import os\nos.environ['CUDA_VERSION'] = '13.0'\nos.environ['NEEDED'] = '1'\n"
-              "os.environ['NCCL_VERSION'] = '2'\nraise RuntimeError(os.environ.get('NEEDED'))\n")
+    source = (
+        "import os\nos.environ['CUDA_VERSION'] = '13.0'\nos.environ['NEEDED'] = '1'\n"
+        "os.environ['NCCL_VERSION'] = '2'\nraise RuntimeError(os.environ.get('NEEDED'))\n"
+    )
     batches: list[list[str]] = []
 
     def oracle(batch):

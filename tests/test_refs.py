@@ -14,8 +14,13 @@ from minrepro.reports.bisect import bisect_commits
 
 
 def _git(repo: Path, *args: str) -> str:
-    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t",
-           "PATH": "/usr/bin:/bin"}
+    env = {
+        "GIT_AUTHOR_NAME": "t",
+        "GIT_AUTHOR_EMAIL": "t@t",
+        "GIT_COMMITTER_NAME": "t",
+        "GIT_COMMITTER_EMAIL": "t@t",
+        "PATH": "/usr/bin:/bin",
+    }
     return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True, env=env).stdout
 
 
@@ -34,7 +39,13 @@ def _library_repo(tmp_path: Path, library: str, package: str, subjects: list[str
     return repo
 
 
-SUBJECTS = ["Release: v1.0.0", "Speed up docs (#10)", "Fix the offload hook (#11)", "Typo (#12)", "Merge pull request #13 from x/y"]
+SUBJECTS = [
+    "Release: v1.0.0",
+    "Speed up docs (#10)",
+    "Fix the offload hook (#11)",
+    "Typo (#12)",
+    "Merge pull request #13 from x/y",
+]
 
 
 def test_pr_numbers_come_from_squash_and_merge_subjects():
@@ -45,8 +56,11 @@ def test_pr_numbers_come_from_squash_and_merge_subjects():
 def test_a_repo_spec_is_checked_at_once(tmp_path):
     repo = _library_repo(tmp_path, "peft", "src/peft", SUBJECTS, 2)
     assert parse_repo(f"peft={repo}").commit() == parse_repo(f"peft={repo}@main").commit()
-    for spec, why in ((f"torch={repo}", "LIB one of"), (f"peft={tmp_path}", "not a git repository"),
-                      (f"peft={repo}@nope", "nope")):
+    for spec, why in (
+        (f"torch={repo}", "LIB one of"),
+        (f"peft={tmp_path}", "not a git repository"),
+        (f"peft={repo}@nope", "nope"),
+    ):
         with pytest.raises(MinreproError, match=why):
             parse_repo(spec)
 
@@ -73,6 +87,7 @@ class _Case:
 @dataclass
 class _Judge:
     """Stands in for CommitJudge: reads BUG at each commit (bad while it is True), or skips the given ones."""
+
     repo: RepoRef
     skip: frozenset[str] = frozenset()
     case: _Case = _Case()

@@ -49,8 +49,7 @@ def test_a_users_script_failing_like_a_catalog_case_names_it(tmp_path):
     catalog = load_catalog()
     [known] = catalog.select(["gemma4-shared-kv-keyerror"])
     script = RESULTS / "bisect" / "scripts" / "r06_reduction_pinned.py"
-    case = replace(known, id=script.stem, script=script, family=USER_SCRIPT, upstream=(), fixed_in=(),
-                   patches=())
+    case = replace(known, id=script.stem, script=script, family=USER_SCRIPT, upstream=(), fixed_in=(), patches=())
     report = draft(case, catalog, RESULTS / "scripts" / "r06_reduction_pinned", python=Path("/nonexistent/python"))
     assert "`gemma4-shared-kv-keyerror` (family C)" in report["extra"]["Related"]
     assert "transformers#45312" in report["extra"]["Related"]
@@ -81,7 +80,10 @@ def test_the_expected_behavior_is_the_cases_own_words_else_the_line_it_should_re
 
     said = '"""Family Z.\n\nExpected: logits on cpu, as without the adapter.\n"""\nprint("logits on", x)\n'
     assert expected_line(said) == "logits on cpu, as without the adapter"
-    assert expected_line('import torch\nprint("logits on", x)\n') == 'the script to run to its last line, `print("logits on", x)`'
+    assert (
+        expected_line('import torch\nprint("logits on", x)\n')
+        == 'the script to run to its last line, `print("logits on", x)`'
+    )
     assert expected_line("import torch\n") == "the script to exit without an error"
 
 
@@ -109,14 +111,29 @@ def test_a_users_report_says_what_the_catalogs_patches_did_to_the_script(tmp_pat
 
     script = tmp_path / "job.py"
     script.write_text("raise ValueError('x')\n")
-    case = Case(id="job", script=script, family=USER_SCRIPT, device="cpu", signature="", outcomes={}, fixed_in=(),
-                upstream=(), patches=())
+    case = Case(
+        id="job",
+        script=script,
+        family=USER_SCRIPT,
+        device="cpu",
+        signature="",
+        outcomes={},
+        fixed_in=(),
+        upstream=(),
+        patches=(),
+    )
     assert patched_runs(case, tmp_path / "patched") == ""
     (tmp_path / "patched").mkdir()
-    doc = {"set": "newest", "machine": "cpu", "patches": ["a.diff", "b.diff"],
-           "cases": [{"case": "job", "observed": "pass", "headline": ""}]}
+    doc = {
+        "set": "newest",
+        "machine": "cpu",
+        "patches": ["a.diff", "b.diff"],
+        "cases": [{"case": "job", "observed": "pass", "headline": ""}],
+    }
     (tmp_path / "patched" / "newest-cpu.json").write_text(json.dumps(doc))
-    assert "- newest (cpu), with the 2 catalog patches that apply there: passes" in patched_runs(case, tmp_path / "patched")
+    assert "- newest (cpu), with the 2 catalog patches that apply there: passes" in patched_runs(
+        case, tmp_path / "patched"
+    )
 
 
 def test_a_report_carries_its_repository_s_diff_and_points_at_the_others():
@@ -144,13 +161,25 @@ def test_on_main_names_a_newer_release_recorded_beside_main_by_its_versions(tmp_
 
     [case] = load_catalog().select(["peft-offload-tied-weight"])
     (tmp_path / "main").mkdir()
-    versions = {"torch": "2.13.0+cpu", "transformers": "5.24.0", "accelerate": "1.15.0", "peft": "0.21.2",
-                "bitsandbytes": "0.50.2", "tokenizers": "0.23.3"}
-    doc = {"set": None, "machine": "cpu", "date": "2026-11-25", "versions": versions,
-           "cases": [{"case": case.id, "observed": "fail"}]}
+    versions = {
+        "torch": "2.13.0+cpu",
+        "transformers": "5.24.0",
+        "accelerate": "1.15.0",
+        "peft": "0.21.2",
+        "bitsandbytes": "0.50.2",
+        "tokenizers": "0.23.3",
+    }
+    doc = {
+        "set": None,
+        "machine": "cpu",
+        "date": "2026-11-25",
+        "versions": versions,
+        "cases": [{"case": case.id, "observed": "fail"}],
+    }
     (tmp_path / "main" / "newest-with-transformers-5.24.0-cpu.json").write_text(json.dumps(doc))
-    assert on_main(case, tmp_path) == ("- still fails with transformers 5.24.0, tokenizers 0.23.3 (the newest set "
-                                       "otherwise, cpu, 2026-11-25)")
+    assert on_main(case, tmp_path) == (
+        "- still fails with transformers 5.24.0, tokenizers 0.23.3 (the newest set otherwise, cpu, 2026-11-25)"
+    )
 
 
 def test_a_commit_bisection_recorded_beside_the_case_is_in_its_draft():

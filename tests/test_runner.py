@@ -27,8 +27,11 @@ def test_exception_from_user_code(write_script):
 def test_library_frames_are_recorded_and_distinguish_user_raises(write_script):
     # `packaging` is an installed distribution: its frames count as library frames.
     through_library = run_script(write_script("from packaging.version import Version\nVersion('x y')\n", "a.py"))
-    from_user = run_script(write_script(
-        "from packaging.version import InvalidVersion\nraise InvalidVersion(\"Invalid version: 'x y'\")\n", "b.py"))
+    from_user = run_script(
+        write_script(
+            "from packaging.version import InvalidVersion\nraise InvalidVersion(\"Invalid version: 'x y'\")\n", "b.py"
+        )
+    )
     assert through_library.signature.type == from_user.signature.type == "packaging.version.InvalidVersion"
     assert through_library.signature.message == from_user.signature.message
     assert through_library.signature.frames and not from_user.signature.frames
@@ -70,15 +73,18 @@ def _alive(pid: int) -> bool:
 
 
 def test_timeout_signature_names_where_it_hung(write_script):
-    script = write_script("from packaging.version import Version\nimport time\n"
-                          "Version.__init__ = lambda self, v: time.sleep(300)\nVersion('1')\n")
+    script = write_script(
+        "from packaging.version import Version\nimport time\n"
+        "Version.__init__ = lambda self, v: time.sleep(300)\nVersion('1')\n"
+    )
     result = run_script(script, timeout=3)
     assert result.signature.kind == "timeout"
     assert "Current thread" in result.stderr or "most recent call first" in result.stderr
 
 
-@pytest.mark.parametrize("body, name", [("import ctypes\nctypes.string_at(0)\n", "SIGSEGV"),
-                                        ("import os\nos.abort()\n", "SIGABRT")])
+@pytest.mark.parametrize(
+    "body, name", [("import ctypes\nctypes.string_at(0)\n", "SIGSEGV"), ("import os\nos.abort()\n", "SIGABRT")]
+)
 def test_crashes_are_outcomes(write_script, body, name):
     result = run_script(write_script(body), timeout=30)
     assert result.signature.kind == "signal" and result.signature.type == name
@@ -94,14 +100,19 @@ def test_oom_and_cuda_errors_are_kinds_of_their_own(write_script):
 def test_exit_codes_and_logged_tracebacks(write_script):
     plain = run_script(write_script("import sys\nsys.exit(3)\n", "a.py"))
     assert plain.signature.kind == "exit" and plain.signature.type == "exit 3"
-    logged = run_script(write_script("""
+    logged = run_script(
+        write_script(
+            """
         import sys, traceback
         try:
             {}["missing"]
         except KeyError:
             traceback.print_exc()
             sys.exit(1)
-    """, "b.py"))
+    """,
+            "b.py",
+        )
+    )
     assert logged.signature.headline == "KeyError: <key>" and logged.raw_headline == "KeyError: 'missing'"
 
 
@@ -136,7 +147,7 @@ def test_an_isolated_run_cannot_write_beside_the_script(write_script):
         run_script(script, isolated=True, cwd=script.parent)
 
 
-FAKE_TRANSFORMERS = '''
+FAKE_TRANSFORMERS = """
 class _Param:
     def __init__(self, device):
         self.device = device
@@ -159,7 +170,7 @@ class PreTrainedModel:
 
 class LlamaForCausalLM(PreTrainedModel):
     pass
-'''
+"""
 
 
 def traced_with_stand_in(tmp_path, script, package: str, module: str, source: str):
@@ -174,19 +185,26 @@ def traced_with_stand_in(tmp_path, script, package: str, module: str, source: st
 def test_a_trace_records_the_map_from_pretrained_inferred_and_where_each_weight_type_landed(tmp_path, write_script):
     # transformers 5 calls dispatch_model only when the map splits: a budget that sends everything to one device
     # leaves no dispatch record, so the load itself must say where the model went
-    script = write_script("from transformers.modeling_utils import LlamaForCausalLM\n"
-                          "model = LlamaForCausalLM.from_pretrained('x', device_map='auto')\n"
-                          "assert type(model).__name__ == 'LlamaForCausalLM'\n")
+    script = write_script(
+        "from transformers.modeling_utils import LlamaForCausalLM\n"
+        "model = LlamaForCausalLM.from_pretrained('x', device_map='auto')\n"
+        "assert type(model).__name__ == 'LlamaForCausalLM'\n"
+    )
     result = traced_with_stand_in(tmp_path, script, "transformers", "modeling_utils", FAKE_TRANSFORMERS)
     assert result.signature is None, result.stderr
     started, record = result.trace  # the load as it starts (what a twin of a load that fails is built from), then
     assert started["status"] == "started" and started["line"] == 2 and "model_trace_error" in started  # no config
     assert "config'" in record.pop("model_trace_error")  # the stand-in has no config: the placement still stands
-    assert record == {"event": "from_pretrained", "status": "returned", "caller": "LlamaForCausalLM",
-                      "devices": {"cpu": 1, "0": 1},
-                      "device_map": {"model.embed_tokens": "cpu", "model.layers.0": "0"},
-                      "parameters": {"Int8Params@cuda:0": 1, "_Param@cpu": 2},
-                      "line": 2, "model_class": "LlamaForCausalLM"}  # the script line that loaded it
+    assert record == {
+        "event": "from_pretrained",
+        "status": "returned",
+        "caller": "LlamaForCausalLM",
+        "devices": {"cpu": 1, "0": 1},
+        "device_map": {"model.embed_tokens": "cpu", "model.layers.0": "0"},
+        "parameters": {"Int8Params@cuda:0": 1, "_Param@cpu": 2},
+        "line": 2,
+        "model_class": "LlamaForCausalLM",
+    }  # the script line that loaded it
 
 
 def test_a_relative_interpreter_path_works_from_anywhere(tmp_path, write_script, monkeypatch):
@@ -205,7 +223,9 @@ def test_a_cpu_feature_can_be_emulated_absent_before_the_library_reads_it(tmp_pa
     site = tmp_path / "site" / "bitsandbytes"
     site.mkdir(parents=True)
     (site / "__init__.py").write_text("from .cextension import lib\nAT_IMPORT = bool(lib.has_avx512bf16_cpu())\n")
-    (site / "cextension.py").write_text("class _Lib:\n    def has_avx512bf16_cpu(self):\n        return 1\n\nlib = _Lib()\n")
+    (site / "cextension.py").write_text(
+        "class _Lib:\n    def has_avx512bf16_cpu(self):\n        return 1\n\nlib = _Lib()\n"
+    )
     script = write_script("import bitsandbytes\nprint('avx512bf16 at import:', bitsandbytes.AT_IMPORT)\n")
     pythonpath = {"PYTHONPATH": str(tmp_path / "site")}
     assert "at import: True" in run_script(script, env=pythonpath, isolated=True).stdout
@@ -235,7 +255,7 @@ def test_an_emulation_refuses_a_library_imported_before_the_script():
             del _sys.modules["bitsandbytes.cextension"]
 
 
-FAKE_TORCH_TRANSFORMERS = '''
+FAKE_TORCH_TRANSFORMERS = """
 import types
 
 import torch
@@ -270,37 +290,46 @@ class PreTrainedModel(torch.nn.Module):
     def forward(self, ids):
         hidden = ids.float() * self.scale
         return self.inner(hidden)
-'''
+"""
 
 
 def test_a_failing_traced_run_says_where_the_modules_on_its_stack_and_their_tensors_were(tmp_path, write_script):
     # a cross-device error names two devices; which module held which side is what a maintainer asks first
     pytest.importorskip("torch")
-    script = write_script("import torch\nfrom transformers.modeling_utils import PreTrainedModel\n"
-                          "model = PreTrainedModel.from_pretrained('x')\nmodel(torch.ones(1, 2))\n")
+    script = write_script(
+        "import torch\nfrom transformers.modeling_utils import PreTrainedModel\n"
+        "model = PreTrainedModel.from_pretrained('x')\nmodel(torch.ones(1, 2))\n"
+    )
     result = traced_with_stand_in(tmp_path, script, "transformers", "modeling_utils", FAKE_TORCH_TRANSFORMERS)
     assert result.raw_headline.startswith("RuntimeError: Expected all tensors")
     (failure,) = [r for r in result.trace if r["event"] == "failure"]
     outer, inner = failure["modules"]
-    assert (outer["module"], outer["class"], outer["function"]) == ("(root)", "PreTrainedModel", "PreTrainedModel.forward")
+    assert (outer["module"], outer["class"], outer["function"]) == (
+        "(root)",
+        "PreTrainedModel",
+        "PreTrainedModel.forward",
+    )
     assert outer["weights"] == {"cpu": 1} and outer["weights_below"] == {"cpu": 1, "meta": 2}
     assert outer["tensors"] == {"ids": ["cpu"], "hidden": ["cpu"]} and outer["hooks"] == []
     assert (inner["module"], inner["weights"], inner["weights_below"]) == ("inner", {}, {"meta": 2})
     assert outer["side_tensors"] == {"scale.SCB": "cpu"} and inner["side_tensors"] == {"state.SCB": "meta"}
     assert inner["tensors"] == {"x": ["cpu"]}
-    assert inner["hooks"] == [{"type": "AlignDevicesHook", "execution_device": "cuda:1", "io_same_device": True,
-                               "offload": False}]
+    assert inner["hooks"] == [
+        {"type": "AlignDevicesHook", "execution_device": "cuda:1", "io_same_device": True, "offload": False}
+    ]
     from minrepro.harness.placement import placement_lines
 
     lines = placement_lines(result.trace)
     assert lines[0].startswith("load    PreTrainedModel.from_pretrained")
-    assert lines[-1] == ("  Inner.forward [inner]: none, state.SCB meta / meta×2 | AlignDevicesHook(execution cuda:1, "
-                         "io_same_device True) | x cpu")
+    assert lines[-1] == (
+        "  Inner.forward [inner]: none, state.SCB meta / meta×2 | AlignDevicesHook(execution cuda:1, "
+        "io_same_device True) | x cpu"
+    )
     untraced = run_script(script, env={"PYTHONPATH": str(tmp_path / "site")}, isolated=True)
     assert untraced.trace == () and untraced.signature == result.signature  # observing changes nothing
 
 
-FAKE_ACCELERATE = '''
+FAKE_ACCELERATE = """
 class Hook:
     offload = False
 
@@ -311,23 +340,26 @@ class Hook:
 def dispatch_model(model, device_map, main_device=None):
     model.__dict__["_hf_hook"] = Hook(sorted(set(device_map.values()))[0])  # 1.15: the main device from a set
     return model
-'''
+"""
 
 
 def test_a_traced_dispatch_says_which_main_device_the_release_chose_beside_the_documented_one(tmp_path, write_script):
     # family AD: accelerate 1.15 ran the root entry on cuda:0 for {"": 1, "1": 0}; the trace had said "main 1"
-    script = write_script("from accelerate.big_modeling import dispatch_model\n"
-                          "class Model:\n    def modules(self):\n        return [self]\n"
-                          "    def named_parameters(self):\n        return []\n"
-                          "dispatch_model(Model(), {'': 1, '1': 0})\n")
+    script = write_script(
+        "from accelerate.big_modeling import dispatch_model\n"
+        "class Model:\n    def modules(self):\n        return [self]\n"
+        "    def named_parameters(self):\n        return []\n"
+        "dispatch_model(Model(), {'': 1, '1': 0})\n"
+    )
     result = traced_with_stand_in(tmp_path, script, "accelerate", "big_modeling", FAKE_ACCELERATE)
     assert result.signature is None, result.stderr
     started, returned = result.trace
     assert (started["main_device"], returned["root_execution_device"]) == ("1", 0)
     from minrepro.harness.placement import placement_lines
 
-    assert placement_lines(result.trace) == ["dispatch by __main__:<module>: map 1×1, 0×1, main 1 | hooks: execution "
-                                             "0×1, offloading 0, root's 0"]
+    assert placement_lines(result.trace) == [
+        "dispatch by __main__:<module>: map 1×1, 0×1, main 1 | hooks: execution 0×1, offloading 0, root's 0"
+    ]
 
 
 def test_each_dispatch_is_one_record_even_with_other_events_between_its_start_and_return():
@@ -335,10 +367,17 @@ def test_each_dispatch_is_one_record_even_with_other_events_between_its_start_an
     # under way must not leave it as two half records
     from minrepro.harness.placement import dispatch_calls, merged_dispatches
 
-    trace = [{"event": "dispatch_model", "status": "started", "caller": "peft.peft_model:load_adapter"},
-             {"event": "from_pretrained", "status": "returned"},
-             {"event": "dispatch_model", "status": "returned", "caller": "peft.peft_model:load_adapter", "offloading_hooks": 2},
-             {"event": "dispatch_model", "status": "started", "caller": "__main__:<module>"}]  # raised
+    trace = [
+        {"event": "dispatch_model", "status": "started", "caller": "peft.peft_model:load_adapter"},
+        {"event": "from_pretrained", "status": "returned"},
+        {
+            "event": "dispatch_model",
+            "status": "returned",
+            "caller": "peft.peft_model:load_adapter",
+            "offloading_hooks": 2,
+        },
+        {"event": "dispatch_model", "status": "started", "caller": "__main__:<module>"},
+    ]  # raised
     assert [r["event"] for r in merged_dispatches(trace)] == ["dispatch_model", "from_pretrained", "dispatch_model"]
     first, raised = dispatch_calls(trace)
     assert (first["status"], first["offloading_hooks"], raised["status"]) == ("returned", 2, "started")

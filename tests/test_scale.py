@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from minrepro.reducers.scale import SHRINK, plan_from_trace, scale_down, twin_config, twin_source
 
-USER_SCRIPT = '''\
+USER_SCRIPT = """\
 import argparse
 import torch
 from accelerate import dispatch_model, infer_auto_device_map
@@ -33,34 +33,79 @@ def main():
 
 
 main()
-'''
-CONFIG = {"model_type": "gemma3_text", "hidden_size": 2560, "intermediate_size": 10240, "num_hidden_layers": 42,
-          "num_key_value_heads": 1, "layer_types": ["sliding_attention", "full_attention"] * 21,
-          "_name_or_path": "/data/ckpt/base", "transformers_version": "5.6.2", "quantization_config": {"x": 1},
-          "vision_config": {"hidden_size": 768, "num_hidden_layers": 16, "patch_size": 16}}
-DEFAULTS = {"model_type": "gemma3_text", "hidden_size": 2304, "intermediate_size": 9216, "num_hidden_layers": 26,
-            "num_key_value_heads": 4, "layer_types": None, "vision_config": {"hidden_size": 1152, "num_hidden_layers": 27,
-                                                                            "patch_size": 14}}
+"""
+CONFIG = {
+    "model_type": "gemma3_text",
+    "hidden_size": 2560,
+    "intermediate_size": 10240,
+    "num_hidden_layers": 42,
+    "num_key_value_heads": 1,
+    "layer_types": ["sliding_attention", "full_attention"] * 21,
+    "_name_or_path": "/data/ckpt/base",
+    "transformers_version": "5.6.2",
+    "quantization_config": {"x": 1},
+    "vision_config": {"hidden_size": 768, "num_hidden_layers": 16, "patch_size": 16},
+}
+DEFAULTS = {
+    "model_type": "gemma3_text",
+    "hidden_size": 2304,
+    "intermediate_size": 9216,
+    "num_hidden_layers": 26,
+    "num_key_value_heads": 4,
+    "layer_types": None,
+    "vision_config": {"hidden_size": 1152, "num_hidden_layers": 27, "patch_size": 14},
+}
 RECORDS = [
-    {"event": "from_pretrained", "status": "returned", "line": 12, "model_class": "Gemma3ForCausalLM",
-     "model_type": "gemma3_text", "config": CONFIG, "config_defaults": DEFAULTS,
-     "device_map": {"model.embed_tokens": "0", "model.layers": "cpu", "lm_head": "disk"},
-     "parameters": {"Params4bit@cuda:0": 3}},
-    {"event": "peft_from_pretrained", "status": "returned", "line": 14, "config_class": "LoraConfig",
-     "peft_config": {"r": 16, "lora_alpha": 32, "target_modules": ["q_proj"], "revision": None, "peft_type": "LORA",
-                     "base_model_name_or_path": "/data/ckpt/base"},
-     "peft_defaults": {"r": 8, "lora_alpha": 8, "target_modules": None, "revision": None, "peft_type": "LORA"}},
-    {"event": "dispatch_model", "status": "started", "line": 15, "caller": "__main__:main",
-     "device_map": {"base_model.model.model": "cpu", "base_model.model.lm_head": "disk"}},
+    {
+        "event": "from_pretrained",
+        "status": "returned",
+        "line": 12,
+        "model_class": "Gemma3ForCausalLM",
+        "model_type": "gemma3_text",
+        "config": CONFIG,
+        "config_defaults": DEFAULTS,
+        "device_map": {"model.embed_tokens": "0", "model.layers": "cpu", "lm_head": "disk"},
+        "parameters": {"Params4bit@cuda:0": 3},
+    },
+    {
+        "event": "peft_from_pretrained",
+        "status": "returned",
+        "line": 14,
+        "config_class": "LoraConfig",
+        "peft_config": {
+            "r": 16,
+            "lora_alpha": 32,
+            "target_modules": ["q_proj"],
+            "revision": None,
+            "peft_type": "LORA",
+            "base_model_name_or_path": "/data/ckpt/base",
+        },
+        "peft_defaults": {"r": 8, "lora_alpha": 8, "target_modules": None, "revision": None, "peft_type": "LORA"},
+    },
+    {
+        "event": "dispatch_model",
+        "status": "started",
+        "line": 15,
+        "caller": "__main__:main",
+        "device_map": {"base_model.model.model": "cpu", "base_model.model.lm_head": "disk"},
+    },
     # transformers' own dispatch inside from_pretrained: already covered by the load's literal map
-    {"event": "dispatch_model", "status": "started", "line": 12, "caller": "transformers.integrations.accelerate:x",
-     "device_map": {"": "cpu"}},
+    {
+        "event": "dispatch_model",
+        "status": "started",
+        "line": 12,
+        "caller": "transformers.integrations.accelerate:x",
+        "device_map": {"": "cpu"},
+    },
 ]
 
 
 def _calls(source: str, name: str) -> list[ast.Call]:
-    return [n for n in ast.walk(ast.parse(source)) if isinstance(n, ast.Call)
-            and getattr(n.func, "attr", getattr(n.func, "id", "")) == name]
+    return [
+        n
+        for n in ast.walk(ast.parse(source))
+        if isinstance(n, ast.Call) and getattr(n.func, "attr", getattr(n.func, "id", "")) == name
+    ]
 
 
 def test_the_twin_loads_a_tiny_build_with_the_recorded_maps_made_literal():
@@ -117,8 +162,10 @@ def test_scale_down_keeps_exactly_the_fields_the_failure_needs(data):
 
     def first_interesting(sources):
         judged.extend(sources)
-        kept = [all(f"'{path[-1]}': {value}" in s for path, value in
-                    [(p, _value(CONFIG, p[1:])) for p in needed]) for s in sources]
+        kept = [
+            all(f"'{path[-1]}': {value}" in s for path, value in [(p, _value(CONFIG, p[1:])) for p in needed])
+            for s in sources
+        ]
         return next((i for i, yes in enumerate(kept) if yes), None)
 
     found = scale_down(USER_SCRIPT, plan, first_interesting)
@@ -136,10 +183,14 @@ def _value(config: dict, path: tuple[str, ...]):
 def test_a_literal_device_map_is_proposed_in_fewer_entries_with_the_same_devices():
     from minrepro.reducers.passes import coarsen_device_maps
 
-    source = ("m = dispatch_model(x, device_map={'a.emb': 'cpu', 'a.layers.0': 0, 'a.layers.6.q': 'disk', "
-              "'a.layers.6.k': 'disk', 'a.layers.7': 'disk', 'a.norm': 'disk'})\nconfig = {'a': 1, 'b': 2}\n")
-    proposals = [ast.literal_eval(_calls(ast.unparse(t), "dispatch_model")[0].keywords[0].value)
-                 for t in coarsen_device_maps(ast.parse(source))]
+    source = (
+        "m = dispatch_model(x, device_map={'a.emb': 'cpu', 'a.layers.0': 0, 'a.layers.6.q': 'disk', "
+        "'a.layers.6.k': 'disk', 'a.layers.7': 'disk', 'a.norm': 'disk'})\nconfig = {'a': 1, 'b': 2}\n"
+    )
+    proposals = [
+        ast.literal_eval(_calls(ast.unparse(t), "dispatch_model")[0].keywords[0].value)
+        for t in coarsen_device_maps(ast.parse(source))
+    ]
     assert {"": "disk", "a.emb": "cpu", "a.layers.0": 0} in proposals  # the most common device at the root
     assert {"a.emb": "cpu", "a.layers.0": 0, "a.layers.6": "disk", "a.layers.7": "disk", "a.norm": "disk"} in proposals
     assert len(proposals) == 2  # the config dict is no device map: left to drop_dict_entries
@@ -148,9 +199,11 @@ def test_a_literal_device_map_is_proposed_in_fewer_entries_with_the_same_devices
 def test_a_layer_stack_placed_in_runs_is_cut_to_one_layer_per_run():
     from minrepro.reducers.passes import fewer_layers
 
-    source = ("config = {'hidden_size': 8, 'num_hidden_layers': 4, 'layer_types': ['s', 's', 'f', 'f']}\n"
-              "m = dispatch_model(x, device_map={'a.emb': 'cpu', 'a.layers.0': 'cpu', 'a.layers.1': 'cpu', "
-              "'a.layers.2': 'disk', 'a.layers.3': 'disk', 'a.norm': 'disk'})\n")
+    source = (
+        "config = {'hidden_size': 8, 'num_hidden_layers': 4, 'layer_types': ['s', 's', 'f', 'f']}\n"
+        "m = dispatch_model(x, device_map={'a.emb': 'cpu', 'a.layers.0': 'cpu', 'a.layers.1': 'cpu', "
+        "'a.layers.2': 'disk', 'a.layers.3': 'disk', 'a.norm': 'disk'})\n"
+    )
     (proposal,) = [ast.unparse(t) for t in fewer_layers(ast.parse(source))]
     assert "{'hidden_size': 8, 'num_hidden_layers': 2, 'layer_types': ['s', 'f']}" in proposal
     assert "{'a.emb': 'cpu', 'a.layers.0': 'cpu', 'a.layers.1': 'disk', 'a.norm': 'disk'}" in proposal
@@ -160,7 +213,9 @@ def test_a_layer_stack_placed_in_runs_is_cut_to_one_layer_per_run():
     assert "'num_hidden_layers': 3, 'layer_types': ['s', 'f', 'f']" in proposal
     assert "'a.layers.1.q': 'cpu', 'a.layers.1.k': 'disk', 'a.layers.2': 'disk'" in proposal
     # fields that name layers follow: a dict keyed by layer index is renumbered, a count of trailing layers recounted
-    gemma4 = source.replace("'layer_types'", "'num_kv_shared_layers': 2, 'per_layer_config': {'00': 1, '02': 2, '03': 3}, 'layer_types'")
+    gemma4 = source.replace(
+        "'layer_types'", "'num_kv_shared_layers': 2, 'per_layer_config': {'00': 1, '02': 2, '03': 3}, 'layer_types'"
+    )
     (proposal,) = [ast.unparse(t) for t in fewer_layers(ast.parse(gemma4))]
     assert "'num_kv_shared_layers': 1, 'per_layer_config': {'00': 1, '01': 2}" in proposal
     # a run is one placement and one layer type: Gemma 4's 5 sliding + 1 full pattern keeps a full layer per block
@@ -168,8 +223,10 @@ def test_a_layer_stack_placed_in_runs_is_cut_to_one_layer_per_run():
     (proposal,) = [ast.unparse(t) for t in fewer_layers(ast.parse(kinds))]
     assert "'num_hidden_layers': 3, 'layer_types': ['s', 'f', 'f']" in proposal
     # a config written as keywords reads and cuts alike (the kinds too)
-    call = kinds.replace("config = {'hidden_size': 8, 'num_hidden_layers': 4, 'layer_types': ['s', 'f', 'f', 'f']}",
-                         "config = Config(hidden_size=8, num_hidden_layers=4, layer_types=['s', 'f', 'f', 'f'])")
+    call = kinds.replace(
+        "config = {'hidden_size': 8, 'num_hidden_layers': 4, 'layer_types': ['s', 'f', 'f', 'f']}",
+        "config = Config(hidden_size=8, num_hidden_layers=4, layer_types=['s', 'f', 'f', 'f'])",
+    )
     (proposal,) = [ast.unparse(t) for t in fewer_layers(ast.parse(call))]
     assert "Config(hidden_size=8, num_hidden_layers=3, layer_types=['s', 'f', 'f'])" in proposal
     # no count of those layers written anywhere (a checkpoint loaded by path): nothing to cut consistently
@@ -194,7 +251,7 @@ def test_cutting_a_stack_keeps_the_order_of_its_devices(devices):
     assert list(cut.values()) == runs and list(cut) == [f"m.layers.{i}" for i in range(len(runs))]
 
 
-LOCAL_JOB = '''\
+LOCAL_JOB = """\
 import argparse
 import os
 import tempfile
@@ -219,7 +276,7 @@ def main():
 
 
 main()
-'''
+"""
 
 
 @pytest.mark.libs
@@ -238,17 +295,28 @@ def test_a_job_on_a_local_checkpoint_is_reduced_through_a_tiny_twin(tmp_path, ca
     if load_catalog().detect_set(probe(None).versions) != "pinned":
         pytest.skip("the job fails with family B on the pinned set")
     torch.manual_seed(0)
-    model = LlamaForCausalLM(LlamaConfig(hidden_size=256, intermediate_size=512, num_hidden_layers=4,
-                                         num_attention_heads=4, num_key_value_heads=2, vocab_size=512))
+    model = LlamaForCausalLM(
+        LlamaConfig(
+            hidden_size=256,
+            intermediate_size=512,
+            num_hidden_layers=4,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            vocab_size=512,
+        )
+    )
     model.save_pretrained(tmp_path / "ckpt" / "base")
     get_peft_model(model, LoraConfig(r=4, target_modules=["q_proj"], init_lora_weights=False)).save_pretrained(
-        tmp_path / "ckpt" / "adapter")
+        tmp_path / "ckpt" / "adapter"
+    )
     monkeypatch.setenv("JOB_CKPT", str(tmp_path / "ckpt"))
     script = tmp_path / "job.py"
     script.write_text(LOCAL_JOB.replace("BUDGET", '"1500KB"'))
     before = run_script(script, timeout=300)
     assert before.signature is not None and "_is_hf_initialized" in before.raw_headline, before.stderr[-2000:]
-    assert main(["reduce", str(script), "--guard", "none", "--json", "--workdir", str(tmp_path / "w"), "--jobs", "2"]) == 0
+    assert (
+        main(["reduce", str(script), "--guard", "none", "--json", "--workdir", str(tmp_path / "w"), "--jobs", "2"]) == 0
+    )
     summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert any(note.startswith("scaled down: LlamaForCausalLM") for note in summary["notes"]), summary["notes"]
     out = Path(summary["output"]).read_text()
@@ -271,7 +339,8 @@ def test_an_adapter_load_that_fails_inside_is_still_recorded(tmp_path):
         "model = torch.nn.Sequential()\n"
         "model.add_module('q_proj', torch.nn.Linear(4, 4))\n"
         "get_peft_model(model, LoraConfig(r=2, target_modules=['q_proj'])).save_pretrained(sys.argv[1])\n"
-        "PeftModel.from_pretrained(torch.nn.Sequential(torch.nn.Linear(4, 4)), sys.argv[1])\n")
+        "PeftModel.from_pretrained(torch.nn.Sequential(torch.nn.Linear(4, 4)), sys.argv[1])\n"
+    )
     result = run_script(script, args=[str(tmp_path / "adapter")], timeout=300, trace=True)
     assert result.signature is not None, result.stderr[-2000:]
     (record,) = [r for r in result.trace if r["event"] == "peft_from_pretrained"]
@@ -293,9 +362,20 @@ def test_the_twin_is_memoised_per_script_apart_from_the_search_state_and_fresh_d
     def scale(source: str, fresh: bool = False):  # as the driver does: the traced run only where no memo holds
         opts = driver.ReduceOptions(script, workdir=tmp_path / "w", fresh=fresh)
         workdir, memo = driver._scale_workdir(opts, script, source, "python")
-        return memo or driver._scale_down(opts, workdir, script, source, "python", 10.0, None, None,
-                                          driver.RunResult(1, "", "", 1.0, None, ""), driver.traced_run(source),
-                                          driver.Progress(1, print, live=False), print)
+        return memo or driver._scale_down(
+            opts,
+            workdir,
+            script,
+            source,
+            "python",
+            10.0,
+            None,
+            None,
+            driver.RunResult(1, "", "", 1.0, None, ""),
+            driver.traced_run(source),
+            driver.Progress(1, print, live=False),
+            print,
+        )
 
     first = scale("a = 1\n")
     assert first.path == tmp_path / "w" / "scale" / "twin.py" and first.path.read_text() == "twin = 1\n"
@@ -336,15 +416,27 @@ def test_with_a_good_python_a_twin_must_also_pass_where_the_bug_is_fixed(tmp_pat
     script = tmp_path / "job.py"
     opts = driver.ReduceOptions(script, workdir=tmp_path / "w", good_pythons=[sys.executable])
     workdir, _ = driver._scale_workdir(opts, script, "a = 1\n", "python")
-    scaled = driver._scale_down(opts, workdir, script, "a = 1\n", "python", 60.0, None, None,
-                                driver.RunResult(1, "", "", 1.0, None, ""), None, driver.Progress(1, print, live=False),
-                                print)
+    scaled = driver._scale_down(
+        opts,
+        workdir,
+        script,
+        "a = 1\n",
+        "python",
+        60.0,
+        None,
+        None,
+        driver.RunResult(1, "", "", 1.0, None, ""),
+        None,
+        driver.Progress(1, print, live=False),
+        print,
+    )
     assert judged == [False, True]
     # the twin's two runs where the bug is fixed go to the guard, which takes them instead of running it again
     runs = scaled.good_runs[sys.executable]
     assert len(runs) == 2 and all(run.signature is None for run in runs)
-    search = GuardSearch(scaled.path, scaled.source, None, "", lambda run: False, None, 60.0, print,
-                         known=scaled.good_runs)
+    search = GuardSearch(
+        scaled.path, scaled.source, None, "", lambda run: False, None, 60.0, print, known=scaled.good_runs
+    )
     monkeypatch.setattr(guard_module, "ColdExecutor", None)  # any run here would be a third one: an error
     assert search.passes_in(sys.executable)
 
@@ -384,8 +476,20 @@ def test_a_twins_good_runs_take_only_the_slots_its_bad_runs_leave(tmp_path, monk
     script = tmp_path / "job.py"
     opts = driver.ReduceOptions(script, workdir=tmp_path / "w", good_pythons=[sys.executable])
     workdir, _ = driver._scale_workdir(opts, script, "a = 1\n", "python")
-    driver._scale_down(opts, workdir, script, "a = 1\n", "python", 60.0, Eight(), None,
-                       driver.RunResult(1, "", "", 1.0, None, ""), None, driver.Progress(1, print, live=False), print)
+    driver._scale_down(
+        opts,
+        workdir,
+        script,
+        "a = 1\n",
+        "python",
+        60.0,
+        Eight(),
+        None,
+        driver.RunResult(1, "", "", 1.0, None, ""),
+        None,
+        driver.Progress(1, print, live=False),
+        print,
+    )
     assert slots == [(2, 7), (16, 1)]  # one candidate: 1 bad run + 7 good slots; eight: 8 bad runs + 1
 
 
@@ -410,7 +514,8 @@ def test_a_tower_the_config_class_leaves_unset_is_diffed_against_its_own_default
         "'intermediate_size': 64, 'head_dim': 16, 'num_key_value_heads': 1}, audio_config={**towers, 'output_proj_dims': 32})\n"
         "transformers.Gemma4ForConditionalGeneration(config).save_pretrained(sys.argv[1])\n"
         "transformers.Gemma4ForConditionalGeneration.from_pretrained(sys.argv[1])\n"
-        "raise SystemExit('loaded')\n")
+        "raise SystemExit('loaded')\n"
+    )
     result = run_script(script, args=[str(tmp_path / "ckpt")], timeout=300, trace=True)
     plan = plan_from_trace(result.trace)
     assert plan is not None, result.stderr[-2000:]
@@ -446,7 +551,7 @@ def test_the_unset_mark_is_the_same_in_the_traced_run_and_the_reducer():
 
 # --- the vocabulary shrinks with the ids that index it; towers go ------------------------------------------------
 
-GEMMA4_JOB = '''\
+GEMMA4_JOB = """\
 import torch
 from peft import PeftModel
 from transformers import AutoModelForImageTextToText
@@ -457,30 +562,81 @@ model = PeftModel.from_pretrained(base, "/data/e4b/adapter")
 for prompt in PROMPTS:
     ids = torch.tensor([prompt], device="cuda:0")
     out = model.generate(input_ids=ids, max_new_tokens=8, do_sample=False, pad_token_id=0)
-'''
-TEXT = {"model_type": "gemma4_text", "vocab_size": 262144, "vocab_size_per_layer_input": 262144, "hidden_size": 2560,
-        "num_hidden_layers": 4, "layer_types": ["sliding_attention"] * 3 + ["full_attention"], "pad_token_id": 0,
-        "eos_token_id": 1, "bos_token_id": 2}
+"""
+TEXT = {
+    "model_type": "gemma4_text",
+    "vocab_size": 262144,
+    "vocab_size_per_layer_input": 262144,
+    "hidden_size": 2560,
+    "num_hidden_layers": 4,
+    "layer_types": ["sliding_attention"] * 3 + ["full_attention"],
+    "pad_token_id": 0,
+    "eos_token_id": 1,
+    "bos_token_id": 2,
+}
 TOWER = {"model_type": "gemma4_vision", "hidden_size": 768, "num_hidden_layers": 16}
-GEMMA4 = {"model_type": "gemma4", "text_config": TEXT, "vision_config": TOWER,
-          "audio_config": {"model_type": "gemma4_audio", "hidden_size": 1024, "num_hidden_layers": 12},
-          "image_token_id": 258880, "audio_token_id": 258881}
-GEMMA4_DEFAULTS = {"model_type": "gemma4", "text_config": {**TEXT, "vocab_size": 1, "hidden_size": 1},
-                   "vision_config": {"model_type": "gemma4_vision", "hidden_size": 768, "num_hidden_layers": 16,
-                                     "__minrepro_unset__": True},
-                   "audio_config": {"model_type": "gemma4_audio", "hidden_size": 1024, "num_hidden_layers": 12,
-                                    "__minrepro_unset__": True},
-                   "image_token_id": 258880, "audio_token_id": 258881}
+GEMMA4 = {
+    "model_type": "gemma4",
+    "text_config": TEXT,
+    "vision_config": TOWER,
+    "audio_config": {"model_type": "gemma4_audio", "hidden_size": 1024, "num_hidden_layers": 12},
+    "image_token_id": 258880,
+    "audio_token_id": 258881,
+}
+GEMMA4_DEFAULTS = {
+    "model_type": "gemma4",
+    "text_config": {**TEXT, "vocab_size": 1, "hidden_size": 1},
+    "vision_config": {
+        "model_type": "gemma4_vision",
+        "hidden_size": 768,
+        "num_hidden_layers": 16,
+        "__minrepro_unset__": True,
+    },
+    "audio_config": {
+        "model_type": "gemma4_audio",
+        "hidden_size": 1024,
+        "num_hidden_layers": 12,
+        "__minrepro_unset__": True,
+    },
+    "image_token_id": 258880,
+    "audio_token_id": 258881,
+}
 GEMMA4_RECORDS = [
-    {"event": "from_pretrained", "status": "started", "line": 6, "model_class": "Gemma4ForConditionalGeneration",
-     "model_type": "gemma4", "config": GEMMA4, "config_defaults": GEMMA4_DEFAULTS},
-    {"event": "from_pretrained", "status": "returned", "line": 6, "model_class": "Gemma4ForConditionalGeneration",
-     "model_type": "gemma4", "config": GEMMA4, "config_defaults": GEMMA4_DEFAULTS,
-     "device_map": {"model.vision_tower": "cpu", "model.audio_tower.layers.0": 0, "model.audio_tower.layers.5": 0,
-                    "model.embed_vision": "cpu", "model.language_model": 0, "lm_head": 0},
-     "generation_ids": {"pad_token_id": 0, "bos_token_id": 2, "eos_token_id": [1, 106]}},
-    {"event": "peft_from_pretrained", "status": "started", "line": 7, "config_class": "LoraConfig",
-     "peft_config": {"r": 16}, "peft_defaults": {"r": 8}},
+    {
+        "event": "from_pretrained",
+        "status": "started",
+        "line": 6,
+        "model_class": "Gemma4ForConditionalGeneration",
+        "model_type": "gemma4",
+        "config": GEMMA4,
+        "config_defaults": GEMMA4_DEFAULTS,
+    },
+    {
+        "event": "from_pretrained",
+        "status": "returned",
+        "line": 6,
+        "model_class": "Gemma4ForConditionalGeneration",
+        "model_type": "gemma4",
+        "config": GEMMA4,
+        "config_defaults": GEMMA4_DEFAULTS,
+        "device_map": {
+            "model.vision_tower": "cpu",
+            "model.audio_tower.layers.0": 0,
+            "model.audio_tower.layers.5": 0,
+            "model.embed_vision": "cpu",
+            "model.language_model": 0,
+            "lm_head": 0,
+        },
+        "generation_ids": {"pad_token_id": 0, "bos_token_id": 2, "eos_token_id": [1, 106]},
+    },
+    {
+        "event": "peft_from_pretrained",
+        "status": "started",
+        "line": 7,
+        "config_class": "LoraConfig",
+        "peft_config": {"r": 16},
+        "peft_defaults": {"r": 8},
+    },
     # generate's prompt (the first one only: the run failed inside the second) and the table sizes of what it embedded
     {"event": "token_ids", "table": None, "source": "generate", "ids": [2, 106, 108, 1645]},
     {"event": "token_ids", "table": 512, "source": "embedding", "ids": list(range(300, 400))},  # a position table
@@ -558,8 +714,11 @@ def test_the_first_twin_keeps_its_towers_shrunk_and_the_next_leaves_them_out():
         twin, kept = scale_down(GEMMA4_JOB, plan, first_interesting)
         configs = [ast.literal_eval(_calls(c, "for_model")[0].keywords[0].value) for c in judged]
         assert len(judged) == 2 and "audio_config" in configs[0] and "audio_config" not in configs[1]
-        assert (twin == judged[1] and kept == []) if towers_may_go else (
-            twin == judged[0] and {k[-1] for k in kept} == {"(tower)"})
+        assert (
+            (twin == judged[1] and kept == [])
+            if towers_may_go
+            else (twin == judged[0] and {k[-1] for k in kept} == {"(tower)"})
+        )
 
 
 def test_too_many_ids_to_record_leave_the_vocabulary_as_it_is():
@@ -583,26 +742,50 @@ def test_small_ids_are_one_to_one_into_the_small_vocabulary_and_keep_what_fits(i
 
 
 def test_a_tokenizer_call_becomes_what_it_returned_and_its_special_ids_follow():
-    job = ("import torch\nfrom transformers import AutoModelForCausalLM, AutoTokenizer\n"
-           "tok = AutoTokenizer.from_pretrained('org/name')\nmodel = AutoModelForCausalLM.from_pretrained('org/name')\n"
-           "batch = tok('hello world', return_tensors='pt')\n"
-           "out = model.generate(**batch, pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id)\n")
+    job = (
+        "import torch\nfrom transformers import AutoModelForCausalLM, AutoTokenizer\n"
+        "tok = AutoTokenizer.from_pretrained('org/name')\nmodel = AutoModelForCausalLM.from_pretrained('org/name')\n"
+        "batch = tok('hello world', return_tensors='pt')\n"
+        "out = model.generate(**batch, pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id)\n"
+    )
     config = {"model_type": "llama", "vocab_size": 32000, "hidden_size": 4096}
     records = [
-        {"event": "tokenizer", "status": "returned", "line": 3,
-         "special_ids": {"pad_token_id": 0, "eos_token_id": 31999}},
-        {"event": "from_pretrained", "status": "started", "line": 4, "model_class": "LlamaForCausalLM",
-         "model_type": "llama", "config": config, "config_defaults": {"vocab_size": 32000}},
-        {"event": "tokenized", "method": "__call__", "line": 5, "result": {"type": "BatchEncoding", "data": {
-            "input_ids": {"type": "tensor", "dtype": "int64", "values": [[1, 15043, 3186]]},
-            "attention_mask": {"type": "tensor", "dtype": "int64", "values": [[1, 1, 1]]}}}},
+        {
+            "event": "tokenizer",
+            "status": "returned",
+            "line": 3,
+            "special_ids": {"pad_token_id": 0, "eos_token_id": 31999},
+        },
+        {
+            "event": "from_pretrained",
+            "status": "started",
+            "line": 4,
+            "model_class": "LlamaForCausalLM",
+            "model_type": "llama",
+            "config": config,
+            "config_defaults": {"vocab_size": 32000},
+        },
+        {
+            "event": "tokenized",
+            "method": "__call__",
+            "line": 5,
+            "result": {
+                "type": "BatchEncoding",
+                "data": {
+                    "input_ids": {"type": "tensor", "dtype": "int64", "values": [[1, 15043, 3186]]},
+                    "attention_mask": {"type": "tensor", "dtype": "int64", "values": [[1, 1, 1]]},
+                },
+            },
+        },
     ]
     plan = plan_from_trace(records, job)
     twin = twin_source(job, plan, set(plan.fields))
     mapping = plan.mapping()
     assert "tok('hello world'" not in twin and "tok.pad_token_id" not in twin and "tok.eos_token_id" not in twin
-    assert (f"transformers.BatchEncoding({{'input_ids': torch.tensor([[1, {mapping[15043]}, {mapping[3186]}]]), "
-            "'attention_mask': torch.tensor([[1, 1, 1]])})") in twin
+    assert (
+        f"transformers.BatchEncoding({{'input_ids': torch.tensor([[1, {mapping[15043]}, {mapping[3186]}]]), "
+        "'attention_mask': torch.tensor([[1, 1, 1]])})"
+    ) in twin
     assert f"pad_token_id=0, eos_token_id={mapping[31999]}" in twin
     assert "'org/name'" not in twin.replace("AutoTokenizer.from_pretrained('org/name')", "")  # only the dead load
 
@@ -610,15 +793,24 @@ def test_a_tokenizer_call_becomes_what_it_returned_and_its_special_ids_follow():
 def test_a_load_that_never_returned_is_twinned_from_the_config_it_asked_for():
     """A Hub id with its config files only (no weights): the load fails, its started record still makes a twin."""
     job = "from transformers import AutoModelForCausalLM\nmodel = AutoModelForCausalLM.from_pretrained('org/name')\n"
-    records = [{"event": "from_pretrained", "status": "started", "line": 2, "model_class": "LlamaForCausalLM",
-                "model_type": "llama", "config": {"model_type": "llama", "hidden_size": 4096},
-                "config_defaults": {"hidden_size": 4096}, "checkpoint": "org/name"}]
+    records = [
+        {
+            "event": "from_pretrained",
+            "status": "started",
+            "line": 2,
+            "model_class": "LlamaForCausalLM",
+            "model_type": "llama",
+            "config": {"model_type": "llama", "hidden_size": 4096},
+            "config_defaults": {"hidden_size": 4096},
+            "checkpoint": "org/name",
+        }
+    ]
     plan = plan_from_trace(records, job)
     twin = twin_source(job, plan, set(plan.fields))
     assert "from_pretrained(twin_dir + '/model0')" in twin and "'org/name'" not in twin
 
 
-TOKENIZER_JOB = '''\
+TOKENIZER_JOB = """\
 import os
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -633,7 +825,7 @@ for prompt in PROMPTS:
     ids = torch.tensor([prompt])
     loss = model(input_ids=ids, labels=ids).loss
 assert out.shape == (1, 6) and loss.item() > 0
-'''
+"""
 
 
 def _word_level_checkpoint(root: Path) -> None:
@@ -645,11 +837,22 @@ def _word_level_checkpoint(root: Path) -> None:
     core = Tokenizer(models.WordLevel({w: i for i, w in enumerate(words)}, unk_token="<unk>"))
     core.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
     torch.manual_seed(0)
-    LlamaForCausalLM(LlamaConfig(vocab_size=4100, hidden_size=128, intermediate_size=256, num_hidden_layers=2,
-                                 num_attention_heads=4, num_key_value_heads=2, pad_token_id=0, eos_token_id=1,
-                                 bos_token_id=2)).save_pretrained(root)
-    PreTrainedTokenizerFast(tokenizer_object=core, bos_token="<bos>", eos_token="<eos>", unk_token="<unk>",
-                            pad_token="<pad>").save_pretrained(root)
+    LlamaForCausalLM(
+        LlamaConfig(
+            vocab_size=4100,
+            hidden_size=128,
+            intermediate_size=256,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            pad_token_id=0,
+            eos_token_id=1,
+            bos_token_id=2,
+        )
+    ).save_pretrained(root)
+    PreTrainedTokenizerFast(
+        tokenizer_object=core, bos_token="<bos>", eos_token="<eos>", unk_token="<unk>", pad_token="<pad>"
+    ).save_pretrained(root)
 
 
 @pytest.mark.libs
@@ -695,14 +898,27 @@ def test_a_hub_id_with_config_files_only_is_twinned_offline(tmp_path, monkeypatc
     snapshot.mkdir(parents=True)
     (snapshot.parents[1] / "refs").mkdir()
     (snapshot.parents[1] / "refs" / "main").write_text("0" * 40)
-    (snapshot / "config.json").write_text(json.dumps({
-        "model_type": "llama", "architectures": ["LlamaForCausalLM"], "vocab_size": 32000, "hidden_size": 256,
-        "intermediate_size": 512, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2}))
+    (snapshot / "config.json").write_text(
+        json.dumps(
+            {
+                "model_type": "llama",
+                "architectures": ["LlamaForCausalLM"],
+                "vocab_size": 32000,
+                "hidden_size": 256,
+                "intermediate_size": 512,
+                "num_hidden_layers": 2,
+                "num_attention_heads": 4,
+                "num_key_value_heads": 2,
+            }
+        )
+    )
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    job = ("import torch\nfrom transformers import AutoModelForCausalLM\n"
-           "model = AutoModelForCausalLM.from_pretrained('org/tiny-llama')\n"
-           "print(model(torch.tensor([[1, 31999, 7]])).logits.shape)\n")
+    job = (
+        "import torch\nfrom transformers import AutoModelForCausalLM\n"
+        "model = AutoModelForCausalLM.from_pretrained('org/tiny-llama')\n"
+        "print(model(torch.tensor([[1, 31999, 7]])).logits.shape)\n"
+    )
     script = tmp_path / "job.py"
     script.write_text(job)
     original = run_script(script, timeout=300, trace=True)
@@ -718,7 +934,7 @@ def test_a_hub_id_with_config_files_only_is_twinned_offline(tmp_path, monkeypatc
     assert ran.signature is None and "torch.Size([1, 3, 256])" in ran.stdout, ran.stderr[-2000:]
 
 
-GEMMA4_GENERATE = '''\
+GEMMA4_GENERATE = """\
 import os
 import torch
 from transformers import AutoModelForImageTextToText
@@ -729,7 +945,7 @@ model = AutoModelForImageTextToText.from_pretrained(os.environ["JOB_CKPT"], devi
 for prompt in PROMPTS:
     out = model.generate(input_ids=torch.tensor([prompt]), max_new_tokens=6, do_sample=False)
 print(out.shape)
-'''
+"""
 
 
 @pytest.mark.libs
@@ -739,18 +955,43 @@ def test_a_gemma4_twin_generates_within_its_vocabularies_without_its_towers(tmp_
     gone, generates to its end where the original does (a per-layer vocabulary shrunk alone made generate index past
     it)."""
     from minrepro.harness.runner import run_script
-    from transformers import (Gemma4AudioConfig, Gemma4Config, Gemma4ForConditionalGeneration, Gemma4TextConfig,
-                              Gemma4VisionConfig)
+    from transformers import (
+        Gemma4AudioConfig,
+        Gemma4Config,
+        Gemma4ForConditionalGeneration,
+        Gemma4TextConfig,
+        Gemma4VisionConfig,
+    )
 
-    text = dict(hidden_size=128, intermediate_size=256, num_hidden_layers=4, num_attention_heads=2,
-                num_key_value_heads=1, head_dim=64, global_head_dim=64, hidden_size_per_layer_input=16,
-                vocab_size=4096, vocab_size_per_layer_input=4096, num_kv_shared_layers=2, sliding_window=64,
-                layer_types=["sliding_attention", "full_attention"] * 2)
-    config = Gemma4Config(text_config=Gemma4TextConfig(**text),
-                          vision_config=Gemma4VisionConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                                                           num_attention_heads=2, num_key_value_heads=2, head_dim=32),
-                          audio_config=Gemma4AudioConfig(hidden_size=64, num_hidden_layers=2, num_attention_heads=2,
-                                                         output_proj_dims=128))
+    text = dict(
+        hidden_size=128,
+        intermediate_size=256,
+        num_hidden_layers=4,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        head_dim=64,
+        global_head_dim=64,
+        hidden_size_per_layer_input=16,
+        vocab_size=4096,
+        vocab_size_per_layer_input=4096,
+        num_kv_shared_layers=2,
+        sliding_window=64,
+        layer_types=["sliding_attention", "full_attention"] * 2,
+    )
+    config = Gemma4Config(
+        text_config=Gemma4TextConfig(**text),
+        vision_config=Gemma4VisionConfig(
+            hidden_size=64,
+            intermediate_size=128,
+            num_hidden_layers=2,
+            num_attention_heads=2,
+            num_key_value_heads=2,
+            head_dim=32,
+        ),
+        audio_config=Gemma4AudioConfig(
+            hidden_size=64, num_hidden_layers=2, num_attention_heads=2, output_proj_dims=128
+        ),
+    )
     Gemma4ForConditionalGeneration(config).save_pretrained(tmp_path / "ckpt")
     monkeypatch.setenv("JOB_CKPT", str(tmp_path / "ckpt"))
     script = tmp_path / "job.py"
@@ -772,10 +1013,12 @@ def test_a_gemma4_twin_generates_within_its_vocabularies_without_its_towers(tmp_
 def test_only_literals_that_flow_into_a_model_as_ids_are_token_ids():
     from minrepro.reducers.scale import id_literals
 
-    source = ("cfg = {'max_new_tokens': 8, 'dims': [300, 600]}\nPROMPTS = [[2, 3900], [2, 3001, 7]]\n"
-              "shape = torch.tensor([512, 1024]).shape\nsizes = (4096, 8192)\n"
-              "for prompt in PROMPTS:\n    ids = torch.tensor([prompt], device=cfg['device'])\n"
-              "    out = model.generate(input_ids=ids, max_new_tokens=cfg['max_new_tokens'], labels=[[5, 300]])\n")
+    source = (
+        "cfg = {'max_new_tokens': 8, 'dims': [300, 600]}\nPROMPTS = [[2, 3900], [2, 3001, 7]]\n"
+        "shape = torch.tensor([512, 1024]).shape\nsizes = (4096, 8192)\n"
+        "for prompt in PROMPTS:\n    ids = torch.tensor([prompt], device=cfg['device'])\n"
+        "    out = model.generate(input_ids=ids, max_new_tokens=cfg['max_new_tokens'], labels=[[5, 300]])\n"
+    )
     found = sorted(ast.unparse(node) for node in id_literals(ast.parse(source)))
     # a tensor built from a literal is data too (the oracle judges the mapped twin): the shape's literal is one
     assert found == ["[2, 3001, 7]", "[2, 3900]", "[5, 300]", "[512, 1024]"]
@@ -799,7 +1042,7 @@ def test_the_twin_is_built_after_every_import_its_lines_use_even_past_a_statemen
 
     from minrepro.reducers.scale import _insert_at
 
-    source = ("import os\nos.environ['X'] = '1'\nimport tempfile\nimport torch\n\ndef main():\n    load()\n\nmain()\n")
+    source = "import os\nos.environ['X'] = '1'\nimport tempfile\nimport torch\n\ndef main():\n    load()\n\nmain()\n"
     body = ast.parse(source).body
     assert _insert_at(body) == 1  # the leading block alone
     assert _insert_at(body, first_line=7) == 4  # after `import torch`, before `def main`

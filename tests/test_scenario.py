@@ -42,14 +42,23 @@ def test_machine_profile_is_rendered_before_the_base_load():
     spec = presets("cuda", "e4b")["r03-box-16g-gpu-16g-ram"]
     assert spec.machine == MachineSpec(16.0, 16.0)
     source = render(spec)
-    assert source.index("ballast = torch.empty") < source.index("psutil.virtual_memory =") < source.index("from_pretrained(root")
+    assert (
+        source.index("ballast = torch.empty")
+        < source.index("psutil.virtual_memory =")
+        < source.index("from_pretrained(root")
+    )
     assert "r03-box-16g-gpu" not in presets("cuda", "tiny") and "r03-box-16g-gpu" not in presets("cpu", "e4b")
 
 
 def _size(spec: Scenario) -> tuple:
     text = spec.model.text
-    return (spec.model.kind != "gemma4", len(spec.model.towers), text["layer_repeat"] * len(text["layer_types"]),
-            text["hidden_size"], text["vocab_size"])
+    return (
+        spec.model.kind != "gemma4",
+        len(spec.model.towers),
+        text["layer_repeat"] * len(text["layer_types"]),
+        text["hidden_size"],
+        text["vocab_size"],
+    )
 
 
 def test_passes_propose_different_and_never_larger_models():
@@ -58,7 +67,7 @@ def test_passes_propose_different_and_never_larger_models():
             for candidate in scenario_pass(spec):
                 assert candidate != spec, scenario_pass.__name__
                 big, small = _size(spec), _size(candidate)
-                assert small[0] or all(s <= b for s, b in zip(small[1:], big[1:])), scenario_pass.__name__
+                assert small[0] or all(s <= b for s, b in zip(small[1:], big[1:], strict=False)), scenario_pass.__name__
                 ast.parse(render(candidate))
 
 
@@ -100,8 +109,17 @@ def test_a_table_resumes_from_rows_already_measured(monkeypatch):
 
     monkeypatch.setattr(table, "run_rendered", lambda *a, **k: pytest.fail("ran a measured preset"))
     monkeypatch.setattr(table, "prebuild", lambda *a, **k: pytest.fail("built a measured preset"))
-    measured = [{"preset": "r05-all-gpu", "scale": "tiny", "device": "cpu", "outcome": "pass", "headline": "",
-                 "owner": "", "seconds": 1.0}]
+    measured = [
+        {
+            "preset": "r05-all-gpu",
+            "scale": "tiny",
+            "device": "cpu",
+            "outcome": "pass",
+            "headline": "",
+            "owner": "",
+            "seconds": 1.0,
+        }
+    ]
     seen = []
     rows = table.scenario_table(["r05-all-gpu"], "tiny", "cpu", "python3", 10, seen.append, measured)
     assert rows == measured and not seen

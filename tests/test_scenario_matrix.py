@@ -14,19 +14,34 @@ from minrepro.scenarios.reduce import ScenarioTrip, write_steps
 
 
 def _row(preset, outcome="fail", headline="", scale="e2b"):
-    return {"preset": preset, "scale": scale, "device": "cuda", "outcome": outcome, "headline": headline,
-            "owner": "", "seconds": 1.0}
+    return {
+        "preset": preset,
+        "scale": scale,
+        "device": "cuda",
+        "outcome": outcome,
+        "headline": headline,
+        "owner": "",
+        "seconds": 1.0,
+    }
 
 
-@pytest.mark.parametrize(("preset", "set_name", "scale", "headline", "verdict"), [
-    ("r06-peft-device-map", "pinned", "e2b", "KeyError: 13", "as expected"),
-    ("r06-peft-device-map", "pinned", "e4b", "KeyError: 13", "differs"),   # the seeds saw 22 on E4B
-    ("r06-peft-device-map", "pinned", "tiny", "KeyError: 0", "as expected"),
-    ("r06-peft-device-map", "newest", "e2b", "KeyError: 13", "differs"),   # fixed in transformers 5.23
-    ("dequantize-merge", "newest", "e2b", "AttributeError: 'Parameter' object has no attribute 'quant_state'",
-     "as expected"),
-    ("broad-targets", "pinned", "e2b", "ValueError: Target module Gemma4ClippableLinear(", "as expected"),
-])
+@pytest.mark.parametrize(
+    ("preset", "set_name", "scale", "headline", "verdict"),
+    [
+        ("r06-peft-device-map", "pinned", "e2b", "KeyError: 13", "as expected"),
+        ("r06-peft-device-map", "pinned", "e4b", "KeyError: 13", "differs"),  # the seeds saw 22 on E4B
+        ("r06-peft-device-map", "pinned", "tiny", "KeyError: 0", "as expected"),
+        ("r06-peft-device-map", "newest", "e2b", "KeyError: 13", "differs"),  # fixed in transformers 5.23
+        (
+            "dequantize-merge",
+            "newest",
+            "e2b",
+            "AttributeError: 'Parameter' object has no attribute 'quant_state'",
+            "as expected",
+        ),
+        ("broad-targets", "pinned", "e2b", "ValueError: Target module Gemma4ClippableLinear(", "as expected"),
+    ],
+)
 def test_verdicts_follow_the_seeds(preset, set_name, scale, headline, verdict):
     doc = {"scenario_set": set_name}
     row = _row(preset, headline=headline, scale=scale)
@@ -35,8 +50,14 @@ def test_verdicts_follow_the_seeds(preset, set_name, scale, headline, verdict):
 
 def _traced(preset, headline, quantized, status="started"):
     row = _row(preset, outcome="fail" if headline else "pass", headline=headline)
-    call = {"event": "dispatch_model", "caller": "peft.peft_model:load_adapter", "status": status,
-            "devices": {"0": 3, "cpu": 2, "disk": 4}, "main_device": "0", "offloaded_quantized_weights": quantized}
+    call = {
+        "event": "dispatch_model",
+        "caller": "peft.peft_model:load_adapter",
+        "status": status,
+        "devices": {"0": 3, "cpu": 2, "disk": 4},
+        "main_device": "0",
+        "offloaded_quantized_weights": quantized,
+    }
     return {**row, "placement": [call], "reached": quantized > 0}
 
 
@@ -71,18 +92,31 @@ def test_reductions_are_compared_with_their_catalog_case(tmp_path):
     spec = presets("cuda", "e2b")["r06-peft-device-map"]
     tiny = presets("cuda", "tiny")["r06-peft-device-map"]
     trip = ScenarioTrip([("preset", spec, "KeyError: 13"), ("jump_to_tiny", tiny, "KeyError: 0")], runs=2)
-    write_steps(reductions / "r06-peft-device-map-e2b-cuda-pinned.steps.json", trip, "r06-peft-device-map", "e2b", "cuda")
+    write_steps(
+        reductions / "r06-peft-device-map-e2b-cuda-pinned.steps.json", trip, "r06-peft-device-map", "e2b", "cuda"
+    )
     (reductions / "r06-peft-device-map-e2b-cuda-pinned.min.py").write_text("# reduced\nx = 1\n")
     (reductions / "notes.txt").write_text("not a reduction")
-    (tmp_path / "pinned-e2b-cuda.json").write_text(json.dumps(
-        {"scenario_set": "pinned", "gpu": "NVIDIA H100", "rows": [_row("r06-peft-device-map", headline="KeyError: 13")]}))
+    (tmp_path / "pinned-e2b-cuda.json").write_text(
+        json.dumps(
+            {
+                "scenario_set": "pinned",
+                "gpu": "NVIDIA H100",
+                "rows": [_row("r06-peft-device-map", headline="KeyError: 13")],
+            }
+        )
+    )
     catalog = load_catalog(None)
     [row] = scenario_matrix.reduction_rows(reductions, catalog)
     from minrepro.reducers.source import code_lines
     from minrepro.scenarios.render import render
 
     assert (row["preset_lines"], row["spec_lines"], row["spec_steps"], row["final"]) == (
-        code_lines(render(spec)), code_lines(render(tiny)), 1, 1)
+        code_lines(render(spec)),
+        code_lines(render(tiny)),
+        1,
+        1,
+    )
     assert row["case"] == "gemma4-shared-kv-keyerror" and row["case_lines"] > 1
     text = scenario_matrix.render(tmp_path, catalog)
     assert "| r06-peft-device-map | C | pinned | e2b, H100 |" in text and "| reduction |" in text
@@ -97,7 +131,8 @@ def test_readme_block_is_replaced(tmp_path):
 
 
 def test_a_spec_reduction_stops_its_spec_passes_at_the_time_budget_and_hands_the_rest_to_the_script(
-        tmp_path, monkeypatch):
+    tmp_path, monkeypatch
+):
     """`--reduce-seconds` (explore) and `--max-seconds` bound the whole trip: past their share of the budget no more
     spec candidates run, and the script phase gets what is left, not the whole budget again. A proposed spec that
     no script can stand for (render refuses it) is skipped, not the end of the reduction."""
@@ -123,16 +158,27 @@ def test_a_spec_reduction_stops_its_spec_passes_at_the_time_budget_and_hands_the
     monkeypatch.setattr(trip, "use_checkpoint_cache", lambda namespace: None)
     monkeypatch.setattr(trip, "prebuild", lambda *a: 0.0)
     monkeypatch.setattr(trip, "run_rendered", run)
+
     def render(spec):
         if spec < 0:
-            raise ValueError("the placement check compares loads of the saved adapter: it needs PeftModel.from_pretrained")
+            raise ValueError(
+                "the placement check compares loads of the saved adapter: it needs PeftModel.from_pretrained"
+            )
         return f"# {spec}\n"
 
     monkeypatch.setattr(trip, "render", render)
     monkeypatch.setattr(trip, "SCENARIO_PASSES", [lambda spec: [-1, spec + 1]])  # one smaller spec, which fails
     monkeypatch.setattr(trip, "reduce_script", lambda opts, log: handed.append(opts.max_seconds) or "done")
-    opts = ReduceOptions(script=tmp_path / "-", out=tmp_path / "x.min.py", python="python", jobs=1, timeout=60,
-                         workdir=tmp_path / "w", executor="cold", max_seconds=35.0)
+    opts = ReduceOptions(
+        script=tmp_path / "-",
+        out=tmp_path / "x.min.py",
+        python="python",
+        jobs=1,
+        timeout=60,
+        workdir=tmp_path / "w",
+        executor="cold",
+        max_seconds=35.0,
+    )
     logged: list[str] = []
     steps, summary = trip.reduce_spec(0, "x", "tiny", "cpu", opts, keep_steps=False, log=logged.append)
     assert summary == "done" and len(judged) == 2  # the original (10 s), one spec (20 s): past half of 35 s

@@ -17,7 +17,9 @@ def _checkout(root: Path) -> Path:
     (dest / "tests").mkdir(parents=True)
     (dest / "tests" / "test_x.py").write_text(
         "import pytest\n\n@pytest.mark.unregistered_marker\ndef test_ok():\n    assert True\n\n"
-        "def test_bad():\n    assert False\n", encoding="utf-8")
+        "def test_bad():\n    assert False\n",
+        encoding="utf-8",
+    )
     return dest
 
 
@@ -43,14 +45,18 @@ def test_a_failed_test_keeps_the_first_line_of_why():
     # a kit whose new test fails after the fix must say why (a conftest hook, not the bug, failed it on a GPU)
     from minrepro.envs.upstream import failure_reasons, parse_junit
 
-    xml = ('<testsuites><testsuite>'
-           '<testcase classname="tests.test_other.TestX" name="test_a"><failure message="AssertionError: '
-           '**Transformers Deprecation**: x&#10;more">tb</failure></testcase>'
-           '<testcase classname="tests.test_other.TestX" name="test_b"><error>RuntimeError: boom&#10;tb</error></testcase>'
-           '<testcase classname="tests.test_other.TestX" name="test_c"/></testsuite></testsuites>')
+    xml = (
+        "<testsuites><testsuite>"
+        '<testcase classname="tests.test_other.TestX" name="test_a"><failure message="AssertionError: '
+        '**Transformers Deprecation**: x&#10;more">tb</failure></testcase>'
+        '<testcase classname="tests.test_other.TestX" name="test_b"><error>RuntimeError: boom&#10;tb</error></testcase>'
+        '<testcase classname="tests.test_other.TestX" name="test_c"/></testsuite></testsuites>'
+    )
     assert parse_junit(xml)["tests.test_other.TestX::test_c"] == "passed"
-    assert failure_reasons(xml) == {"tests.test_other.TestX::test_a": "AssertionError: **Transformers Deprecation**: x",
-                                    "tests.test_other.TestX::test_b": "RuntimeError: boom"}
+    assert failure_reasons(xml) == {
+        "tests.test_other.TestX::test_a": "AssertionError: **Transformers Deprecation**: x",
+        "tests.test_other.TestX::test_b": "RuntimeError: boom",
+    }
 
 
 def test_a_candidate_changes_a_failure_only_if_its_signature_changes():
@@ -62,13 +68,17 @@ def test_a_candidate_changes_a_failure_only_if_its_signature_changes():
     from minrepro.harness.signature import parse_traceback
 
     def failed(last_line: str) -> CaseResult:
-        trace = ('Traceback (most recent call last):\n  File "/tmp/case.py", line 30, in <module>\n'
-                 f"    torch.testing.assert_close(out, ref)\n{last_line}\n")
+        trace = (
+            'Traceback (most recent call last):\n  File "/tmp/case.py", line 30, in <module>\n'
+            f"    torch.testing.assert_close(out, ref)\n{last_line}\n"
+        )
         return CaseResult("t", "T", "cpu", "fail", "fail", last_line, parse_traceback(trace).to_dict(), 0.1, "")
 
     before = failed("AssertionError: LoRA on an offloaded layer changed the output: max error 0.413")
-    assert status(before, failed("AssertionError: LoRA on an offloaded layer changed the output: max error 1.87e+27")) \
+    assert (
+        status(before, failed("AssertionError: LoRA on an offloaded layer changed the output: max error 1.87e+27"))
         == "still fails"
+    )
     assert status(before, failed("KeyError: 'base_model.model.lm_head.weight'")) == "changed"
 
 
@@ -77,6 +87,7 @@ def test_a_validation_that_ran_no_library_tests_does_not_say_they_found_nothing(
 
     rows = [{"case": "t", "status": "still fails"}]
     assert verdict([SetReport("newest", "env", ["peft/peft_model.py"], rows)]).endswith(
-        "upstream tests: not run (--upstream-tests runs them)")
+        "upstream tests: not run (--upstream-tests runs them)"
+    )
     ran = SetReport("newest", "env", ["peft/peft_model.py"], rows, upstream={"new_failures": []})
     assert verdict([ran]).endswith("upstream tests: 0 new failure(s)")

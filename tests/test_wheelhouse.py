@@ -22,7 +22,11 @@ def test_slim_wheel_keeps_only_requested_libraries(tmp_path):
         names = set(zf.namelist())
         record = zf.read("bitsandbytes-0.49.2.dist-info/RECORD").decode().splitlines()
         kept = {n: zf.read(n) for n in names if not n.endswith("RECORD")}
-    assert {n.rsplit("/", 1)[1] for n in kept} == {"libbitsandbytes_cpu.so", "libbitsandbytes_cuda130.so", "__init__.py"}
+    assert {n.rsplit("/", 1)[1] for n in kept} == {
+        "libbitsandbytes_cpu.so",
+        "libbitsandbytes_cuda130.so",
+        "__init__.py",
+    }
     for line in record[:-1]:
         name, digest, size = line.split(",")
         data = kept[name]
@@ -37,8 +41,16 @@ def test_direct_only_build_downloads_unpinned_extras_and_skips_what_the_target_h
     downloaded: list[tuple[str, str]] = []
     monkeypatch.setattr(wheelhouse, "resolve", lambda reqs, target: [("nox", "1.0")])  # only TOOLING is resolved
     monkeypatch.setattr(wheelhouse, "download", lambda pins, dest, target: downloaded.extend(pins))
-    wheelhouse.build(tmp_path, ["pinned"], "3.12", ["manylinux2014_x86_64"], ["130"], closure=False,
-                     extra=["datasets", "scipy", "dill==0.4.1"], provided_by_target=["SciPy"])
+    wheelhouse.build(
+        tmp_path,
+        ["pinned"],
+        "3.12",
+        ["manylinux2014_x86_64"],
+        ["130"],
+        closure=False,
+        extra=["datasets", "scipy", "dill==0.4.1"],
+        provided_by_target=["SciPy"],
+    )
     assert ("datasets", "") in downloaded and ("dill", "0.4.1") in downloaded
     assert not any(name == "scipy" for name, _ in downloaded)
     assert ("transformers", "5.6.2") in downloaded  # the set's own pins stay

@@ -6,12 +6,13 @@ one says so). Prints the row, the time per phase and what each pass removed per 
 the row as a JSON line, and `--table FILE...` prints the tables again from recorded rows.
 
     python benchmarks/scale/bench.py --case cpu-gemma3-eval --python PINNED/bin/python
-    python benchmarks/scale/bench.py --case gpu-gemma4-e4b-serve --python NEWEST/bin/python --fixed-python FIXED/bin/python
-    python benchmarks/scale/bench.py --table benchmarks/results/scale.jsonl
+    python benchmarks/scale/bench.py --case gpu-gemma4-e4b-serve --python NEWEST/bin/python --fixed-python FIXED/bin/py
+    python benchmarks/scale/bench.py --table benchmarks/results/scale/defaults.jsonl
 
 The checkpoint is built once per --workdir (by the case's setup, with --python). The user's script is copied, never
 edited; minrepro's output goes beside the copy. The output is then run cold where it was reduced (it must fail the
 same way) and, with --fixed-python (an env where the bug is fixed), there too: it must pass (exit 0)."""
+
 from __future__ import annotations
 
 import argparse
@@ -41,8 +42,11 @@ CASES = {
     "gpu-gemma4-e4b-serve": ("gemma4-e4b", "serve_gemma4_gpu.py", "GEMMA4_CKPT", {}),
     "gpu-gemma4-e4b-qlora": ("gemma4-e4b", "qlora_step_gemma4_gpu.py", "GEMMA4_CKPT", {}),
 }
-OLD_NAMES = {"cpu-gemma3": "cpu-gemma3-eval", "gpu-gemma4-e2b": "gpu-gemma4-e2b-eval",
-             "gpu-gemma4-e4b": "gpu-gemma4-e4b-eval"}
+OLD_NAMES = {
+    "cpu-gemma3": "cpu-gemma3-eval",
+    "gpu-gemma4-e2b": "gpu-gemma4-e2b-eval",
+    "gpu-gemma4-e4b": "gpu-gemma4-e4b-eval",
+}
 
 
 def main() -> int:
@@ -71,8 +75,9 @@ def main() -> int:
     checkpoint = work / arch
     if not (checkpoint / "adapter" / "adapter_config.json").exists():
         began = time.monotonic()
-        subprocess.run([args.python, str(HERE / "make_checkpoint.py"), "--arch", arch, "--out", str(checkpoint)],
-                       check=True)
+        subprocess.run(
+            [args.python, str(HERE / "make_checkpoint.py"), "--arch", arch, "--out", str(checkpoint)], check=True
+        )
         print(f"checkpoint {arch} built in {time.monotonic() - began:.0f} s", file=sys.stderr)
     job = work / "jobs" / f"{case}-{hashlib.sha256(args.python.encode()).hexdigest()[:8]}"
     job.mkdir(parents=True, exist_ok=True)
@@ -83,8 +88,20 @@ def main() -> int:
     if args.setup:
         print(f"original: {_first_line(original)} in {original.seconds:.0f} s")
         return 0
-    command = [sys.executable, "-m", "minrepro", "reduce", str(script), "--python", args.python, "--json",
-               *([] if args.resume else ["--fresh"]), "--workdir", str(job / "work"), *args.reduce_args]
+    command = [
+        sys.executable,
+        "-m",
+        "minrepro",
+        "reduce",
+        str(script),
+        "--python",
+        args.python,
+        "--json",
+        *([] if args.resume else ["--fresh"]),
+        "--workdir",
+        str(job / "work"),
+        *args.reduce_args,
+    ]
     began = time.monotonic()
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
     try:
@@ -98,22 +115,40 @@ def main() -> int:
     out = script.with_name(f"{script.stem}.min.py")
     reduced = out.read_text() if out.exists() else ""
     rerun = run_script(out, python=args.python, timeout=1800, isolated=True) if reduced else None
-    fixed = (run_script(out, python=args.fixed_python, timeout=1800, isolated=True)
-             if reduced and args.fixed_python else None)
-    row = {"case": case, "env": args.label, "flags": " ".join(args.reduce_args) or "defaults",
-           "executor": summary.get("executor"), "jobs": summary.get("jobs"), "jobs_why": summary.get("jobs_why"),
-           "exit": proc.returncode, "seconds": round(seconds, 1),
-           "input_lines": code_lines(script.read_text()), "output_lines": code_lines(reduced) if reduced else None,
-           "input_tokens": code_tokens(script.read_text()), "output_tokens": code_tokens(reduced) if reduced else None,
-           "original": _first_line(original), "original_run_s": round(original.seconds, 1),
-           "output_run_s": round(rerun.seconds, 1) if rerun else None,
-           "output_fails_same": bool(rerun and rerun.signature == original.signature),
-           "output_in_fixed_env": None if fixed is None else ("passes" if fixed.returncode == 0 and not fixed.signature
-                                                               else _first_line(fixed)),
-           "verified": bool(summary) and "NOT VERIFIED" not in reduced,
-           "maybe_not_minimal": summary.get("maybe_not_minimal"), "guard": summary.get("guard_why"),
-           "passes_in_good_env": summary.get("passes_in_good_env"), "good_run": summary.get("good_run"),
-           "phases": summary.get("phases", []), "passes": summary.get("passes", []), "notes": summary.get("notes", [])}
+    fixed = (
+        run_script(out, python=args.fixed_python, timeout=1800, isolated=True)
+        if reduced and args.fixed_python
+        else None
+    )
+    row = {
+        "case": case,
+        "env": args.label,
+        "flags": " ".join(args.reduce_args) or "defaults",
+        "executor": summary.get("executor"),
+        "jobs": summary.get("jobs"),
+        "jobs_why": summary.get("jobs_why"),
+        "exit": proc.returncode,
+        "seconds": round(seconds, 1),
+        "input_lines": code_lines(script.read_text()),
+        "output_lines": code_lines(reduced) if reduced else None,
+        "input_tokens": code_tokens(script.read_text()),
+        "output_tokens": code_tokens(reduced) if reduced else None,
+        "original": _first_line(original),
+        "original_run_s": round(original.seconds, 1),
+        "output_run_s": round(rerun.seconds, 1) if rerun else None,
+        "output_fails_same": bool(rerun and rerun.signature == original.signature),
+        "output_in_fixed_env": None
+        if fixed is None
+        else ("passes" if fixed.returncode == 0 and not fixed.signature else _first_line(fixed)),
+        "verified": bool(summary) and "NOT VERIFIED" not in reduced,
+        "maybe_not_minimal": summary.get("maybe_not_minimal"),
+        "guard": summary.get("guard_why"),
+        "passes_in_good_env": summary.get("passes_in_good_env"),
+        "good_run": summary.get("good_run"),
+        "phases": summary.get("phases", []),
+        "passes": summary.get("passes", []),
+        "notes": summary.get("notes", []),
+    }
     print_tables([row])
     if args.results:
         with open(args.results, "a") as fh:
@@ -127,22 +162,28 @@ def _first_line(run) -> str:
 
 def print_tables(rows: list[dict]) -> None:
     """The row per reduction, then per phase, then what each pass removed per minute (all rows together)."""
-    print("| case | env | flags | total s | lines in -> out | verified | maybe not minimal | output fails the same "
-          "| output where fixed | at once |")
+    print(
+        "| case | env | flags | total s | lines in -> out | verified | maybe not minimal | output fails the same "
+        "| output where fixed | at once |"
+    )
     print("|---|---|---|---|---|---|---|---|---|---|")
     for row in rows:
-        print(f"| {row['case']} | {row.get('env', '')} | {row.get('flags', '')} | {row['seconds']:.0f} | "
-              f"{row['input_lines']} -> {row['output_lines']} | {_yes(row['verified'])} | "
-              f"{_yes(row.get('maybe_not_minimal'))} | {_yes(row['output_fails_same'])} | "
-              f"{row.get('output_in_fixed_env') or 'not run'} | {row.get('jobs')} |")
+        print(
+            f"| {row['case']} | {row.get('env', '')} | {row.get('flags', '')} | {row['seconds']:.0f} | "
+            f"{row['input_lines']} -> {row['output_lines']} | {_yes(row['verified'])} | "
+            f"{_yes(row.get('maybe_not_minimal'))} | {_yes(row['output_fails_same'])} | "
+            f"{row.get('output_in_fixed_env') or 'not run'} | {row.get('jobs')} |"
+        )
     print()
     print("| case | env | phase | seconds | candidates | s per candidate | at once |")
     print("|---|---|---|---|---|---|---|")
     for row in rows:
         for phase in row.get("phases", []):
             per = f"{phase['seconds'] / phase['candidates']:.1f}" if phase["candidates"] else ""
-            print(f"| {row['case']} | {row.get('env', '')} | {phase['phase']} | {phase['seconds']:.0f} | "
-                  f"{phase['candidates']} | {per} | {phase['jobs']} |")
+            print(
+                f"| {row['case']} | {row.get('env', '')} | {phase['phase']} | {phase['seconds']:.0f} | "
+                f"{phase['candidates']} | {per} | {phase['jobs']} |"
+            )
     totals: dict[str, list[float]] = {}
     for row in rows:
         for record in row.get("passes", []):
@@ -155,7 +196,9 @@ def print_tables(rows: list[dict]) -> None:
         print()
         print("| pass | lines removed | seconds | candidates | turns | lines per minute |")
         print("|---|---|---|---|---|---|")
-        for name, (lines, secs, candidates, turns) in sorted(totals.items(), key=lambda kv: -kv[1][0] / max(kv[1][1], 1)):
+        for name, (lines, secs, candidates, turns) in sorted(
+            totals.items(), key=lambda kv: -kv[1][0] / max(kv[1][1], 1)
+        ):
             print(f"| {name} | {lines} | {secs:.0f} | {candidates} | {turns} | {60 * lines / max(secs, 1e-9):.1f} |")
 
 

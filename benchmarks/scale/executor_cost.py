@@ -11,6 +11,7 @@ candidate's seconds go (imports, the twin's build and save, the load, the failin
 For a GPU box: on a twin that loads bitsandbytes, the fork server leaves every import after bitsandbytes (which
 initializes CUDA at import) to each forked child, and the warm pool's workers import everything before they are
 needed; this says which costs less there, measured, before a reduce's default is changed."""
+
 from __future__ import annotations
 
 import argparse
@@ -39,8 +40,14 @@ def measure(name: str, script: Path, python: str, jobs: int, runs: int, timeout:
     seconds = [r.seconds for r in results]
     same = all(r.signature == reference for r in results)
     note = ", ".join(getattr(executor, "skipped", [])) or ""
-    return [name, f"{start:.1f}", f"{statistics.median(seconds):.1f}", f"{max(seconds):.1f}", str(same),
-            f"left to each run: {note}" if note else ""]
+    return [
+        name,
+        f"{start:.1f}",
+        f"{statistics.median(seconds):.1f}",
+        f"{max(seconds):.1f}",
+        str(same),
+        f"left to each run: {note}" if note else "",
+    ]
 
 
 def profile_table(script: Path, python: str, timeout: float, top: int = 12) -> list[str]:
@@ -51,9 +58,14 @@ def profile_table(script: Path, python: str, timeout: float, top: int = 12) -> l
         seconds = json.loads(out.read_text())["line_seconds"] if out.is_file() else {}
     lines = script.read_text(encoding="utf-8").splitlines()
     rows = sorted(((float(s), int(n)) for n, s in seconds.items()), reverse=True)[:top]
-    return [f"one cold run alone, profiled: {run.seconds:.1f} s, of which the script's lines {sum(map(float, seconds.values())):.1f} s",
-            "", "| s | line | text |", "|---|---|---|",
-            *[f"| {s:.2f} | {n} | `{lines[n - 1].strip()[:90]}` |" for s, n in rows]]
+    return [
+        f"one cold run alone, profiled: {run.seconds:.1f} s, "
+        f"of which the script's lines {sum(map(float, seconds.values())):.1f} s",
+        "",
+        "| s | line | text |",
+        "|---|---|---|",
+        *[f"| {s:.2f} | {n} | `{lines[n - 1].strip()[:90]}` |" for s, n in rows],
+    ]
 
 
 def main() -> int:
@@ -68,8 +80,10 @@ def main() -> int:
     args = parser.parse_args()
     script = args.script.resolve()
     reference = ColdExecutor(args.python).run_many([script], args.timeout, script.parent)[0].signature
-    rows = [measure(name, script, args.python, args.jobs, args.runs, args.timeout, reference)
-            for name in args.executors.split(",")]
+    rows = [
+        measure(name, script, args.python, args.jobs, args.runs, args.timeout, reference)
+        for name in args.executors.split(",")
+    ]
     print(f"{script.name}: {reference.headline if reference else 'passes'}; {args.runs} runs, {args.jobs} at once\n")
     print("| executor | start s | s per run (median) | slowest s | same signature | note |")
     print("|---|---|---|---|---|---|")

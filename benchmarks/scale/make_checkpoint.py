@@ -6,38 +6,82 @@
 
 Writes OUT/base (config + safetensors) and OUT/adapter (adapter_config.json + weights). The scale-down benchmark's
 input scripts load these; minrepro never sees this file."""
+
 import argparse
 import os
 
 import torch
 from peft import LoraConfig, get_peft_model
 
-E2B_TEXT = dict(hidden_size=1536, intermediate_size=6144, num_hidden_layers=35, num_attention_heads=8,
-                num_key_value_heads=1, head_dim=256, global_head_dim=512, sliding_window=512,
-                hidden_size_per_layer_input=256, vocab_size=262144, vocab_size_per_layer_input=262144,
-                num_kv_shared_layers=20, use_double_wide_mlp=True, final_logit_softcapping=30.0,
-                layer_types=(["sliding_attention"] * 4 + ["full_attention"]) * 7)
-E4B_TEXT = dict(E2B_TEXT, hidden_size=2560, intermediate_size=10240, num_hidden_layers=42, num_key_value_heads=2,
-                num_kv_shared_layers=18, layer_types=(["sliding_attention"] * 5 + ["full_attention"]) * 7)
-VISION = dict(hidden_size=768, intermediate_size=3072, num_hidden_layers=16, num_attention_heads=12,
-              num_key_value_heads=12, head_dim=64)
-AUDIO = dict(hidden_size=1024, num_hidden_layers=12, num_attention_heads=8, use_clipped_linears=True,
-             output_proj_dims=1536)
+E2B_TEXT = dict(
+    hidden_size=1536,
+    intermediate_size=6144,
+    num_hidden_layers=35,
+    num_attention_heads=8,
+    num_key_value_heads=1,
+    head_dim=256,
+    global_head_dim=512,
+    sliding_window=512,
+    hidden_size_per_layer_input=256,
+    vocab_size=262144,
+    vocab_size_per_layer_input=262144,
+    num_kv_shared_layers=20,
+    use_double_wide_mlp=True,
+    final_logit_softcapping=30.0,
+    layer_types=(["sliding_attention"] * 4 + ["full_attention"]) * 7,
+)
+E4B_TEXT = dict(
+    E2B_TEXT,
+    hidden_size=2560,
+    intermediate_size=10240,
+    num_hidden_layers=42,
+    num_key_value_heads=2,
+    num_kv_shared_layers=18,
+    layer_types=(["sliding_attention"] * 5 + ["full_attention"]) * 7,
+)
+VISION = dict(
+    hidden_size=768,
+    intermediate_size=3072,
+    num_hidden_layers=16,
+    num_attention_heads=12,
+    num_key_value_heads=12,
+    head_dim=64,
+)
+AUDIO = dict(
+    hidden_size=1024, num_hidden_layers=12, num_attention_heads=8, use_clipped_linears=True, output_proj_dims=1536
+)
 
 
 def gemma3_100m():
     from transformers import Gemma3ForCausalLM, Gemma3TextConfig
 
-    config = Gemma3TextConfig(hidden_size=512, intermediate_size=2048, num_hidden_layers=12, num_attention_heads=4,
-                              num_key_value_heads=1, head_dim=128, vocab_size=65536, sliding_window=256)
+    config = Gemma3TextConfig(
+        hidden_size=512,
+        intermediate_size=2048,
+        num_hidden_layers=12,
+        num_attention_heads=4,
+        num_key_value_heads=1,
+        head_dim=128,
+        vocab_size=65536,
+        sliding_window=256,
+    )
     return Gemma3ForCausalLM(config), r".*\.(q_proj|v_proj)"
 
 
 def gemma4(text):
-    from transformers import Gemma4AudioConfig, Gemma4Config, Gemma4ForConditionalGeneration, Gemma4TextConfig, Gemma4VisionConfig
+    from transformers import (
+        Gemma4AudioConfig,
+        Gemma4Config,
+        Gemma4ForConditionalGeneration,
+        Gemma4TextConfig,
+        Gemma4VisionConfig,
+    )
 
-    config = Gemma4Config(text_config=Gemma4TextConfig(**text), vision_config=Gemma4VisionConfig(**VISION),
-                          audio_config=Gemma4AudioConfig(**AUDIO))
+    config = Gemma4Config(
+        text_config=Gemma4TextConfig(**text),
+        vision_config=Gemma4VisionConfig(**VISION),
+        audio_config=Gemma4AudioConfig(**AUDIO),
+    )
     return Gemma4ForConditionalGeneration(config), r".*language_model.*\.(q_proj|v_proj)"
 
 

@@ -7,6 +7,7 @@ for the prefix (358 s and 342 s in the bench), now it is given up at the timeout
     python benchmarks/scale/snapshot_prefix.py OUTPUT.min.py --python PINNED/bin/python [--root CHECKOUT]
 
 --root: the minrepro checkout whose fork server runs it (another commit's worktree, to compare)."""
+
 from __future__ import annotations
 
 import argparse
@@ -25,13 +26,18 @@ sys.path.insert(0, args.root)
 from minrepro.harness.executors import ForkServerExecutor  # noqa: E402
 
 source = "\n".join(line for line in args.output.read_text().splitlines() if not line.startswith("#"))
-full = source.replace("transformers.AutoConfig.for_model('gemma3_text', **{'hidden_size': 64, 'num_hidden_layers': 2})",
-                      "transformers.AutoConfig.for_model('gemma3_text')")
+full = source.replace(
+    "transformers.AutoConfig.for_model('gemma3_text', **{'hidden_size': 64, 'num_hidden_layers': 2})",
+    "transformers.AutoConfig.for_model('gemma3_text')",
+)
 assert full != source, "not the CPU bench's output: no twin config to drop"
 folder = Path(tempfile.mkdtemp(prefix="snapshot-prefix-"))
 variants = [full, full.replace("offload_dir=tempfile.mkdtemp(), ", ""), full.replace("'disk'}", "'cpu'}")]
-heavy = [ast.unparse(s) for s in ast.parse(full).body
-         if any(k in ast.unparse(s) for k in ("from_pretrained", "save_pretrained", "Gemma3ForCausalLM("))]
+heavy = [
+    ast.unparse(s)
+    for s in ast.parse(full).body
+    if any(k in ast.unparse(s) for k in ("from_pretrained", "save_pretrained", "Gemma3ForCausalLM("))
+]
 executor = ForkServerExecutor(args.python, ["accelerate", "peft", "transformers", "tempfile"], 2)
 executor.set_heavy(heavy)
 print("| candidate | seconds | outcome |\n|---|---|---|")
@@ -40,6 +46,9 @@ for i, text in enumerate(variants):
     path.write_text(text)
     began = time.monotonic()
     run = executor.run_many([path], 5.0, folder)[0]
-    print(f"| {i + 1} | {time.monotonic() - began:.1f} | {run.signature.kind if run.signature else 'passes'} |", flush=True)
+    print(
+        f"| {i + 1} | {time.monotonic() - began:.1f} | {run.signature.kind if run.signature else 'passes'} |",
+        flush=True,
+    )
 print(f"\nprefixes given up: {len(getattr(executor, 'refused_prefixes', ()))}")
 executor.close()

@@ -5,7 +5,9 @@ holds up to twice that (a replacement warms while each worker runs) per env, the
 
     python benchmarks/scale/warm_pool_footprint.py --python ENV/bin/python [--jobs 4 8]
 
-Prints a Markdown table: jobs, workers, RSS in all and of the largest worker, and GPU memory where nvidia-smi answers."""
+Prints a Markdown table: jobs, workers, RSS in all and of the largest worker, and GPU memory where nvidia-smi
+answers."""
+
 from __future__ import annotations
 
 import argparse
@@ -15,7 +17,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from minrepro.harness.executors import WarmPoolExecutor  # noqa: E402
+from minrepro.harness.executors import WarmPoolExecutor
 
 PRELOAD = ["torch", "transformers", "accelerate", "peft", "bitsandbytes"]
 
@@ -43,8 +45,12 @@ def settled_rss(pids: list[int], poll: float = 3.0, rounds: int = 100) -> list[i
 
 def gpu_mib() -> str:
     try:
-        out = subprocess.run(["nvidia-smi", "--query-gpu=memory.used", "--format=csv,noheader,nounits"],
-                             capture_output=True, text=True, timeout=30).stdout.split()
+        out = subprocess.run(
+            ["nvidia-smi", "--query-gpu=memory.used", "--format=csv,noheader,nounits"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        ).stdout.split()
     except (OSError, subprocess.TimeoutExpired):
         return "-"
     return "+".join(out) or "-"
@@ -62,8 +68,11 @@ def main() -> int:
         pool = WarmPoolExecutor(args.python, PRELOAD, jobs)
         try:
             rss = settled_rss([proc.pid for proc, _ in pool._idle])
-            print(f"| {jobs} | {len(rss)} | {sum(rss) / 1e9:.2f} | {max(rss) / 1e9:.2f} | {gpu_mib()} | "
-                  f"{time.monotonic() - began:.0f} |", flush=True)
+            print(
+                f"| {jobs} | {len(rss)} | {sum(rss) / 1e9:.2f} | {max(rss) / 1e9:.2f} | {gpu_mib()} | "
+                f"{time.monotonic() - began:.0f} |",
+                flush=True,
+            )
         finally:
             pool.close()
     return 0

@@ -158,17 +158,26 @@ def _families(path: Path, cases: tuple[Case, ...]) -> dict[str, Family]:
     unknown = [fid for fid in data if fid not in named]
     missing = [fid for fid in named if fid not in data]
     if unknown or missing:
-        raise MinreproError(f"{path.name}: " + "; ".join(
-            part for part in (f"no case of family {', '.join(unknown)}" if unknown else "",
-                              f"no entry for family {', '.join(missing)}" if missing else "") if part))
+        raise MinreproError(
+            f"{path.name}: "
+            + "; ".join(
+                part
+                for part in (
+                    f"no case of family {', '.join(unknown)}" if unknown else "",
+                    f"no entry for family {', '.join(missing)}" if missing else "",
+                )
+                if part
+            )
+        )
     families = {}
     for fid in named:
         raw = data[fid]
         unknown_fields = sorted(set(raw) - set(FAMILY_FIELDS))
         empty = [key for key in ("title", "summary") if not str(raw.get(key, "")).strip()]
         if unknown_fields or empty:
-            raise MinreproError(f"{path.name}: family {fid}: unknown or empty field(s) "
-                                f"{', '.join(unknown_fields + empty)}")
+            raise MinreproError(
+                f"{path.name}: family {fid}: unknown or empty field(s) {', '.join(unknown_fields + empty)}"
+            )
         families[fid] = Family(fid, raw["title"].strip(), raw["summary"].strip(), raw.get("notes", "").strip())
     return families
 
@@ -190,10 +199,18 @@ def _control(root: Path, index: int, raw: dict[str, Any], sets: dict[str, Versio
     unknown = sorted(set(raw) - set(CONTROL_FIELDS))
     missing = [key for key in CONTROL_FIELDS[:4] if key not in raw]
     if unknown or missing:
-        raise MinreproError(f"catalog.toml: {label}: " + (f"missing {', '.join(missing)}" if missing
-                                                            else f"unknown field(s) {', '.join(unknown)}"))
-    raw = {**raw, "family": "control", "signature": "(?!)", "fixed_in": [], "upstream": [],
-           **{name: "pass" for name in sets}}
+        raise MinreproError(
+            f"catalog.toml: {label}: "
+            + (f"missing {', '.join(missing)}" if missing else f"unknown field(s) {', '.join(unknown)}")
+        )
+    raw = {
+        **raw,
+        "family": "control",
+        "signature": "(?!)",
+        "fixed_in": [],
+        "upstream": [],
+        **{name: "pass" for name in sets},
+    }
     near, emulate = tuple(raw.pop("near")), tuple(raw.pop("emulate_absent", ()))
     return Control(_case(root, index, raw, sets), near, emulate)
 
@@ -225,11 +242,21 @@ def _case(root: Path, index: int, raw: dict[str, Any], sets: dict[str, VersionSe
     if seed is not None and not seed.is_file():
         raise MinreproError(f"catalog.toml: {label}: seed_trace {raw['seed_trace']} not found")
     return Case(
-        id=raw["id"], script=script, family=raw["family"], device=raw["device"], signature=raw["signature"],
-        outcomes=outcomes, fixed_in=tuple(raw["fixed_in"]),
-        upstream=tuple(raw["upstream"]), owner=raw.get("owner"), seed_trace=seed, notes=raw.get("notes", ""),
-        requires_cpu_flags=tuple(raw.get("requires_cpu_flags", ())), patches=tuple(raw.get("patches", ())),
-        requires_no_cuda=_no_cuda(label, raw.get("requires_no_cuda", False)), requires_gpus=_gpus(label, raw),
+        id=raw["id"],
+        script=script,
+        family=raw["family"],
+        device=raw["device"],
+        signature=raw["signature"],
+        outcomes=outcomes,
+        fixed_in=tuple(raw["fixed_in"]),
+        upstream=tuple(raw["upstream"]),
+        owner=raw.get("owner"),
+        seed_trace=seed,
+        notes=raw.get("notes", ""),
+        requires_cpu_flags=tuple(raw.get("requires_cpu_flags", ())),
+        patches=tuple(raw.get("patches", ())),
+        requires_no_cuda=_no_cuda(label, raw.get("requires_no_cuda", False)),
+        requires_gpus=_gpus(label, raw),
     )
 
 
@@ -295,20 +322,10 @@ def script_metadata(source: str) -> dict[str, Any] | None:
     for match in _PEP723.finditer(source):
         if match["type"] == "script":
             content = "".join(
-                line[2:] if line.startswith("# ") else line[1:]
-                for line in match["content"].splitlines(keepends=True)
+                line[2:] if line.startswith("# ") else line[1:] for line in match["content"].splitlines(keepends=True)
             )
             return tomllib.loads(content)
     return None
-
-
-
-
-
-
-
-
-
 
 
 def check_case(case: Case, catalog: Catalog) -> list[str]:
@@ -364,5 +381,5 @@ def record_fixed_in(manifest: Path, case_id: str, fixed_in: list[str]) -> None:
     if match is None or (nxt >= 0 and match.start() > nxt):
         raise MinreproError(f"{manifest}: case {case_id!r} has no fixed_in line")
     line = "fixed_in = [" + ", ".join(f'"{f}"' for f in fixed_in) + "]"
-    manifest.write_text(text[: match.start()] + line + text[match.end():], encoding="utf-8")
+    manifest.write_text(text[: match.start()] + line + text[match.end() :], encoding="utf-8")
     load_catalog(manifest)  # still valid

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 from minrepro.catalog.manifest import Case, Catalog
 from minrepro.errors import MinreproError
@@ -50,8 +51,11 @@ def _cell(case: Case, entry: dict[str, Any] | None, document: dict[str, Any]) ->
     return f"{entry['observed']} {mark}"
 
 
-def render(catalog: Catalog, results: dict[tuple[str, str], dict[str, Any]],
-           single: dict[tuple[str, str], dict[str, Any]] | None = None) -> str:
+def render(
+    catalog: Catalog,
+    results: dict[tuple[str, str], dict[str, Any]],
+    single: dict[tuple[str, str], dict[str, Any]] | None = None,
+) -> str:
     """Cases x (set, machine): each cell is the whole-set run's observation, else that of a run of the case alone
     (``single``, from `results/cases/`, named under the table), judged against the manifest."""
     single = single or {}
@@ -78,8 +82,9 @@ def _run_skipped(row: dict[str, Any]) -> bool:
     return row["observed"] == "skipped"
 
 
-def _pick(case_id: str, whole: dict[str, Any] | None, single: dict[str, Any] | None,
-          skipped: Callable[[dict[str, Any]], bool]) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+def _pick(
+    case_id: str, whole: dict[str, Any] | None, single: dict[str, Any] | None, skipped: Callable[[dict[str, Any]], bool]
+) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
     """(row, the document it came from) for one cell. The whole-set record, unless a single-case record is later
     (a case re-proved after its patch changed) or the whole-set machine skipped a case another machine ran (two GPUs
     on a one-GPU box). Each single row is judged with its own file's environment."""
@@ -136,8 +141,11 @@ def _patched_cell(case: Case, row: dict[str, Any] | None, document: dict[str, An
     return f"{row['verdict']} {_VERDICT_MARK.get(row['verdict'], '✗')}".strip()
 
 
-def render_patched(catalog: Catalog, results: dict[tuple[str, str], dict[str, Any]],
-                   single: dict[tuple[str, str], dict[str, Any]] | None = None) -> str:
+def render_patched(
+    catalog: Catalog,
+    results: dict[tuple[str, str], dict[str, Any]],
+    single: dict[tuple[str, str], dict[str, Any]] | None = None,
+) -> str:
     """Cases with patches x (set, machine): each cell is `minrepro patch prove`'s verdict for that case, from the
     whole-set proof, else from a proof of that case alone (``single``, named under the table)."""
     single = single or {}
@@ -146,7 +154,9 @@ def render_patched(catalog: Catalog, results: dict[tuple[str, str], dict[str, An
     for case in (c for c in catalog.cases if c.patches):
         cells = []
         for col in columns(catalog):
-            row, doc = _pick(case.id, results.get(col), single.get(col), skipped=lambda row: row["verdict"] == "skipped")
+            row, doc = _pick(
+                case.id, results.get(col), single.get(col), skipped=lambda row: row["verdict"] == "skipped"
+            )
             cells.append(_patched_cell(case, row, doc or results.get(col) or single.get(col)))
         patches = ", ".join(f"`{pid}`" for pid in case.patches)
         lines.append("| " + " | ".join([f"`{case.id}`", case.family, patches, *cells]) + " |")
@@ -155,10 +165,16 @@ def render_patched(catalog: Catalog, results: dict[tuple[str, str], dict[str, An
         where = Environment.recorded(doc).label
         controls = [c for c in doc.get("controls", []) if c["verdict"] != "skipped"]
         harmed = [c["control"] for c in controls if c["verdict"] != "no harm"]
-        lines.append(f"- {set_name} · {machine}: {where}; applied {len(doc['applied'])} diffs, "
-                     f"{len(doc['hunks'])} hunks ({doc['date']})"
-                     + (f"; controls: {len(controls)} run, {len(harmed)} harmed or differ"
-                        + (f" ({', '.join(harmed)})" if harmed else "") if "controls" in doc else ""))
+        lines.append(
+            f"- {set_name} · {machine}: {where}; applied {len(doc['applied'])} diffs, "
+            f"{len(doc['hunks'])} hunks ({doc['date']})"
+            + (
+                f"; controls: {len(controls)} run, {len(harmed)} harmed or differ"
+                + (f" ({', '.join(harmed)})" if harmed else "")
+                if "controls" in doc
+                else ""
+            )
+        )
     for (set_name, machine), doc in sorted(single.items()):
         lines.append(f"- {set_name} · {machine}, single cases: {', '.join(doc['files'])}")
     return "\n".join(lines)
@@ -167,14 +183,19 @@ def render_patched(catalog: Catalog, results: dict[tuple[str, str], dict[str, An
 def tables(catalog: Catalog, results_dir: Path) -> tuple[str, str]:
     """The catalog matrix (from `results/`) and the patched matrix (from `results/patched/`)."""
     patched_dir = results_dir / "patched"
-    return (render(catalog, load_results(results_dir), load_single_cases(results_dir / "cases")),
-            render_patched(catalog, load_results(patched_dir) if patched_dir.is_dir() else {},
-                           load_single_cases(patched_dir / "cases")))
+    return (
+        render(catalog, load_results(results_dir), load_single_cases(results_dir / "cases")),
+        render_patched(
+            catalog, load_results(patched_dir) if patched_dir.is_dir() else {}, load_single_cases(patched_dir / "cases")
+        ),
+    )
 
 
 def readme_with_matrices(catalog: Catalog, results_dir: Path, readme: Path) -> str:
     text = readme.read_text(encoding="utf-8")
-    for table, (begin, end) in zip(tables(catalog, results_dir), ((BEGIN, END), (PATCHED_BEGIN, PATCHED_END))):
+    for table, (begin, end) in zip(
+        tables(catalog, results_dir), ((BEGIN, END), (PATCHED_BEGIN, PATCHED_END)), strict=False
+    ):
         text = replace_block(readme, text, table, begin, end)
     return text
 

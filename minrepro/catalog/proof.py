@@ -9,7 +9,8 @@ import shutil
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 from minrepro.envs import patching
 from minrepro.errors import MinreproError
@@ -24,14 +25,14 @@ from minrepro.harness.runner import run_script
 class ProofRow:
     case: str
     family: str
-    patches: list[str]             # the variants applied for this set
-    declared: str                  # the manifest's unpatched outcome for this set
-    unpatched: str                 # observed without patches
+    patches: list[str]  # the variants applied for this set
+    declared: str  # the manifest's unpatched outcome for this set
+    unpatched: str  # observed without patches
     unpatched_headline: str
-    expected_patched: str          # "pass" when every patch of the case has a variant for this set
-    patched: str                   # observed with every patch applied
+    expected_patched: str  # "pass" when every patch of the case has a variant for this set
+    patched: str  # observed with every patch applied
     patched_headline: str
-    verdict: str                   # "proved" | "upstream-fixed" | "no patch for this release" | "differs" | "skipped"
+    verdict: str  # "proved" | "upstream-fixed" | "no patch for this release" | "differs" | "skipped"
     chain: list[dict[str, str]] = field(default_factory=list)
     reason: str = ""
     # where the case's precondition is absent here (a CPU flag, the device): unpatched -> patched outcome, and
@@ -64,8 +65,9 @@ def _fails(observed: str) -> bool:
     return observed in FAILING
 
 
-def prepare(catalog: Catalog, set_name: str, envs: Path, wheelhouse: Path | None,
-            log: Callable[[str], None]) -> tuple[Path, Path]:
+def prepare(
+    catalog: Catalog, set_name: str, envs: Path, wheelhouse: Path | None, log: Callable[[str], None]
+) -> tuple[Path, Path]:
     """The clean and the patched environment for a set (created once, reused; the patched one reset)."""
     requirements = [str(r) for r in catalog.sets[set_name].requirements]
     clean = envs / set_name
@@ -82,8 +84,9 @@ def prepare(catalog: Catalog, set_name: str, envs: Path, wheelhouse: Path | None
     return clean, patched
 
 
-def _outcomes(cases: list[Case], env: Environment, timeout: float, jobs: int,
-              emulate: bool = False) -> list[tuple[str, str]]:
+def _outcomes(
+    cases: list[Case], env: Environment, timeout: float, jobs: int, emulate: bool = False
+) -> list[tuple[str, str]]:
     """Each case's outcome in `env`, `jobs` cold runs at a time (each case is its own process: the pinned proof
     ran them one by one and did not finish in 570 s on the H100); `emulate`: with its emulable CPU features
     emulated absent."""
@@ -95,8 +98,16 @@ def _emulable(case: Case) -> tuple[str, ...]:
     return tuple(flag for flag in case.requires_cpu_flags if flag in EMULABLE_ABSENT)
 
 
-def prove(catalog: Catalog, cases: tuple[Case, ...], set_name: str, clean: Path, patched: Path,
-          timeout: float, log: Callable[[str], None], jobs: int = 1) -> dict[str, Any]:
+def prove(
+    catalog: Catalog,
+    cases: tuple[Case, ...],
+    set_name: str,
+    clean: Path,
+    patched: Path,
+    timeout: float,
+    log: Callable[[str], None],
+    jobs: int = 1,
+) -> dict[str, Any]:
     clean_env, patched_env = probe(str(env_python(clean))), probe(str(env_python(patched)))
     check_set(catalog, set_name, clean_env)
     check_set(catalog, set_name, patched_env)
@@ -107,10 +118,22 @@ def prove(catalog: Catalog, cases: tuple[Case, ...], set_name: str, clean: Path,
     for case in patched_cases:
         complete = not _missing(catalog, case, chosen[case.id], set_name)
         declared = case.declared(set_name)
-        rows[case.id] = ProofRow(case.id, case.family, [p.rel for p in chosen[case.id]],
-                                 declared, "", "", "pass" if complete or declared == "pass" else "fail", "", "", "")
+        rows[case.id] = ProofRow(
+            case.id,
+            case.family,
+            [p.rel for p in chosen[case.id]],
+            declared,
+            "",
+            "",
+            "pass" if complete or declared == "pass" else "fail",
+            "",
+            "",
+            "",
+        )
     runnable = [c for c in patched_cases if not _skip(rows[c.id], c, clean_env)]
-    for case, outcome in zip(runnable, _outcomes(runnable, clean_env, timeout, jobs)):  # the unpatched twins
+    for case, outcome in zip(
+        runnable, _outcomes(runnable, clean_env, timeout, jobs), strict=False
+    ):  # the unpatched twins
         rows[case.id].unpatched, rows[case.id].unpatched_headline = outcome
         log(f"{case.id}: unpatched {rows[case.id].unpatched}")
     for case in runnable:  # chains: the case's own patches, added one at a time
@@ -120,13 +143,16 @@ def prove(catalog: Catalog, cases: tuple[Case, ...], set_name: str, clean: Path,
         for step in range(1, len(own) + 1):
             patching.apply_patches(own[:step], patched)
             observed, headline = _outcome(case, patched_env, timeout)
-            rows[case.id].chain.append({"patches": " + ".join(p.id for p in own[:step]),
-                                        "observed": observed, "headline": headline})
+            rows[case.id].chain.append(
+                {"patches": " + ".join(p.id for p in own[:step]), "observed": observed, "headline": headline}
+            )
         patching.revert_patches(patched)
     # every patch at once, in the order the cases list them (a case lists its patches in stacking order)
     every = list(dict.fromkeys(p for c in patched_cases for p in chosen[c.id]))
     reports = patching.apply_patches(every, patched)
-    for case, outcome in zip(runnable, _outcomes(runnable, patched_env, timeout, jobs)):  # every patch at once
+    for case, outcome in zip(
+        runnable, _outcomes(runnable, patched_env, timeout, jobs), strict=False
+    ):  # every patch at once
         row = rows[case.id]
         row.patched, row.patched_headline = outcome
         row.verdict = _verdict(row)
@@ -139,8 +165,13 @@ def prove(catalog: Catalog, cases: tuple[Case, ...], set_name: str, clean: Path,
     applied = {p.id for p in every}
     controls = [c for c in catalog.controls if applied & set(c.near)]
     return {
-        "set": set_name, "machine": clean_env.machine, "gpu": clean_env.gpu, "gpus": clean_env.gpus, "python": clean_env.python_version,
-        "versions": versions, "date": _dt.date.today().isoformat(),
+        "set": set_name,
+        "machine": clean_env.machine,
+        "gpu": clean_env.gpu,
+        "gpus": clean_env.gpus,
+        "python": clean_env.python_version,
+        "versions": versions,
+        "date": _dt.date.today().isoformat(),
         "applied": [p.rel for p in every],
         "hunks": [asdict(r) for r in reports],
         "cases": [asdict(rows[c.id]) for c in patched_cases],
@@ -148,8 +179,9 @@ def prove(catalog: Catalog, cases: tuple[Case, ...], set_name: str, clean: Path,
     }
 
 
-def _prove_controls(controls: list[Control], clean: Environment, patched: Environment, timeout: float,
-                    log: Callable[[str], None]) -> list[dict[str, Any]]:
+def _prove_controls(
+    controls: list[Control], clean: Environment, patched: Environment, timeout: float, log: Callable[[str], None]
+) -> list[dict[str, Any]]:
     """Each control (near the applied patches' path, without their bugs) unpatched and with every patch, and again
     with the CPU features it names emulated absent where this CPU has them: it must pass on both sides. Failing
     unpatched, the catalog's claim is wrong ("differs"); failing patched only, it is harm."""
@@ -157,12 +189,21 @@ def _prove_controls(controls: list[Control], clean: Environment, patched: Enviro
     for control in controls:
         reason = skip_reason(control.case, clean)
         if reason:
-            rows.append({"control": control.case.id, "near": list(control.near), "verdict": "skipped", "reason": reason})
+            rows.append(
+                {"control": control.case.id, "near": list(control.near), "verdict": "skipped", "reason": reason}
+            )
             continue
-        row = {"control": control.case.id, "near": list(control.near), **_control_pair(control, clean, patched, timeout)}
+        row = {
+            "control": control.case.id,
+            "near": list(control.near),
+            **_control_pair(control, clean, patched, timeout),
+        }
         absent = tuple(f for f in control.emulate_absent if f in EMULABLE_ABSENT and f in (clean.cpu_flags or ()))
         if absent:  # bitsandbytes picks its CPU kernels by such a feature
-            row["emulated_absent"] = {"features": list(absent), **_control_pair(control, clean, patched, timeout, absent)}
+            row["emulated_absent"] = {
+                "features": list(absent),
+                **_control_pair(control, clean, patched, timeout, absent),
+            }
             if row["verdict"] == "no harm" and row["emulated_absent"]["verdict"] in ("harm", "differs"):
                 row["verdict"] = row["emulated_absent"]["verdict"]
         log(f"control {control.case.id}: {row['verdict']}")
@@ -170,19 +211,34 @@ def _prove_controls(controls: list[Control], clean: Environment, patched: Enviro
     return rows
 
 
-def _control_pair(control: Control, clean: Environment, patched: Environment, timeout: float,
-                  absent: tuple[str, ...] = ()) -> dict[str, str]:
-    (unpatched, unpatched_headline), (observed, headline) = (_outcome(control.case, env, timeout, absent)
-                                                             for env in (clean, patched))
+def _control_pair(
+    control: Control, clean: Environment, patched: Environment, timeout: float, absent: tuple[str, ...] = ()
+) -> dict[str, str]:
+    (unpatched, unpatched_headline), (observed, headline) = (
+        _outcome(control.case, env, timeout, absent) for env in (clean, patched)
+    )
     verdict = "differs" if not _passes(unpatched) else "no harm" if _passes(observed) else "harm"
     if NOT_EMULATED in (unpatched, observed):
         verdict = "not checked: the emulation did not take effect"
-    return {"unpatched": unpatched, "unpatched_headline": unpatched_headline, "patched": observed,
-            "patched_headline": headline, "verdict": verdict}
+    return {
+        "unpatched": unpatched,
+        "unpatched_headline": unpatched_headline,
+        "patched": observed,
+        "patched_headline": headline,
+        "verdict": verdict,
+    }
 
 
-def _prove_no_harm(absent: list[Case], rows: dict[str, ProofRow], clean: Environment, patched: Environment,
-                   timeout: float, jobs: int, log: Callable[[str], None], emulated: bool = False) -> None:
+def _prove_no_harm(
+    absent: list[Case],
+    rows: dict[str, ProofRow],
+    clean: Environment,
+    patched: Environment,
+    timeout: float,
+    jobs: int,
+    log: Callable[[str], None],
+    emulated: bool = False,
+) -> None:
     """A patch is proved twice: it fixes its case, and it changes nothing where the case's precondition is absent.
     Such a case (skipped above: no AVX512-BF16 here, CUDA present, one GPU) runs anyway, without and with every
     patch; a pass that the patches turn into a failure is harm, and `patch prove` says so and fails. `emulated`:
@@ -191,9 +247,11 @@ def _prove_no_harm(absent: list[Case], rows: dict[str, ProofRow], clean: Environ
         return
     before = _outcomes(absent, clean, timeout, jobs, emulated)
     after = _outcomes(absent, patched, timeout, jobs, emulated)
-    for case, (unpatched, _), (observed, headline) in zip(absent, before, after):
+    for case, (unpatched, _), (observed, headline) in zip(absent, before, after, strict=False):
         harm = _passes(unpatched) and not _passes(observed)
-        verdict = f"{'harm' if harm else 'no harm'}: {unpatched} -> {observed}" + (f" ({headline[:80]})" if harm else "")
+        verdict = f"{'harm' if harm else 'no harm'}: {unpatched} -> {observed}" + (
+            f" ({headline[:80]})" if harm else ""
+        )
         if NOT_EMULATED in (unpatched, observed):
             verdict = "not checked: the emulation did not take effect (the run never imported what it patches)"
         if emulated:
@@ -232,23 +290,56 @@ def _verdict(row: ProofRow) -> str:
 def format_proof(document: dict[str, Any]) -> str:
     rows = [("case", "patches", "unpatched", "patched", "verdict")]
     for c in document["cases"]:
-        rows.append((c["case"], ", ".join(Path(p).stem for p in c["patches"]) or "-",
-                     f"{c['unpatched']}" + (f" ({c['unpatched_headline'][:50]})" if c["unpatched"] != "pass" and c["unpatched"] != "skipped" else ""),
-                     f"{c['patched']}" + (f" ({c['patched_headline'][:50]})" if c["patched"] not in ("pass", "skipped") else ""),
-                     c["verdict"] + (f": {c['reason']}" if c["reason"] else "")
-                     + (f"; {c['no_harm']}" if c.get("no_harm") else "")
-                     + (f"; emulated without its CPU feature, {c['no_harm_emulated']}" if c.get("no_harm_emulated") else "")))
+        rows.append(
+            (
+                c["case"],
+                ", ".join(Path(p).stem for p in c["patches"]) or "-",
+                f"{c['unpatched']}"
+                + (
+                    f" ({c['unpatched_headline'][:50]})"
+                    if c["unpatched"] != "pass" and c["unpatched"] != "skipped"
+                    else ""
+                ),
+                f"{c['patched']}"
+                + (f" ({c['patched_headline'][:50]})" if c["patched"] not in ("pass", "skipped") else ""),
+                c["verdict"]
+                + (f": {c['reason']}" if c["reason"] else "")
+                + (f"; {c['no_harm']}" if c.get("no_harm") else "")
+                + (f"; emulated without its CPU feature, {c['no_harm_emulated']}" if c.get("no_harm_emulated") else ""),
+            )
+        )
         for step in c["chain"]:
-            rows.append(("", f"  chain: {step['patches']}", "", f"{step['observed']} ({step['headline'][:50]})"
-                         if step["observed"] != "pass" else "pass", ""))
+            rows.append(
+                (
+                    "",
+                    f"  chain: {step['patches']}",
+                    "",
+                    f"{step['observed']} ({step['headline'][:50]})" if step["observed"] != "pass" else "pass",
+                    "",
+                )
+            )
     for c in document.get("controls", []):
-        rows.append((f"{c['control']} (control)", "near: " + ", ".join(pid.split("/")[1] for pid in c["near"]),
-                     c.get("unpatched", "skipped"), c.get("patched", "skipped")
-                     + (f" ({c['patched_headline'][:50]})" if c.get("patched", "pass") not in ("pass", "skipped") else ""),
-                     c["verdict"] + (f": {c['reason']}" if c.get("reason") else "")
-                     + (f"; emulated without {', '.join(c['emulated_absent']['features'])}: "
-                        f"{c['emulated_absent']['verdict']}" if c.get("emulated_absent") else "")))
+        rows.append(
+            (
+                f"{c['control']} (control)",
+                "near: " + ", ".join(pid.split("/")[1] for pid in c["near"]),
+                c.get("unpatched", "skipped"),
+                c.get("patched", "skipped")
+                + (f" ({c['patched_headline'][:50]})" if c.get("patched", "pass") not in ("pass", "skipped") else ""),
+                c["verdict"]
+                + (f": {c['reason']}" if c.get("reason") else "")
+                + (
+                    f"; emulated without {', '.join(c['emulated_absent']['features'])}: "
+                    f"{c['emulated_absent']['verdict']}"
+                    if c.get("emulated_absent")
+                    else ""
+                ),
+            )
+        )
     widths = [max(len(r[i]) for r in rows) for i in range(5)]
-    lines = ["| " + " | ".join(cell.replace("|", "\\|").ljust(w) for cell, w in zip(r, widths)) + " |" for r in rows]
+    lines = [
+        "| " + " | ".join(cell.replace("|", "\\|").ljust(w) for cell, w in zip(r, widths, strict=False)) + " |"
+        for r in rows
+    ]
     lines.insert(1, "|" + "|".join("-" * (w + 2) for w in widths) + "|")
     return "\n".join(lines)

@@ -8,7 +8,8 @@ import re
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any
+from collections.abc import Callable, Iterable
 
 from minrepro.catalog.manifest import FAILING, Catalog, Case, expected_outcome
 from minrepro.dirs import scrubbed
@@ -88,14 +89,19 @@ def run_cases(
     timings = {} if timings is None else timings
     skipped = {case.id: skip_reason(case, env) for case in cases}
     runnable = [case for case in cases if not skipped[case.id]]
-    runs = dict(zip((c.id for c in runnable), _execute(runnable, env, timeout, jobs, warm, progress, timings)))
+    runs = dict(
+        zip((c.id for c in runnable), _execute(runnable, env, timeout, jobs, warm, progress, timings), strict=False)
+    )
     timings["confirm_seconds"] = 0.0
     results = []
     for case in cases:
         expected = expected_outcome(case, set_name, env.versions)
         if skipped[case.id]:
-            results.append(CaseResult(case.id, case.family, case.device, expected, "skipped", "", None, 0.0,
-                                      "skipped", skipped[case.id]))
+            results.append(
+                CaseResult(
+                    case.id, case.family, case.device, expected, "skipped", "", None, 0.0, "skipped", skipped[case.id]
+                )
+            )
             progress(f"{case.id}: skipped ({skipped[case.id]})")
             continue
         run = runs[case.id]
@@ -106,16 +112,33 @@ def run_cases(
             timings["confirm_seconds"] = round(timings["confirm_seconds"] + run.seconds, 1)
             observed, why = observe(case, run)
         sig: Signature | None = run.signature
-        results.append(CaseResult(
-            case.id, case.family, case.device, expected, observed, run.raw_headline.split("\n", 1)[0],
-            sig.to_dict() if sig else None, round(run.seconds, 1), verdict(expected, observed), why,
-        ))
+        results.append(
+            CaseResult(
+                case.id,
+                case.family,
+                case.device,
+                expected,
+                observed,
+                run.raw_headline.split("\n", 1)[0],
+                sig.to_dict() if sig else None,
+                round(run.seconds, 1),
+                verdict(expected, observed),
+                why,
+            )
+        )
         progress(f"{case.id}: {observed} in {run.seconds:.1f} s")
     return results
 
 
-def _execute(cases: list[Case], env: Environment, timeout: float, jobs: int, warm: bool,
-             progress: Callable[[str], None], timings: dict[str, Any]) -> list[RunResult]:
+def _execute(
+    cases: list[Case],
+    env: Environment,
+    timeout: float,
+    jobs: int,
+    warm: bool,
+    progress: Callable[[str], None],
+    timings: dict[str, Any],
+) -> list[RunResult]:
     if not cases:
         return []
     scripts = [case.script for case in cases]
@@ -142,8 +165,11 @@ def _execute(cases: list[Case], env: Environment, timeout: float, jobs: int, war
 
 def check_set(catalog: Catalog, set_name: str, env: Environment) -> None:
     """A one-line error unless the installed versions are exactly the named set's pins."""
-    wrong = [f"{dist} {env.versions.get(dist)} != {version}"
-             for dist, version in catalog.version_set(set_name).pins().items() if env.versions.get(dist) != version]
+    wrong = [
+        f"{dist} {env.versions.get(dist)} != {version}"
+        for dist, version in catalog.version_set(set_name).pins().items()
+        if env.versions.get(dist) != version
+    ]
     if wrong:
         raise MinreproError(f"installed versions are not the {set_name} set: {'; '.join(wrong)}")
 
@@ -167,10 +193,9 @@ def format_table(results: list[CaseResult]) -> str:
     rows = [("case", "family", "expected", "observed", "signature", "s", "verdict")]
     for r in results:
         detail = r.reason if r.observed in ("skipped", "fail-other") else r.headline
-        rows.append((r.case, r.family, r.expected or "-", r.observed, _clip(detail, 70), f"{r.seconds:.1f}",
-                     r.verdict))
+        rows.append((r.case, r.family, r.expected or "-", r.observed, _clip(detail, 70), f"{r.seconds:.1f}", r.verdict))
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    lines = ["| " + " | ".join(cell.ljust(w) for cell, w in zip(row, widths)) + " |" for row in rows]
+    lines = ["| " + " | ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=False)) + " |" for row in rows]
     lines.insert(1, "|" + "|".join("-" * (w + 2) for w in widths) + "|")
     return "\n".join(lines)
 

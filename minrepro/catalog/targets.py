@@ -35,9 +35,10 @@ def pinned_set(catalog: Catalog, path: Path) -> str | None:
         return None
     for name, vset in catalog.sets.items():
         set_pins = vset.pins()
-        if all(set_pins.get(dist) == version for dist, version in pins.items() if dist in set_pins):
-            if any(dist in set_pins for dist in pins):
-                return name
+        if all(set_pins.get(dist) == version for dist, version in pins.items() if dist in set_pins) and any(
+            dist in set_pins for dist in pins
+        ):
+            return name
     return None
 
 
@@ -58,12 +59,20 @@ def script_case(path: Path, reference: RunResult, reference_set: str | None) -> 
     if reference.signature is None:
         raise MinreproError(f"{path} passes in its reference environment: there is no failure to check or bisect")
     owner = reference.signature.owner
-    return Case(id=path.stem, script=path.resolve(), family=USER_SCRIPT, device="cpu",
-                signature=headline_regex(reference.raw_headline), outcomes={reference_set: "fail"} if reference_set else {},
-                fixed_in=(), upstream=(), owner=str(owner) if owner else None)
+    return Case(
+        id=path.stem,
+        script=path.resolve(),
+        family=USER_SCRIPT,
+        device="cpu",
+        signature=headline_regex(reference.raw_headline),
+        outcomes={reference_set: "fail"} if reference_set else {},
+        fixed_in=(),
+        upstream=(),
+        owner=str(owner) if owner else None,
+    )
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def reference_run(path: Path, python: str, timeout: float) -> RunResult:
     """The script's run in its reference env; once per process (`check --write-pins` reads what it loaded)."""
     return run_script(path, python=python, timeout=timeout)
@@ -88,7 +97,7 @@ def static_problems(path: Path) -> list[str]:
         problems.append(f"imports outside torch/HF libraries/stdlib: {', '.join(foreign)}")
     meta = script_metadata(source)
     if meta is None:
-        return problems + ["no PEP 723 '# /// script' block (write one with --write-pins)"]
+        return [*problems, "no PEP 723 '# /// script' block (write one with --write-pins)"]
     pins = script_pins(source)
     unpinned = sorted((imported_modules(source) & LIBRARIES) - {"torch"} - set(pins))
     if unpinned:
@@ -106,8 +115,9 @@ def with_pins(case: Case, versions: dict[str, str | None], loaded: tuple[str, ..
     return pep723(body, versions, loaded) + body
 
 
-def resolve(catalog: Catalog, names: list[str], python: str | None, timeout: float,
-            note=lambda _: None) -> list[tuple[Case, str | None]]:
+def resolve(
+    catalog: Catalog, names: list[str], python: str | None, timeout: float, note=lambda _: None
+) -> list[tuple[Case, str | None]]:
     """(case, the python it was judged against) for each name: a catalog id as it is, a script as an ad-hoc case
     whose reference failure is its run in the env of its pinned set, else under `python` (or this interpreter)."""
     from ..envs.venvs import set_env

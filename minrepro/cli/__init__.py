@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Sequence
+from collections.abc import Sequence
 
 from .. import __version__
 from ..errors import MinreproError
@@ -20,7 +20,9 @@ TAKE_ARGUMENTS = {"reduce", "check", "signature", "bisect"}  # `COMMAND SCRIPT -
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="minrepro", description=__doc__.split("\n\n")[0])
     parser.add_argument("--version", action="version", version=f"minrepro {__version__}")
-    parser.add_argument("--manifest", help="catalog manifest (default: the bundled minrepro/catalog/cases/catalog.toml)")
+    parser.add_argument(
+        "--manifest", help="catalog manifest (default: the bundled minrepro/catalog/cases/catalog.toml)"
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     for group in GROUPS:
         group.register(sub)
@@ -37,8 +39,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args.argv = given  # as given: what a stopped reduction's resume repeats
     try:
         if script_args and args.command not in TAKE_ARGUMENTS:
-            raise MinreproError(f"arguments after -- are a script's: {', '.join(sorted(TAKE_ARGUMENTS))} take them, "
-                                f"not {args.command}")
+            raise MinreproError(
+                f"arguments after -- are a script's: {', '.join(sorted(TAKE_ARGUMENTS))} take them, not {args.command}"
+            )
         return args.func(args)
     except Interrupted as exc:  # Ctrl-C in a reduction: where the best script went, how to resume
         print(f"minrepro: {exc}", file=sys.stderr)

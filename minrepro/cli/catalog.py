@@ -37,8 +37,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.set:
         check_set(catalog, args.set, env)
     set_name = args.set or catalog.detect_set(env.versions)
-    print(f"minrepro run: {env.python} (Python {env.python_version}), set: {set_name or 'none matched'}, "
-          f"{'CUDA: ' + env.gpu if env.cuda else 'no CUDA'}", file=sys.stderr)
+    print(
+        f"minrepro run: {env.python} (Python {env.python_version}), set: {set_name or 'none matched'}, "
+        f"{'CUDA: ' + env.gpu if env.cuda else 'no CUDA'}",
+        file=sys.stderr,
+    )
     if args.jobs < 1:
         raise MinreproError("--jobs must be at least 1")
     start = time.monotonic()
@@ -50,8 +53,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     document.update(wall_seconds=round(wall, 1), jobs=args.jobs, warm=args.warm, timings=timings)
     if refs:
         document["refs"] = refs
-        print("refs: " + "; ".join(f"{r['library']} {r['commit'][:12]} \"{r['subject'][:60]}\"" for r in refs),
-              file=sys.stderr)
+        print(
+            "refs: " + "; ".join(f'{r["library"]} {r["commit"][:12]} "{r["subject"][:60]}"' for r in refs),
+            file=sys.stderr,
+        )
     if args.results:
         write_results(Path(args.results), document)
     if args.doc:
@@ -61,16 +66,22 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(json.dumps(document))
     else:
         print(format_table(results))
-        print(f"\n{len(results)} cases: {len(differs)} differ from the manifest"
-              + (f" ({', '.join(differs)})" if differs else "")
-              + f"; {wall:.0f} s wall for the {set_name or 'installed'} set ({args.jobs} at a time"
-              + (", warm)" if args.warm else ", cold)") + f": {_breakdown(timings)}")
+        print(
+            f"\n{len(results)} cases: {len(differs)} differ from the manifest"
+            + (f" ({', '.join(differs)})" if differs else "")
+            + f"; {wall:.0f} s wall for the {set_name or 'installed'} set ({args.jobs} at a time"
+            + (", warm)" if args.warm else ", cold)")
+            + f": {_breakdown(timings)}"
+        )
     return 1 if differs else 0
 
 
 def _breakdown(timings: dict) -> str:
-    parts = [("server start", timings.get("warmup_seconds")), ("runs", timings.get("runs_seconds")),
-             ("cold confirmations", timings.get("confirm_seconds"))]
+    parts = [
+        ("server start", timings.get("warmup_seconds")),
+        ("runs", timings.get("runs_seconds")),
+        ("cold confirmations", timings.get("confirm_seconds")),
+    ]
     return ", ".join(f"{name} {seconds:.0f} s" for name, seconds in parts if seconds is not None)
 
 
@@ -88,8 +99,11 @@ def cmd_check(args: argparse.Namespace) -> int:
     args.cases, _ = prepare_names(args.cases, args.script_args, args.module, args.python)
     if args.write_pins and (len(args.cases) != 1 or not is_script(args.cases[0])):
         raise MinreproError("--write-pins takes exactly one script")
-    targets = resolve(catalog, args.cases, args.python, args.timeout, _progress) if args.cases else [
-        (case, None) for case in catalog.cases]
+    targets = (
+        resolve(catalog, args.cases, args.python, args.timeout, _progress)
+        if args.cases
+        else [(case, None) for case in catalog.cases]
+    )
     bad = 0
     for case, _ in targets:
         problems = check_case(case, catalog) if not case.user_script else static_problems(case.script)
@@ -119,8 +133,9 @@ def _check_in_sets(catalog, cases: list, sets: list[str], args: argparse.Namespa
         for patched in (False, True) if args.patched else (False,):
             env = probe(str(set_env(catalog, name, patched=patched, note=_progress)))
             # the patched run has no declared outcome to differ from: the set's declaration is for the release
-            results = run_cases(catalog, cases, env, None if patched else name, args.timeout, _progress,
-                                jobs=max(1, args.jobs))
+            results = run_cases(
+                catalog, cases, env, None if patched else name, args.timeout, _progress, jobs=max(1, args.jobs)
+            )
             columns[f"{name} + patches" if patched else name] = {r.case: r for r in results}
             if where is not None:  # patched runs apart: `report` and the matrix read <set>-<machine>.json only
                 doc = results_document(env, name, results)
@@ -169,13 +184,17 @@ def cmd_docs(args: argparse.Namespace) -> int:
     if args.check:
         stale = stale_pages(catalog, Path(args.results), Path(args.docs))
         if stale:
-            raise MinreproError(f"{len(stale)} generated page(s) differ from what the catalog and {args.results} give "
-                                f"({', '.join(str(p) for p in stale[:5])}{', ...' if len(stale) > 5 else ''}): "
-                                "run `minrepro docs`")
+            raise MinreproError(
+                f"{len(stale)} generated page(s) differ from what the catalog and {args.results} give "
+                f"({', '.join(str(p) for p in stale[:5])}{', ...' if len(stale) > 5 else ''}): "
+                "run `minrepro docs`"
+            )
         return 0
     changed = write_docs(catalog, Path(args.results), Path(args.docs))
-    print(f"{len(changed)} page(s) written" + (f": {', '.join(str(p) for p in changed)}" if changed else ""),
-          file=sys.stderr)
+    print(
+        f"{len(changed)} page(s) written" + (f": {', '.join(str(p) for p in changed)}" if changed else ""),
+        file=sys.stderr,
+    )
     return 0
 
 
@@ -188,29 +207,52 @@ def register(sub: argparse._SubParsersAction) -> None:
     run.add_argument("--results", help="also write the results as JSON to this file")
     run.add_argument("--json", action="store_true", help="print the results as one JSON object")
     run.add_argument("--jobs", type=int, default=1, help="cases run at a time (default 1)")
-    run.add_argument("--repo", action="append", default=[], metavar="LIB=GITDIR[@REF]",
-                     help="with --set: that library at a ref of a fetched repository (default its HEAD, main), laid "
-                          "over the set's release; repeat for several libraries")
+    run.add_argument(
+        "--repo",
+        action="append",
+        default=[],
+        metavar="LIB=GITDIR[@REF]",
+        help="with --set: that library at a ref of a fetched repository (default its HEAD, main), laid "
+        "over the set's release; repeat for several libraries",
+    )
     run.add_argument("--doc", metavar="FILE.md", help="with --repo: write the page of what still fails there")
-    run.add_argument("--warm", action="store_true", help="run cases in a fork server that imports the libraries "
-                     "once; a case that surprises there is confirmed cold")
+    run.add_argument(
+        "--warm",
+        action="store_true",
+        help="run cases in a fork server that imports the libraries "
+        "once; a case that surprises there is confirmed cold",
+    )
     run.set_defaults(func=cmd_run)
 
     check = sub.add_parser("check", help="static checks of cases or scripts; with --set, run them on version sets")
-    check.add_argument("cases", nargs="*", metavar="CASE|SCRIPT", help="catalog case ids or script paths "
-                       "(default: every case)")
+    check.add_argument(
+        "cases", nargs="*", metavar="CASE|SCRIPT", help="catalog case ids or script paths (default: every case)"
+    )
     check.add_argument("-m", "--module", help="check this module's run as `python -m MODULE` (arguments after --)")
-    check.add_argument("--set", metavar="S1,S2", help="also run each target in these version sets' environments "
-                       "(made once in the cache) and record the runs")
-    check.add_argument("--patched", action="store_true", help="with --set: also run each target with every catalog "
-                       "patch that applies to the set (in a twin env the tool made; never yours)")
+    check.add_argument(
+        "--set",
+        metavar="S1,S2",
+        help="also run each target in these version sets' environments (made once in the cache) and record the runs",
+    )
+    check.add_argument(
+        "--patched",
+        action="store_true",
+        help="with --set: also run each target with every catalog "
+        "patch that applies to the set (in a twin env the tool made; never yours)",
+    )
     check.add_argument("--python", help="reference interpreter for a script whose PEP 723 pins name no set")
     check.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, help="seconds per run")
     check.add_argument("--jobs", type=int, default=1, help="targets run at a time")
-    check.add_argument("--results", metavar="DIR", help="where the runs are recorded (default for one script: the "
-                       "cache, where `report SCRIPT` looks)")
-    check.add_argument("--write-pins", metavar="OUT", help="write a copy of the one SCRIPT with a PEP 723 block "
-                       "pinning its reference environment's versions")
+    check.add_argument(
+        "--results",
+        metavar="DIR",
+        help="where the runs are recorded (default for one script: the cache, where `report SCRIPT` looks)",
+    )
+    check.add_argument(
+        "--write-pins",
+        metavar="OUT",
+        help="write a copy of the one SCRIPT with a PEP 723 block pinning its reference environment's versions",
+    )
     check.set_defaults(func=cmd_check)
 
     listing = sub.add_parser("list", help="list catalog cases")
@@ -222,8 +264,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     matrix.add_argument("--check", action="store_true", help="fail if the README's matrix is stale")
     matrix.set_defaults(func=cmd_matrix)
 
-    docs = sub.add_parser("docs", help="write the pages generated from the catalog and results/: a page per family "
-                          "(docs/families/), docs/catalog.md's blocks, docs/main.md")
+    docs = sub.add_parser(
+        "docs",
+        help="write the pages generated from the catalog and results/: a page per family "
+        "(docs/families/), docs/catalog.md's blocks, docs/main.md",
+    )
     docs.add_argument("--results", default="results", help="the recorded results (default: results)")
     docs.add_argument("--docs", default="docs", help="the docs directory (default: docs)")
     docs.add_argument("--check", action="store_true", help="write nothing; fail if a generated page is stale")

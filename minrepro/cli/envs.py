@@ -20,8 +20,12 @@ def cmd_env_create(args: argparse.Namespace) -> int:
     from minrepro.envs.venvs import create_env
 
     catalog = load_catalog(args.manifest)
-    python = create_env(Path(args.dir), [str(r) for r in catalog.version_set(args.set).requirements],
-                        Path(args.wheelhouse) if args.wheelhouse else None, label=args.set)
+    python = create_env(
+        Path(args.dir),
+        [str(r) for r in catalog.version_set(args.set).requirements],
+        Path(args.wheelhouse) if args.wheelhouse else None,
+        label=args.set,
+    )
     print(python)
     return 0
 
@@ -50,8 +54,10 @@ def cmd_patch_list(args: argparse.Namespace) -> int:
         for pid in case.patches:
             users.setdefault(pid, []).append(case.id)
     for patch in load_patches():
-        print(f"{patch.library}/{patch.name:38} made against {patch.made_against:22} applies to "
-              f"{', '.join(patch.applies_to):45} cases: {', '.join(users.get(patch.id, [])) or '-'}")
+        print(
+            f"{patch.library}/{patch.name:38} made against {patch.made_against:22} applies to "
+            f"{', '.join(patch.applies_to):45} cases: {', '.join(users.get(patch.id, [])) or '-'}"
+        )
     return 0
 
 
@@ -65,7 +71,9 @@ def cmd_patch_apply(args: argparse.Namespace) -> int:
     check_set(catalog, args.set, env)
     chosen = select(_case_patch_ids(catalog, args.patches), env.versions)
     for report in apply_patches(chosen, Path(args.into)):
-        where = f"at line {report.line}" + (f" (offset {report.offset:+d})" if report.offset else "") if report.line else ""
+        where = (
+            f"at line {report.line}" + (f" (offset {report.offset:+d})" if report.offset else "") if report.line else ""
+        )
         print(f"{report.patch:45} {report.file:40} hunk {report.hunk}: {report.status} {where}".rstrip())
     print(f"{len(chosen)} patch(es) applied to {args.into}", file=sys.stderr)
     return 0
@@ -83,10 +91,10 @@ def cmd_patch_prove(args: argparse.Namespace) -> int:
     from minrepro.catalog.proof import format_proof, prepare, prove
 
     catalog = load_catalog(args.manifest)
-    clean, patched = prepare(catalog, args.set, _envs(args), Path(args.wheelhouse) if args.wheelhouse else None,
-                             _progress)
-    document = prove(catalog, catalog.select(args.cases), args.set, clean, patched, args.timeout, _progress,
-                     args.jobs)
+    clean, patched = prepare(
+        catalog, args.set, _envs(args), Path(args.wheelhouse) if args.wheelhouse else None, _progress
+    )
+    document = prove(catalog, catalog.select(args.cases), args.set, clean, patched, args.timeout, _progress, args.jobs)
     if args.results:
         write_results(Path(args.results.format(machine=document["machine"])), document)
     print(format_proof(document))
@@ -96,9 +104,12 @@ def cmd_patch_prove(args: argparse.Namespace) -> int:
     verdicts += [(c["control"], c["verdict"]) for c in document["controls"] if c["verdict"] != "skipped"]
     harm = sorted({case for case, verdict in verdicts if verdict.startswith("harm")})
     checked = sum(bool(verdict) for _, verdict in verdicts)
-    print(f"\n{len(document['cases'])} patched cases on {args.set}: {len(bad)} differ" + (f" ({', '.join(bad)})" if bad else "")
-          + f"; {checked} run where their precondition is absent (controls included): {len(harm)} harmed"
-          + (f" ({', '.join(harm)})" if harm else ""))
+    print(
+        f"\n{len(document['cases'])} patched cases on {args.set}: {len(bad)} differ"
+        + (f" ({', '.join(bad)})" if bad else "")
+        + f"; {checked} run where their precondition is absent (controls included): {len(harm)} harmed"
+        + (f" ({', '.join(harm)})" if harm else "")
+    )
     return 1 if bad or harm else 0
 
 
@@ -106,8 +117,16 @@ def cmd_upstream_tests(args: argparse.Namespace) -> int:
     from minrepro.envs.venvs import env_python, pip_install
     from minrepro.envs.patching import apply_patches, select
     from minrepro.catalog.proof import prepare
-    from minrepro.envs.upstream import (SELECTIONS, STAND_INS, TAGS, TEST_REQUIREMENTS, new_failures, run_tests, tests_checkout,
-                           write_stand_ins)
+    from minrepro.envs.upstream import (
+        SELECTIONS,
+        STAND_INS,
+        TAGS,
+        TEST_REQUIREMENTS,
+        new_failures,
+        run_tests,
+        tests_checkout,
+        write_stand_ins,
+    )
 
     catalog = load_catalog(args.manifest)
     version = catalog.version_set(args.set).pins().get(args.library)
@@ -130,22 +149,42 @@ def cmd_upstream_tests(args: argparse.Namespace) -> int:
         if stand_ins:  # rebuilt before each run: tests may write into them (family I did)
             write_stand_ins(args.library, clean, checkout)
         _progress(f"{args.library} tests at {ref}, {label}: {' '.join(selection)}")
-        runs[label] = run_tests(env, checkout, selection, cache / f"{args.library}-{ref}-{label}.xml", args.timeout,
-                                args.offline)
+        runs[label] = run_tests(
+            env, checkout, selection, cache / f"{args.library}-{ref}-{label}.xml", args.timeout, args.offline
+        )
     fresh = new_failures(runs["baseline"], runs["patched"])
     print(f"{args.library} {version} ({args.set}), tests from {ref}; patches: {', '.join(p.path.name for p in chosen)}")
     print("| run | passed | failed | skipped | s |\n|---|---|---|---|---|")
     for label, run in runs.items():
-        print(f"| {label} | {run.count('passed')} | {run.count('failed')} | {run.count('skipped')} | {run.seconds:.0f} |")
+        print(
+            f"| {label} | {run.count('passed')} | {run.count('failed')} | {run.count('skipped')} | {run.seconds:.0f} |"
+        )
     print(f"new failures with the patches: {len(fresh)}" + "".join(f"\n  {t}" for t in fresh))
     if args.results:
-        write_results(Path(args.results), {
-            "library": args.library, "version": version, "set": args.set, "ref": ref, "selection": selection,
-            "patches": [p.path.name for p in chosen], "new_failures": fresh, "offline_stand_ins": stand_ins,
-            "machine": probe(str(env_python(clean))).machine,
-            "runs": {k: {"passed": v.count("passed"), "failed": v.count("failed"), "skipped": v.count("skipped"),
-                         "seconds": round(v.seconds), "failed_tests": sorted(t for t, o in v.outcomes.items() if o == "failed")}
-                     for k, v in runs.items()}})
+        write_results(
+            Path(args.results),
+            {
+                "library": args.library,
+                "version": version,
+                "set": args.set,
+                "ref": ref,
+                "selection": selection,
+                "patches": [p.path.name for p in chosen],
+                "new_failures": fresh,
+                "offline_stand_ins": stand_ins,
+                "machine": probe(str(env_python(clean))).machine,
+                "runs": {
+                    k: {
+                        "passed": v.count("passed"),
+                        "failed": v.count("failed"),
+                        "skipped": v.count("skipped"),
+                        "seconds": round(v.seconds),
+                        "failed_tests": sorted(t for t, o in v.outcomes.items() if o == "failed"),
+                    }
+                    for k, v in runs.items()
+                },
+            },
+        )
     return 1 if fresh else 0
 
 
@@ -157,8 +196,16 @@ def cmd_validate(args: argparse.Namespace) -> int:
     sets = [s.strip() for s in args.set.split(",") if s.strip()]
     for name in sets:
         catalog.version_set(name)
-    reports = validate(catalog, candidates, sets, max(1, args.jobs), args.timeout, args.upstream_tests,
-                       not args.no_scenarios, _progress)
+    reports = validate(
+        catalog,
+        candidates,
+        sets,
+        max(1, args.jobs),
+        args.timeout,
+        args.upstream_tests,
+        not args.no_scenarios,
+        _progress,
+    )
     document = as_json(candidates, reports)
     if args.results:
         write_results(Path(args.results), document)
@@ -194,7 +241,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     prove.add_argument("--wheelhouse", help="install offline from this directory")
     prove.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, help="seconds per case")
     prove.add_argument("--results", help="write the proof as JSON here ({machine} is replaced)")
-    prove.add_argument("--jobs", type=int, default=1, help="cases run at a time (default 1; a patch chain stays serial)")
+    prove.add_argument(
+        "--jobs", type=int, default=1, help="cases run at a time (default 1; a patch chain stays serial)"
+    )
     prove.set_defaults(func=cmd_patch_prove)
 
     upstream = sub.add_parser("upstream-tests", help="a library's own tests without and with its patches")
@@ -202,26 +251,48 @@ def register(sub: argparse._SubParsersAction) -> None:
     upstream.add_argument("--set", required=True, help="the version set the tests run against")
     upstream.add_argument("--source", help="a checkout or git directory of the library (default: clone the tag)")
     upstream.add_argument("--ref", help="tag or commit of the tests (default: the set's release tag)")
-    upstream.add_argument("--select", metavar="ARGS", help='pytest arguments selecting tests, one string '
-                          '(default: the known ones), e.g. --select "tests/test_functional.py -k 4bit"')
-    upstream.add_argument("--envs", help="where the clean and patched venvs live (default: ~/.cache/minrepro/envs/prove)")
+    upstream.add_argument(
+        "--select",
+        metavar="ARGS",
+        help="pytest arguments selecting tests, one string "
+        '(default: the known ones), e.g. --select "tests/test_functional.py -k 4bit"',
+    )
+    upstream.add_argument(
+        "--envs", help="where the clean and patched venvs live (default: ~/.cache/minrepro/envs/prove)"
+    )
     upstream.add_argument("--wheelhouse", help="install from this directory only (offline)")
     upstream.add_argument("--timeout", type=float, default=3600, help="seconds for each pytest run")
-    upstream.add_argument("--offline", action="store_true", help="no hub: set HF_HUB_OFFLINE and build local "
-                          "stand-ins (published config, random weights) for the hub models the tests load")
+    upstream.add_argument(
+        "--offline",
+        action="store_true",
+        help="no hub: set HF_HUB_OFFLINE and build local "
+        "stand-ins (published config, random weights) for the hub models the tests load",
+    )
     upstream.add_argument("--results", help="write the comparison as JSON here")
     upstream.set_defaults(func=cmd_upstream_tests)
 
-    validate = sub.add_parser("validate", help="what a candidate upstream change fixes and breaks, before it is "
-                              "submitted: catalog cases, scenarios and the library's own tests, before and after")
-    validate.add_argument("--with", dest="with_", action="append", required=True, metavar="LIB=SPEC",
-                          help="the candidate: LIB=path.diff, LIB=CHECKOUT (a source tree) or LIB=GITDIR@REF (a ref "
-                               "of a fetched repository); repeatable, they stack")
+    validate = sub.add_parser(
+        "validate",
+        help="what a candidate upstream change fixes and breaks, before it is "
+        "submitted: catalog cases, scenarios and the library's own tests, before and after",
+    )
+    validate.add_argument(
+        "--with",
+        dest="with_",
+        action="append",
+        required=True,
+        metavar="LIB=SPEC",
+        help="the candidate: LIB=path.diff, LIB=CHECKOUT (a source tree) or LIB=GITDIR@REF (a ref "
+        "of a fetched repository); repeatable, they stack",
+    )
     validate.add_argument("--set", default="pinned,newest", metavar="S1,S2", help="version sets to validate on")
     validate.add_argument("--jobs", type=int, default=1, help="cases run at a time")
     validate.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, help="seconds per case")
-    validate.add_argument("--upstream-tests", action="store_true",
-                          help="also run the library's tests for the touched files, from the candidate's own tree")
+    validate.add_argument(
+        "--upstream-tests",
+        action="store_true",
+        help="also run the library's tests for the touched files, from the candidate's own tree",
+    )
     validate.add_argument("--no-scenarios", action="store_true", help="skip the tiny Gemma 4 scenarios")
     validate.add_argument("--json", action="store_true", help="print the result as one JSON object")
     validate.add_argument("--results", metavar="FILE", help="also write the JSON to FILE")

@@ -25,18 +25,39 @@ def cmd_signature(args: argparse.Namespace) -> int:
     take_env(prepared)
     script = prepared.path if prepared else Path(args.script)
     source = read_source(script)  # a syntax error is bad input, not a failure to sign
-    result = run_script(script, python=args.python, timeout=args.timeout, trace=args.placement,
-                        path0=prepared.home if prepared else None)
+    result = run_script(
+        script,
+        python=args.python,
+        timeout=args.timeout,
+        trace=args.placement,
+        path0=prepared.home if prepared else None,
+    )
     refuse_missing_libraries(result, source, args.python or "this interpreter")
     refuse_own_failure(result, prepared.name if prepared else script.name)
     if result.signature is None and not args.placement:
-        raise MinreproError(f"{prepared.name if prepared else args.script} does not fail: nothing to sign (exit 0 in "
-                            f"{result.seconds:.1f} s)")
+        raise MinreproError(
+            f"{prepared.name if prepared else args.script} does not fail: nothing to sign (exit 0 in "
+            f"{result.seconds:.1f} s)"
+        )
     if args.json:
-        signed = {} if result.signature is None else {
-            "headline": result.raw_headline, "signature": result.signature.to_dict(), "owner": str(result.signature.owner)}
-        print(json.dumps({**signed, "seconds": round(result.seconds, 2),
-                          **({"trace": list(result.trace)} if args.placement else {})}))
+        signed = (
+            {}
+            if result.signature is None
+            else {
+                "headline": result.raw_headline,
+                "signature": result.signature.to_dict(),
+                "owner": str(result.signature.owner),
+            }
+        )
+        print(
+            json.dumps(
+                {
+                    **signed,
+                    "seconds": round(result.seconds, 2),
+                    **({"trace": list(result.trace)} if args.placement else {}),
+                }
+            )
+        )
         return 0
     if result.signature is None:  # --placement: a pass says which branch it stood on
         print(f"passed (exit {result.returncode} in {result.seconds:.1f} s)")
@@ -57,7 +78,7 @@ def cmd_matches(args: argparse.Namespace) -> int:
     try:
         data = json.loads(Path(args.expect).read_text(encoding="utf-8"))
         # what `signature --json` prints wraps the signature with its headline and owner: take either form
-        expected = Signature.from_dict(data["signature"] if "signature" in data else data)
+        expected = Signature.from_dict(data.get("signature", data))
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise MinreproError(f"cannot read the expected signature from {args.expect}: {exc}") from None
     if run_script(args.candidate, python=args.python, timeout=args.timeout).signature != expected:
@@ -75,8 +96,10 @@ def cmd_reduce(args: argparse.Namespace) -> int:
         raise MinreproError("--jobs must be at least 1")
     given = args.script is not None or args.module is not None or bool(args.script_args)
     if given + (args.scenario is not None) + (args.spec is not None) != 1:
-        raise MinreproError("give one of: a SCRIPT (or NOTEBOOK.ipynb, -m MODULE, a command line after --) to "
-                            "reduce, --scenario PRESET, --spec FILE")
+        raise MinreproError(
+            "give one of: a SCRIPT (or NOTEBOOK.ipynb, -m MODULE, a command line after --) to "
+            "reduce, --scenario PRESET, --spec FILE"
+        )
     if args.max_seconds is not None and args.max_seconds <= 0:
         raise MinreproError("--max-seconds must be positive")
     if args.scenario is not None or args.spec is not None:
@@ -85,7 +108,9 @@ def cmd_reduce(args: argparse.Namespace) -> int:
         args.jobs = args.jobs or 1
         return _reduce_scenario(args)
     if args.oracle and (args.good_python or args.guard != "auto" or args.good_runs is not None):
-        raise MinreproError("--good-python, --good-runs and --guard judge signatures; a command --oracle decides by itself")
+        raise MinreproError(
+            "--good-python, --good-runs and --guard judge signatures; a command --oracle decides by itself"
+        )
     if args.confirm_runs < 2:
         raise MinreproError("--confirm-runs must be at least 2 (one run cannot tell a flaky failure)")
     if args.good_runs is not None and args.good_runs < 1:
@@ -97,16 +122,30 @@ def cmd_reduce(args: argparse.Namespace) -> int:
     prepared = prepare(args.script, args.script_args, args.module, args.python)
     take_env(prepared)
     options = ReduceOptions(
-        script=prepared.path if prepared else Path(args.script), out=Path(args.out) if args.out else None,
+        script=prepared.path if prepared else Path(args.script),
+        out=Path(args.out) if args.out else None,
         signature=args.signature,
-        oracle=args.oracle, python=args.python, jobs=args.jobs, timeout=args.timeout, seed=args.seed,
-        executor=args.executor, workdir=Path(args.workdir) if args.workdir else None, fresh=args.fresh,
-        good_pythons=list(args.good_python), guard=args.guard, confirm_runs=args.confirm_runs,
-        good_runs=args.good_runs, triggers=not args.no_triggers, scale_down=not args.no_scale_down,
+        oracle=args.oracle,
+        python=args.python,
+        jobs=args.jobs,
+        timeout=args.timeout,
+        seed=args.seed,
+        executor=args.executor,
+        workdir=Path(args.workdir) if args.workdir else None,
+        fresh=args.fresh,
+        good_pythons=list(args.good_python),
+        guard=args.guard,
+        confirm_runs=args.confirm_runs,
+        good_runs=args.good_runs,
+        triggers=not args.no_triggers,
+        scale_down=not args.no_scale_down,
         max_seconds=DEFAULT_BUDGET if args.max_seconds is None else args.max_seconds,
-        argv=getattr(args, "argv", None), prepared=prepared,
+        argv=getattr(args, "argv", None),
+        prepared=prepared,
     )
-    summary = reduce_script(options, log=_progress if args.verbose else lambda _: None, say=_progress if args.verbose else AfterAWhile())
+    summary = reduce_script(
+        options, log=_progress if args.verbose else lambda _: None, say=_progress if args.verbose else AfterAWhile()
+    )
     print_summary(summary, args.json)
     return 0
 
@@ -115,10 +154,20 @@ def _reduce_scenario(args: argparse.Namespace) -> int:
     from minrepro.reduction.driver import ReduceOptions, print_summary
     from minrepro.scenarios.reduce import reduce_scenario
 
-    options = ReduceOptions(script=Path("-"), out=Path(args.out) if args.out else None, python=args.python,
-                            jobs=args.jobs, timeout=args.timeout or DEFAULT_TIMEOUT, seed=args.seed,
-                            executor=args.executor, workdir=Path(args.workdir) if args.workdir else None, fresh=args.fresh,
-                            good_pythons=list(args.good_python), guard=args.guard, good_runs=args.good_runs)
+    options = ReduceOptions(
+        script=Path("-"),
+        out=Path(args.out) if args.out else None,
+        python=args.python,
+        jobs=args.jobs,
+        timeout=args.timeout or DEFAULT_TIMEOUT,
+        seed=args.seed,
+        executor=args.executor,
+        workdir=Path(args.workdir) if args.workdir else None,
+        fresh=args.fresh,
+        good_pythons=list(args.good_python),
+        guard=args.guard,
+        good_runs=args.good_runs,
+    )
     log = _progress if args.verbose else lambda _: None
     if args.spec is not None:  # a spec file: what `explore` writes for a finding
         from minrepro.scenarios.reduce import reduce_spec
@@ -129,8 +178,10 @@ def _reduce_scenario(args: argparse.Namespace) -> int:
         trip, summary = reduce_spec(spec, args.scenario, args.scale, args.device, options, args.keep_steps, log)
     else:
         trip, summary = reduce_scenario(args.scenario, args.scale, args.device, options, args.keep_steps, log)
-    print(f"scenario {args.scenario} ({args.scale}, {args.device}): {len(trip.steps) - 1} spec steps "
-          f"({', '.join(name for name, _, _ in trip.steps[1:]) or 'none accepted'}), {trip.runs} scenario runs")
+    print(
+        f"scenario {args.scenario} ({args.scale}, {args.device}): {len(trip.steps) - 1} spec steps "
+        f"({', '.join(name for name, _, _ in trip.steps[1:]) or 'none accepted'}), {trip.runs} scenario runs"
+    )
     print_summary(summary, args.json)
     return 0
 
@@ -151,74 +202,134 @@ def register(sub: argparse._SubParsersAction) -> None:
     signature.add_argument("script", nargs="?", help="the script (or NOTEBOOK.ipynb) to run; its arguments follow --")
     signature.add_argument("-m", "--module", help="run this module as `python -m MODULE` would (arguments after --)")
     signature.add_argument("--python", help="interpreter whose environment runs it (default: this one)")
-    signature.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, help="seconds before it counts as a timeout")
+    signature.add_argument(
+        "--timeout", type=float, default=DEFAULT_TIMEOUT, help="seconds before it counts as a timeout"
+    )
     signature.add_argument("--json", action="store_true", help="print it as JSON (what `matches --expect` reads)")
-    signature.add_argument("--placement", action="store_true",
-                           help="also say what the run placed where: each load's map, each accelerate dispatch and its "
-                                "hooks, and on failure the devices of the modules and tensors on the failing stack "
-                                "(a passing script prints this too, instead of an error)")
+    signature.add_argument(
+        "--placement",
+        action="store_true",
+        help="also say what the run placed where: each load's map, each accelerate dispatch and its "
+        "hooks, and on failure the devices of the modules and tensors on the failing stack "
+        "(a passing script prints this too, instead of an error)",
+    )
     signature.set_defaults(func=cmd_signature)
 
     matches = sub.add_parser("matches", help="exit 0 iff a script fails with a recorded signature (an oracle)")
     matches.add_argument("--expect", required=True, help="JSON of the signature (as `signature --json` prints)")
     matches.add_argument("candidate", help="the script to judge")
     matches.add_argument("--python", help="interpreter whose environment runs it (default: this one)")
-    matches.add_argument("--good-python", action="append", default=[], metavar="PY",
-                         help="an interpreter where the bug is fixed: the candidate must not match there (repeatable)")
+    matches.add_argument(
+        "--good-python",
+        action="append",
+        default=[],
+        metavar="PY",
+        help="an interpreter where the bug is fixed: the candidate must not match there (repeatable)",
+    )
     matches.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, help="seconds before it counts as a timeout")
     matches.set_defaults(func=cmd_matches)
 
     reduce = sub.add_parser("reduce", help="shrink a failing script, keeping its failure signature")
-    reduce.add_argument("script", nargs="?", help="the failing script or NOTEBOOK.ipynb (never modified); the "
-                        "arguments of its run follow --, or the whole command line does: `-- accelerate launch job.py "
-                        "ARGS`")
+    reduce.add_argument(
+        "script",
+        nargs="?",
+        help="the failing script or NOTEBOOK.ipynb (never modified); the "
+        "arguments of its run follow --, or the whole command line does: `-- accelerate launch job.py "
+        "ARGS`",
+    )
     reduce.add_argument("-m", "--module", help="reduce this module's run as `python -m MODULE` (arguments after --)")
-    reduce.add_argument("--scenario", metavar="PRESET", help="start from a seed scenario (see `minrepro scenario list`)")
+    reduce.add_argument(
+        "--scenario", metavar="PRESET", help="start from a seed scenario (see `minrepro scenario list`)"
+    )
     reduce.add_argument("--spec", metavar="FILE", help="start from a scenario spec file (an `explore` finding's)")
     reduce.add_argument("--scale", default="tiny", choices=["tiny", "e2b", "e4b"], help="scenario model scale")
     reduce.add_argument("--device", default="cpu", choices=["cpu", "cuda"], help="scenario placement family")
     reduce.add_argument("--keep-steps", action="store_true", help="keep every accepted scenario step beside the output")
-    reduce.add_argument("-o", "--out", help="output path (default: <stem>.min.py beside SCRIPT; in the current "
-                        "folder for -m)")
-    reduce.add_argument("--signature", metavar="REGEX",
-                        help="keep candidates whose final exception line matches REGEX (type and library "
-                             "frames still required)")
-    reduce.add_argument("--oracle", metavar="CMD", help="interestingness command; gets the candidate path, "
-                                                        "exit 0 means interesting")
+    reduce.add_argument(
+        "-o", "--out", help="output path (default: <stem>.min.py beside SCRIPT; in the current folder for -m)"
+    )
+    reduce.add_argument(
+        "--signature",
+        metavar="REGEX",
+        help="keep candidates whose final exception line matches REGEX (type and library frames still required)",
+    )
+    reduce.add_argument(
+        "--oracle", metavar="CMD", help="interestingness command; gets the candidate path, exit 0 means interesting"
+    )
     reduce.add_argument("--python", help="interpreter to run candidates with (default: this one)")
-    reduce.add_argument("--jobs", type=int, default=None,
-                        help="runs side by side (default: as many as the cores, the RAM and the GPU memory hold for "
-                             "the runs measured, at most 8; the progress says what was chosen and why)")
-    reduce.add_argument("--timeout", type=float, default=None,
-                        help="seconds per run (default: 3x the slowest cold run of the original, at least "
-                             f"{DEFAULT_TIMEOUT:g}; its first run may take {FIRST_RUN_TIMEOUT:g})")
+    reduce.add_argument(
+        "--jobs",
+        type=int,
+        default=None,
+        help="runs side by side (default: as many as the cores, the RAM and the GPU memory hold for "
+        "the runs measured, at most 8; the progress says what was chosen and why)",
+    )
+    reduce.add_argument(
+        "--timeout",
+        type=float,
+        default=None,
+        help="seconds per run (default: 3x the slowest cold run of the original, at least "
+        f"{DEFAULT_TIMEOUT:g}; its first run may take {FIRST_RUN_TIMEOUT:g})",
+    )
     reduce.add_argument("--seed", type=int, default=0, help="order in which proposals are tried")
-    reduce.add_argument("--max-seconds", type=float, default=None, metavar="S",
-                        help=f"a SCRIPT's reduction ends within S seconds (default {DEFAULT_BUDGET:g}; 'inf' for no "
-                             "limit): the cold verification's time is kept from the search, whose best by then is "
-                             "verified and written, marked 'maybe not minimal' if the search was cut")
-    reduce.add_argument("--executor", default="auto", choices=["auto", "forkserver", "warm-pool", "cold"],
-                        help="how candidates run, each in its own process either way (auto: the warm pool where the "
-                             "env's torch sees a GPU, else the fork server)")
-    reduce.add_argument("--good-python", action="append", default=[], metavar="PY",
-                        help="an interpreter where the bug is fixed (repeatable): a candidate must not fail the "
-                             "same way there (default: found automatically, see --guard)")
-    reduce.add_argument("--guard", choices=["auto", "none"], default="auto",
-                        help="auto: a version set or the catalog family's patched env where the original passes, "
-                             "else a necessity control; none: reduce unguarded (values feeding checks frozen)")
-    reduce.add_argument("--confirm-runs", type=int, default=3, metavar="N",
-                        help="cold runs of the original that must all fail the same way (default 3)")
-    reduce.add_argument("--good-runs", type=int, default=None, metavar="N",
-                        help=f"runs of each candidate in each good env that must all pass (default: {GOOD_RUNS} when "
-                             "the script's own check raised and the script seeds nothing, else 1; the result's cold "
-                             f"check runs {GOOD_RUNS}): a candidate that only sometimes passes where the bug is fixed "
-                             "is not the bug")
+    reduce.add_argument(
+        "--max-seconds",
+        type=float,
+        default=None,
+        metavar="S",
+        help=f"a SCRIPT's reduction ends within S seconds (default {DEFAULT_BUDGET:g}; 'inf' for no "
+        "limit): the cold verification's time is kept from the search, whose best by then is "
+        "verified and written, marked 'maybe not minimal' if the search was cut",
+    )
+    reduce.add_argument(
+        "--executor",
+        default="auto",
+        choices=["auto", "forkserver", "warm-pool", "cold"],
+        help="how candidates run, each in its own process either way (auto: the warm pool where the "
+        "env's torch sees a GPU, else the fork server)",
+    )
+    reduce.add_argument(
+        "--good-python",
+        action="append",
+        default=[],
+        metavar="PY",
+        help="an interpreter where the bug is fixed (repeatable): a candidate must not fail the "
+        "same way there (default: found automatically, see --guard)",
+    )
+    reduce.add_argument(
+        "--guard",
+        choices=["auto", "none"],
+        default="auto",
+        help="auto: a version set or the catalog family's patched env where the original passes, "
+        "else a necessity control; none: reduce unguarded (values feeding checks frozen)",
+    )
+    reduce.add_argument(
+        "--confirm-runs",
+        type=int,
+        default=3,
+        metavar="N",
+        help="cold runs of the original that must all fail the same way (default 3)",
+    )
+    reduce.add_argument(
+        "--good-runs",
+        type=int,
+        default=None,
+        metavar="N",
+        help=f"runs of each candidate in each good env that must all pass (default: {GOOD_RUNS} when "
+        "the script's own check raised and the script seeds nothing, else 1; the result's cold "
+        f"check runs {GOOD_RUNS}): a candidate that only sometimes passes where the bug is fixed "
+        "is not the bug",
+    )
     reduce.add_argument("--no-triggers", action="store_true", help="skip the trigger report after the search")
-    reduce.add_argument("--no-scale-down", action="store_true",
-                        help="reduce at the checkpoint's real size (default: first try a tiny twin of each model the "
-                             "script loads, with the device maps its run inferred made literal)")
-    reduce.add_argument("--workdir", help="cache and state directory (default: in the cache, "
-                                          "$MINREPRO_CACHE or ~/.cache/minrepro)")
+    reduce.add_argument(
+        "--no-scale-down",
+        action="store_true",
+        help="reduce at the checkpoint's real size (default: first try a tiny twin of each model the "
+        "script loads, with the device maps its run inferred made literal)",
+    )
+    reduce.add_argument(
+        "--workdir", help="cache and state directory (default: in the cache, $MINREPRO_CACHE or ~/.cache/minrepro)"
+    )
     reduce.add_argument("--fresh", action="store_true", help="ignore a previous run's cache and state")
     reduce.add_argument("--json", action="store_true", help="end with a JSON summary line")
     reduce.add_argument("-v", "--verbose", action="store_true", help="log passes and accepted steps")

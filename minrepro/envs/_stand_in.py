@@ -14,8 +14,10 @@ from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import AutoModelForCausalLM, GPT2Config
 
 CONFIGS = {"gpt2": GPT2Config}  # the defaults of GPT2Config are gpt2's published config
-CORPUS = ["Four score and seven years ago our fathers brought forth on this continent a new nation.",
-          "The quick brown fox jumps over the lazy dog. Hello world!"]
+CORPUS = [
+    "Four score and seven years ago our fathers brought forth on this continent a new nation.",
+    "The quick brown fox jumps over the lazy dog. Hello world!",
+]
 EOS = "<|endoftext|>"
 
 
@@ -23,11 +25,18 @@ def tokenizer(dest: Path) -> None:
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
-    tok.train_from_iterator(CORPUS, trainers.BpeTrainer(
-        vocab_size=400, special_tokens=[EOS], initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    tok.train_from_iterator(
+        CORPUS,
+        trainers.BpeTrainer(vocab_size=400, special_tokens=[EOS], initial_alphabet=pre_tokenizers.ByteLevel.alphabet()),
+    )
     tok.save(str(dest / "tokenizer.json"))
-    config = {"tokenizer_class": "PreTrainedTokenizerFast", "bos_token": EOS, "eos_token": EOS, "unk_token": EOS,
-              "model_max_length": 1024}
+    config = {
+        "tokenizer_class": "PreTrainedTokenizerFast",
+        "bos_token": EOS,
+        "eos_token": EOS,
+        "unk_token": EOS,
+        "model_max_length": 1024,
+    }
     (dest / "tokenizer_config.json").write_text(json.dumps(config, indent=2))
 
 

@@ -31,7 +31,9 @@ from minrepro.errors import MinreproError
 # the diffs are package data of minrepro.patches: the top-level patches/ in a checkout, installed in a wheel
 PATCHES_DIR = Path(str(importlib.resources.files("minrepro.patches")))
 _HEADER = re.compile(r"^([A-Z][\w-]*): (.*)$")
-_HUNK = re.compile(r"Hunk #(\d+) (succeeded|FAILED|ignored) at (\d+)(?: with fuzz (\d+))?(?: \(offset (-?\d+) lines?\))?")
+_HUNK = re.compile(
+    r"Hunk #(\d+) (succeeded|FAILED|ignored) at (\d+)(?: with fuzz (\d+))?(?: \(offset (-?\d+) lines?\))?"
+)
 
 
 @dataclass(frozen=True)
@@ -56,12 +58,12 @@ class Patch:
 
     @property
     def files(self) -> tuple[str, ...]:
-        return tuple(_site_path(line[4:].strip()) for line in self.path.read_text().splitlines()
-                     if line.startswith("+++ "))
+        return tuple(
+            _site_path(line[4:].strip()) for line in self.path.read_text().splitlines() if line.startswith("+++ ")
+        )
 
     def applies(self, versions: dict[str, str | None]) -> bool:
-        return any(versions.get(req.name.lower()) in req.specifier
-                   for req in map(Requirement, self.applies_to))
+        return any(versions.get(req.name.lower()) in req.specifier for req in map(Requirement, self.applies_to))
 
 
 def patch_id(rel: str) -> str:
@@ -101,8 +103,15 @@ def load_patch(path: Path) -> Patch:
     missing = [k for k in ("Subject", "Case", "Made-against", "Applies-to") if k not in fields]
     if missing:
         raise MinreproError(f"{path}: header lacks {', '.join(missing)}")
-    return Patch(path, path.parent.name, path.stem, fields["Subject"].removeprefix("[PATCH] "), fields["Case"],
-                 fields["Made-against"], tuple(s.strip() for s in fields["Applies-to"].split(",")))
+    return Patch(
+        path,
+        path.parent.name,
+        path.stem,
+        fields["Subject"].removeprefix("[PATCH] "),
+        fields["Case"],
+        fields["Made-against"],
+        tuple(s.strip() for s in fields["Applies-to"].split(",")),
+    )
 
 
 def load_patches(root: Path = PATCHES_DIR) -> list[Patch]:
@@ -140,7 +149,7 @@ def needed(catalog, case, set_name: str) -> list[str]:
     return [pid for pid in case.patches if not fixed_there(pid)]
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _owners(root: Path) -> dict[str, str]:
     """{patch id: the case its header names}, read once (explore asks for every case of a catalog)."""
     return {p.id: p.case for p in load_patches(root)}
@@ -154,8 +163,20 @@ def _gnu_patch() -> str:
 
 
 def _run_patch(patch: Patch, site: Path, *, dry_run: bool, reverse: bool = False) -> list[HunkReport]:
-    cmd = [_gnu_patch(), f"-p{_strip_level(patch)}", "-d", str(site), "--batch", "--forward", "--fuzz=0", "--verbose",
-           "--no-backup-if-mismatch", "--reject-file=-", "-i", str(patch.path)]
+    cmd = [
+        _gnu_patch(),
+        f"-p{_strip_level(patch)}",
+        "-d",
+        str(site),
+        "--batch",
+        "--forward",
+        "--fuzz=0",
+        "--verbose",
+        "--no-backup-if-mismatch",
+        "--reject-file=-",
+        "-i",
+        str(patch.path),
+    ]
     cmd += ["--dry-run"] * dry_run + ["--reverse"] * reverse
     proc = subprocess.run(cmd, capture_output=True, text=True, stdin=subprocess.DEVNULL)
     reports, current, skipping = [], "", False
@@ -194,9 +215,11 @@ def apply_patches(patches: list[Patch], env: Path) -> list[HunkReport]:
         if any(r.status == "already applied" for r in dry):
             continue
         if not _lands(dry):
-            raise MinreproError(f"{patch.path.name} does not apply cleanly to {site}: "
-                                + "; ".join(f"{r.file} hunk {r.hunk} {r.status}" for r in dry if r.status == "FAILED")
-                                + f" (applied before it: {', '.join(marker['patches']) or 'none'})")
+            raise MinreproError(
+                f"{patch.path.name} does not apply cleanly to {site}: "
+                + "; ".join(f"{r.file} hunk {r.hunk} {r.status}" for r in dry if r.status == "FAILED")
+                + f" (applied before it: {', '.join(marker['patches']) or 'none'})"
+            )
         copy = applied_copy(env, patch.rel)
         copy.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(patch.path, copy)
@@ -215,8 +238,10 @@ def revert_patches(env: Path) -> list[str]:
         copy = applied_copy(env, rel)
         patch = load_patch(copy if copy.exists() else PATCHES_DIR / rel)
         if not _lands(_run_patch(patch, site, dry_run=True, reverse=True)):  # whole or not at all, as applying
-            raise MinreproError(f"{rel} does not revert cleanly in {env} (its files were changed since it was "
-                                "applied); remove that environment to rebuild it")
+            raise MinreproError(
+                f"{rel} does not revert cleanly in {env} (its files were changed since it was "
+                "applied); remove that environment to rebuild it"
+            )
         _run_patch(patch, site, dry_run=False, reverse=True)
         _drop_bytecode(site, patch.files)
         copy.unlink(missing_ok=True)  # what is left under minrepro-applied/ is what is applied
@@ -248,4 +273,3 @@ def _drop_bytecode(site: Path, files: tuple[str, ...]) -> None:
         source = site / rel
         for pyc in (source.parent / "__pycache__").glob(f"{source.stem}.*.pyc"):
             pyc.unlink(missing_ok=True)
-

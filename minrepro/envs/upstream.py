@@ -66,8 +66,18 @@ def tests_checkout(library: str, ref: str, source: Path | None, cache: Path) -> 
     if source is not None and (source / "tests").is_dir() and not (source / "HEAD").is_file():
         return source  # a plain checkout, used as it is
     git_dir = source if source is not None else _clone(library, ref, cache)
-    archive = subprocess.run(["git", "--git-dir", str(git_dir if (git_dir / "HEAD").is_file() else git_dir / ".git"),
-                              "archive", "--format=tar", ref, "tests"], capture_output=True)
+    archive = subprocess.run(
+        [
+            "git",
+            "--git-dir",
+            str(git_dir if (git_dir / "HEAD").is_file() else git_dir / ".git"),
+            "archive",
+            "--format=tar",
+            ref,
+            "tests",
+        ],
+        capture_output=True,
+    )
     if archive.returncode != 0:
         raise MinreproError(f"no tests/ at {ref} in {git_dir}: {archive.stderr.decode().strip()[-200:]}")
     dest.mkdir(parents=True, exist_ok=True)
@@ -87,8 +97,11 @@ def _own_rootdir(dest: Path) -> Path:
 def _clone(library: str, ref: str, cache: Path) -> Path:
     target = cache / f"{library}-{ref}.git"
     if not target.exists():
-        proc = subprocess.run(["git", "clone", "--bare", "--depth", "1", "--branch", ref, REPOS[library], str(target)],
-                              capture_output=True, text=True)
+        proc = subprocess.run(
+            ["git", "clone", "--bare", "--depth", "1", "--branch", ref, REPOS[library], str(target)],
+            capture_output=True,
+            text=True,
+        )
         if proc.returncode != 0:
             raise MinreproError(f"cannot clone {REPOS[library]} at {ref}: {proc.stderr.strip()[-200:]}")
     return target
@@ -98,23 +111,49 @@ def write_stand_ins(library: str, env: Path, checkout: Path) -> None:
     """Fresh stand-ins, in the tests' working directory, for the hub models the library's tests load."""
     for model_id in STAND_INS.get(library, []):
         shutil.rmtree(checkout / model_id, ignore_errors=True)
-        proc = subprocess.run([str(env_python(Path(env).absolute())), str(Path(__file__).with_name("_stand_in.py")),
-                               model_id, str(checkout / model_id)], capture_output=True, text=True)
+        proc = subprocess.run(
+            [
+                str(env_python(Path(env).absolute())),
+                str(Path(__file__).with_name("_stand_in.py")),
+                model_id,
+                str(checkout / model_id),
+            ],
+            capture_output=True,
+            text=True,
+        )
         if proc.returncode != 0:
-            raise MinreproError(f"cannot build a stand-in for {model_id}: {(proc.stderr.strip().splitlines() or ['?'])[-1]}")
+            raise MinreproError(
+                f"cannot build a stand-in for {model_id}: {(proc.stderr.strip().splitlines() or ['?'])[-1]}"
+            )
 
 
-def run_tests(env: Path, checkout: Path, selection: list[str], junit: Path, timeout: float,
-              offline: bool = False) -> TestRun:
+def run_tests(
+    env: Path, checkout: Path, selection: list[str], junit: Path, timeout: float, offline: bool = False
+) -> TestRun:
     """pytest in `env` from the checkout's root; outcomes per test id from the JUnit XML."""
     junit = junit.absolute()  # pytest runs from the checkout
     junit.parent.mkdir(parents=True, exist_ok=True)
     start = time.monotonic()
     environ = {**os.environ, **(OFFLINE_ENV if offline else {})}
     try:
-        proc = subprocess.run([str(env_python(Path(env).absolute())), "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                               "--junitxml", str(junit), *selection],
-                              cwd=checkout, capture_output=True, text=True, timeout=timeout, env=environ)
+        proc = subprocess.run(
+            [
+                str(env_python(Path(env).absolute())),
+                "-m",
+                "pytest",
+                "-q",
+                "-p",
+                "no:cacheprovider",
+                "--junitxml",
+                str(junit),
+                *selection,
+            ],
+            cwd=checkout,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env=environ,
+        )
     except subprocess.TimeoutExpired:
         raise MinreproError(f"upstream tests timed out after {timeout:.0f} s in {env}") from None
     junit.with_suffix(".log").write_text(proc.stdout + proc.stderr, encoding="utf-8")  # for reading failures
@@ -130,7 +169,7 @@ def parse_junit(xml: str) -> dict[str, str]:
     for case in ET.fromstring(xml).iter("testcase"):
         name = f"{case.get('classname')}::{case.get('name')}"
         tags = {child.tag for child in case}
-        outcomes[name] = ("failed" if tags & {"failure", "error"} else "skipped" if "skipped" in tags else "passed")
+        outcomes[name] = "failed" if tags & {"failure", "error"} else "skipped" if "skipped" in tags else "passed"
     return outcomes
 
 

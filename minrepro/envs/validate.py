@@ -17,7 +17,7 @@ import sys
 import tarfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Callable
+from collections.abc import Callable
 
 from ..catalog.manifest import Case, Catalog
 from ..catalog.run import CaseResult, run_cases
@@ -35,7 +35,7 @@ LIBRARIES = ("accelerate", "peft", "bitsandbytes", "transformers")
 @dataclass(frozen=True)
 class Candidate:
     library: str
-    kind: str          # "diff" | "checkout" | "ref"
+    kind: str  # "diff" | "checkout" | "ref"
     source: Path
     ref: str | None = None
 
@@ -88,13 +88,18 @@ def install(candidate: Candidate, env: Path, scratch: Path) -> None:
         patch = Patch(candidate.source, candidate.library, candidate.source.stem, "candidate", "", "", ())
         foreign = [f for f in patch.files if not f.startswith(candidate.library + "/")]
         if foreign:
-            raise MinreproError(f"{candidate.source.name} touches files outside {candidate.library}: {', '.join(foreign)}")
+            raise MinreproError(
+                f"{candidate.source.name} touches files outside {candidate.library}: {', '.join(foreign)}"
+            )
         apply_patches([patch], env)
     else:
         tree = materialize(candidate, scratch)
         python = env / "bin" / "python"
-        proc = subprocess.run([str(python), "-m", "pip", "install", "-q", "--no-deps", "--disable-pip-version-check",
-                               str(tree)], capture_output=True, text=True)
+        proc = subprocess.run(
+            [str(python), "-m", "pip", "install", "-q", "--no-deps", "--disable-pip-version-check", str(tree)],
+            capture_output=True,
+            text=True,
+        )
         if proc.returncode != 0:
             raise MinreproError(f"cannot install {candidate.label}: {(proc.stderr.strip().splitlines() or ['?'])[-1]}")
     marker = read_marker(env)
@@ -183,8 +188,12 @@ def candidate_env(catalog: Catalog, set_name: str, candidates: list[Candidate], 
 
     if env.exists():
         shutil.rmtree(env)
-    create_env(env, [str(r) for r in catalog.version_set(set_name).requirements], wheelhouse_from_env(),
-               label=f"{set_name} + candidate")
+    create_env(
+        env,
+        [str(r) for r in catalog.version_set(set_name).requirements],
+        wheelhouse_from_env(),
+        label=f"{set_name} + candidate",
+    )
     for candidate in candidates:
         install(candidate, env, cache("validate-sources"))
     return env
@@ -203,8 +212,16 @@ def _stamps(candidates: list[Candidate]) -> list[str]:
     return out
 
 
-def validate(catalog: Catalog, candidates: list[Candidate], sets: list[str], jobs: int, timeout: float,
-             upstream: bool, scenarios: bool, log: Callable[[str], None]) -> list[SetReport]:
+def validate(
+    catalog: Catalog,
+    candidates: list[Candidate],
+    sets: list[str],
+    jobs: int,
+    timeout: float,
+    upstream: bool,
+    scenarios: bool,
+    log: Callable[[str], None],
+) -> list[SetReport]:
     libraries = {c.library for c in candidates}
     cases = affected_cases(catalog, libraries)
     reports = []
@@ -217,9 +234,18 @@ def validate(catalog: Catalog, candidates: list[Candidate], sets: list[str], job
         after = run_cases(catalog, cases, patched, set_name, timeout, log, jobs, warm=True)
         touched = [f for c in candidates for f in touched_files(c)]
         report = SetReport(set_name, str(env), touched)
-        for b, a in zip(before, after):
-            report.rows.append({"case": b.case, "family": b.family, "before": b.observed, "before_headline": b.headline,
-                                "after": a.observed, "after_headline": a.headline, "status": status(b, a)})
+        for b, a in zip(before, after, strict=False):
+            report.rows.append(
+                {
+                    "case": b.case,
+                    "family": b.family,
+                    "before": b.observed,
+                    "before_headline": b.headline,
+                    "after": a.observed,
+                    "after_headline": a.headline,
+                    "status": status(b, a),
+                }
+            )
         if scenarios:
             report.scenarios = _scenarios(cases, clean, patched, timeout, log)
         if upstream:
@@ -240,14 +266,24 @@ def _scenarios(cases: list[Case], clean, patched, timeout: float, log: Callable[
     for label, env in (("before", clean), ("after", patched)):
         log(f"scenarios ({label}, tiny, {device}): {', '.join(names)}")
         marker = read_marker(Path(env.python).parent.parent) or {}
-        table = scenario_table(names, "tiny", device, env.python, timeout, lambda _: None, (),
-                               checkpoint_namespace(env.versions, marker.get("patches", [])), marker.get("patches", []))
+        table = scenario_table(
+            names,
+            "tiny",
+            device,
+            env.python,
+            timeout,
+            lambda _: None,
+            (),
+            checkpoint_namespace(env.versions, marker.get("patches", [])),
+            marker.get("patches", []),
+        )
         rows += [{**row, "when": label} for row in table]
     return rows
 
 
-def _upstream(candidates: list[Candidate], clean_python: str, patched_python: str, touched: list[str],
-              log: Callable[[str], None]) -> dict:
+def _upstream(
+    candidates: list[Candidate], clean_python: str, patched_python: str, touched: list[str], log: Callable[[str], None]
+) -> dict:
     """The library's own tests for the touched files, from the candidate's own tree (a ref or a checkout)."""
     from .upstream import SELECTIONS, TEST_REQUIREMENTS, new_failures, run_tests
     from .venvs import env_of, pip_install
@@ -267,11 +303,20 @@ def _upstream(candidates: list[Candidate], clean_python: str, patched_python: st
     # The candidate's own tests may import what only the candidate has: if they cannot run against the release
     # at all, there is no "before" to compare with, and every failure after the change counts.
     comparable = runs["before"].count("passed") > 0
-    fresh = new_failures(runs["before"], runs["after"]) if comparable else sorted(
-        t for t, o in runs["after"].outcomes.items() if o == "failed")
-    return {"selection": selection, "new_failures": fresh, "before_comparable": comparable,
-            **{k: {"passed": v.count("passed"), "failed": v.count("failed"), "skipped": v.count("skipped")}
-               for k, v in runs.items()}}
+    fresh = (
+        new_failures(runs["before"], runs["after"])
+        if comparable
+        else sorted(t for t, o in runs["after"].outcomes.items() if o == "failed")
+    )
+    return {
+        "selection": selection,
+        "new_failures": fresh,
+        "before_comparable": comparable,
+        **{
+            k: {"passed": v.count("passed"), "failed": v.count("failed"), "skipped": v.count("skipped")}
+            for k, v in runs.items()
+        },
+    }
 
 
 def format_report(candidates: list[Candidate], reports: list[SetReport]) -> str:
@@ -290,17 +335,28 @@ def format_report(candidates: list[Candidate], reports: list[SetReport]) -> str:
             lines += ["", f"scenarios on {report.set} (tiny): | preset | before | after |", "|---|---|---|"]
             after = {r["preset"]: r for r in report.scenarios if r["when"] == "after"}
             for row in (r for r in report.scenarios if r["when"] == "before"):
-                shown = [("pass" if x["outcome"] == "pass" else x["headline"][:50]) for x in (row, after[row["preset"]])]
+                shown = [
+                    ("pass" if x["outcome"] == "pass" else x["headline"][:50]) for x in (row, after[row["preset"]])
+                ]
                 lines.append(f"| {row['preset']} | {shown[0]} | {shown[1]} |")
         if report.upstream:
             up = report.upstream
             lines.append("")
-            before = (f"before {up['before']['passed']} passed / {up['before']['failed']} failed" if up.get("before_comparable")
-                      else "before: they do not run against the release (they test what only the candidate has)")
-            lines.append(f"upstream tests on {report.set}: " + (up["skipped"] if "skipped" in up else
-                         f"{' '.join(up['selection'])}: {before}; after {up['after']['passed']} passed / "
-                         f"{up['after']['failed']} failed / {up['after']['skipped']} skipped; new failures: "
-                         f"{len(up['new_failures'])}" + "".join(f"\n  {t}" for t in up["new_failures"])))
+            before = (
+                f"before {up['before']['passed']} passed / {up['before']['failed']} failed"
+                if up.get("before_comparable")
+                else "before: they do not run against the release (they test what only the candidate has)"
+            )
+            lines.append(
+                f"upstream tests on {report.set}: "
+                + (
+                    up["skipped"]
+                    if "skipped" in up
+                    else f"{' '.join(up['selection'])}: {before}; after {up['after']['passed']} passed / "
+                    f"{up['after']['failed']} failed / {up['after']['skipped']} skipped; new failures: "
+                    f"{len(up['new_failures'])}" + "".join(f"\n  {t}" for t in up["new_failures"])
+                )
+            )
     lines += ["", verdict(reports)]
     return "\n".join(lines)
 
@@ -320,13 +376,28 @@ def verdict(reports: list[SetReport]) -> str:
     changed = sorted({f"{r['case']} ({rep.set})" for rep in reports for r in rep.rows if r["status"] == "changed"})
     upstream = sum(len(rep.upstream.get("new_failures", [])) for rep in reports if rep.upstream)
     word = "BREAKS" if broken or upstream else "fixes" if fixed else "changes nothing in"
-    return (f"verdict: {word} the catalog: fixes {len(fixed)}" + (f" ({', '.join(fixed)})" if fixed else "")
-            + f", newly failing {len(broken)}" + (f" ({', '.join(broken)})" if broken else "")
-            + f", failing differently {len(changed)}" + (f" ({', '.join(changed)})" if changed else "")
-            + ("; upstream tests: " + (f"{upstream} new failure(s)" if any(rep.upstream for rep in reports)
-                                       else "not run (--upstream-tests runs them)")))
+    return (
+        f"verdict: {word} the catalog: fixes {len(fixed)}"
+        + (f" ({', '.join(fixed)})" if fixed else "")
+        + f", newly failing {len(broken)}"
+        + (f" ({', '.join(broken)})" if broken else "")
+        + f", failing differently {len(changed)}"
+        + (f" ({', '.join(changed)})" if changed else "")
+        + (
+            "; upstream tests: "
+            + (
+                f"{upstream} new failure(s)"
+                if any(rep.upstream for rep in reports)
+                else "not run (--upstream-tests runs them)"
+            )
+        )
+    )
 
 
 def as_json(candidates: list[Candidate], reports: list[SetReport]) -> dict:
-    return {"candidates": [c.label for c in candidates], "sets": [asdict(r) for r in reports],
-            "verdict": verdict(reports), "python": sys.version.split()[0]}
+    return {
+        "candidates": [c.label for c in candidates],
+        "sets": [asdict(r) for r in reports],
+        "verdict": verdict(reports),
+        "python": sys.version.split()[0],
+    }

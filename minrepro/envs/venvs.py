@@ -19,7 +19,8 @@ import subprocess
 import sys
 import venv
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
+from collections.abc import Sequence
 
 from minrepro.errors import MinreproError
 
@@ -28,6 +29,8 @@ MARKER = "minrepro-env.json"
 
 class EnvCreationError(MinreproError):
     """The machine could not make a venv at all (disk, permissions): not a property of any version."""
+
+
 CPU_TORCH = "torch==2.13.0"  # what pip finds locally on the CPU machines (see NOTES)
 SYSTEM_SITE_PTH = "_minrepro_system_site.pth"
 
@@ -59,16 +62,22 @@ def require_tool_env(env: Path) -> dict[str, Any]:
         raise MinreproError(f"{env} is not a virtual environment (no pyvenv.cfg); refusing to patch it")
     marker = read_marker(env)
     if marker is None or marker.get("created_by") != "minrepro":
-        raise MinreproError(f"{env} was not created by minrepro (no {MARKER}); refusing to patch it. "
-                            "Create one with `minrepro env create DIR --set SET`.")
+        raise MinreproError(
+            f"{env} was not created by minrepro (no {MARKER}); refusing to patch it. "
+            "Create one with `minrepro env create DIR --set SET`."
+        )
     if Path(sys.prefix).resolve() == env.resolve():
         raise MinreproError(f"{env} is the environment running minrepro; refusing to patch it")
     return marker
 
 
 def site_packages(env: Path) -> Path:
-    out = subprocess.run([str(env_python(env)), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                         capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [str(env_python(env)), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return Path(out.stdout.strip())
 
 
@@ -82,15 +91,20 @@ def torch_site() -> str | None:
     return str(Path(spec.origin).parents[1]) if spec is not None and spec.origin else None
 
 
-def shared_site(python: Path, requirement: str = CPU_TORCH, where: Path | None = None,
-                pip_args: Sequence[str] = ()) -> Path:
+def shared_site(
+    python: Path, requirement: str = CPU_TORCH, where: Path | None = None, pip_args: Sequence[str] = ()
+) -> Path:
     """A directory holding `requirement` (and what it needs) for `python`'s version, installed once with
     `pip --target` and shared by every env through a `.pth`. Built under a temporary name and renamed, so a
     half-made one (disk full, interrupted) is never taken for a complete one."""
     from ..dirs import cache
 
-    version = subprocess.run([str(python), "-c", "import sys; print('py%d%d' % sys.version_info[:2])"],
-                             capture_output=True, text=True, check=True).stdout.strip()
+    version = subprocess.run(
+        [str(python), "-c", "import sys; print('py%d%d' % sys.version_info[:2])"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
     site = Path(where or cache("shared")) / f"{requirement.replace('==', '-')}-{version}"
     if site.is_dir():
         return site
@@ -141,8 +155,7 @@ def _pip_failure(proc: subprocess.CompletedProcess[str]) -> str:
     return (errors or [line for line in lines if not line.startswith("WARNING:")] or lines or ["no output"])[-1]
 
 
-def create_env(env: Path, requirements: Sequence[str], wheelhouse: Path | None = None,
-               label: str = "") -> Path:
+def create_env(env: Path, requirements: Sequence[str], wheelhouse: Path | None = None, label: str = "") -> Path:
     """Create (or reuse, when its marker lists the same requirements and no patches) a venv; its python."""
     env = Path(env).absolute()
     marker = read_marker(env)
@@ -163,9 +176,17 @@ def create_env(env: Path, requirements: Sequence[str], wheelhouse: Path | None =
     # versions: patches must land here, never there. Their dependencies may come from either.
     _pip(env, ["--ignore-installed", "--no-deps", *requirements], wheelhouse)
     _pip(env, list(requirements), wheelhouse)
-    write_marker(env, {"created_by": "minrepro", "label": label, "requirements": list(requirements),
-                       "torch_from": torch_from, "patches": [],
-                       "created": _dt.datetime.now().isoformat(timespec="seconds")})
+    write_marker(
+        env,
+        {
+            "created_by": "minrepro",
+            "label": label,
+            "requirements": list(requirements),
+            "torch_from": torch_from,
+            "patches": [],
+            "created": _dt.datetime.now().isoformat(timespec="seconds"),
+        },
+    )
     return env_python(env)
 
 
@@ -195,8 +216,11 @@ def _set_env(catalog, name: str, patched: bool, note, env: Path) -> Path:
     requirements = [str(r) for r in catalog.version_set(name).requirements]
     marker = read_marker(env) or {}
     wanted = [] if not patched else select(stacking_order(catalog), catalog.sets[name].pins())
-    if (marker.get("requirements") == requirements and marker.get("patches") == [p.rel for p in wanted]
-            and applied_as_today(env, wanted)):
+    if (
+        marker.get("requirements") == requirements
+        and marker.get("patches") == [p.rel for p in wanted]
+        and applied_as_today(env, wanted)
+    ):
         return env_python(env)
     note(f"making the {name}{' patched' if patched else ''} environment in {env} (once)")
     if env.exists():

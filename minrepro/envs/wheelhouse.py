@@ -18,14 +18,19 @@ import tempfile
 import tomllib
 import zipfile
 from pathlib import Path
-from typing import Sequence
+from collections.abc import Sequence
 
 from minrepro.catalog.manifest import load_catalog
 from minrepro.errors import MinreproError
 from minrepro.envs.upstream import TEST_REQUIREMENTS
 
-DEFAULT_PLATFORMS = ("manylinux_2_28_x86_64", "manylinux_2_27_x86_64", "manylinux_2_24_x86_64",
-                     "manylinux_2_17_x86_64", "manylinux2014_x86_64")
+DEFAULT_PLATFORMS = (
+    "manylinux_2_28_x86_64",
+    "manylinux_2_27_x86_64",
+    "manylinux_2_24_x86_64",
+    "manylinux_2_17_x86_64",
+    "manylinux2014_x86_64",
+)
 # The target's own torch stays in charge; never ship it or its CUDA runtime.
 SYSTEM_PROVIDED = re.compile(r"^(torch|triton|nvidia-.*|cuda-.*)$", re.IGNORECASE)
 
@@ -48,8 +53,21 @@ def resolve(requirements: Sequence[str], target: list[str]) -> list[tuple[str, s
     """The (name, version) closure pip would install for ``requirements`` on the target platform."""
     with tempfile.TemporaryDirectory() as tmp:
         report = Path(tmp) / "report.json"
-        cmd = [sys.executable, "-m", "pip", "install", "--dry-run", "--quiet", "--ignore-installed",
-               "--report", str(report), "--target", str(Path(tmp) / "t"), *target, *requirements]
+        cmd = [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--dry-run",
+            "--quiet",
+            "--ignore-installed",
+            "--report",
+            str(report),
+            "--target",
+            str(Path(tmp) / "t"),
+            *target,
+            *requirements,
+        ]
         proc = subprocess.run(cmd, capture_output=True, text=True)
         if proc.returncode != 0:
             raise MinreproError(f"cannot resolve {' '.join(requirements)}: {_last_line(proc.stderr)}")
@@ -82,14 +100,21 @@ def slim_wheel(wheel: Path, cuda_versions: Sequence[str]) -> Path:
             dst.writestr(info, data)
             digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
             kept_records.append(f"{info.filename},sha256={digest},{len(data)}")
-        dst.writestr(record_name, "\n".join(kept_records + [f"{record_name},,"]) + "\n")
+        dst.writestr(record_name, "\n".join([*kept_records, f"{record_name},,"]) + "\n")
     out.replace(wheel)
     return wheel
 
 
-def build(dest: Path, sets: Sequence[str], python_version: str, platforms: Sequence[str],
-          cuda_versions: Sequence[str], closure: bool, extra: Sequence[str],
-          provided_by_target: Sequence[str] = ()) -> list[Path]:
+def build(
+    dest: Path,
+    sets: Sequence[str],
+    python_version: str,
+    platforms: Sequence[str],
+    cuda_versions: Sequence[str],
+    closure: bool,
+    extra: Sequence[str],
+    provided_by_target: Sequence[str] = (),
+) -> list[Path]:
     catalog = load_catalog()
     target = _target_args(python_version, platforms)
     dest.mkdir(parents=True, exist_ok=True)
@@ -100,8 +125,9 @@ def build(dest: Path, sets: Sequence[str], python_version: str, platforms: Seque
     for name in sets:
         requirements = [str(r) for r in catalog.sets[name].requirements] + list(extra)
         found = resolve(requirements, target) if closure else [_split(r) for r in requirements]
-        pins.update((pin, None) for pin in found
-                    if not SYSTEM_PROVIDED.match(pin[0]) and pin[0].lower() not in provided)
+        pins.update(
+            (pin, None) for pin in found if not SYSTEM_PROVIDED.match(pin[0]) and pin[0].lower() not in provided
+        )
     pins.update((pin, None) for pin in resolve(_tooling(), target))
     download(list(pins), dest, target)
     for wheel in dest.glob("bitsandbytes-*.whl"):
@@ -126,27 +152,57 @@ def _last_line(text: str) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m minrepro.wheelhouse", description=__doc__)
     parser.add_argument("--dest", default="wheelhouse", help="directory for the wheels")
-    parser.add_argument("--set", dest="sets", action="append",
-                        help="version set (default: every set, as `nox -s minrepro` runs them all)")
+    parser.add_argument(
+        "--set",
+        dest="sets",
+        action="append",
+        help="version set (default: every set, as `nox -s minrepro` runs them all)",
+    )
     parser.add_argument("--python-version", default="3.12", help="the target interpreter's version")
     parser.add_argument("--platform", dest="platforms", action="append", help="wheel platform tags")
-    parser.add_argument("--cuda", dest="cuda_versions", action="append", default=None,
-                        help="CUDA library versions to keep in bitsandbytes wheels (default: 130)")
-    parser.add_argument("--direct-only", action="store_true",
-                        help="only the sets' own requirements, for a target whose system site-packages "
-                             "already hold their dependencies (a CUDA image with transformers installed)")
-    parser.add_argument("--extra", action="append", default=[], help="additional requirement to include "
-                        "(with --direct-only: NAME==VERSION, or NAME for the newest)")
-    parser.add_argument("--provided", action="append", default=[], metavar="NAME",
-                        help="a package the target already has (not downloaded), e.g. scipy on a CUDA image")
-    parser.add_argument("--upstream-tests", action="store_true",
-                        help="also what `minrepro upstream-tests` installs to run the libraries' own tests")
+    parser.add_argument(
+        "--cuda",
+        dest="cuda_versions",
+        action="append",
+        default=None,
+        help="CUDA library versions to keep in bitsandbytes wheels (default: 130)",
+    )
+    parser.add_argument(
+        "--direct-only",
+        action="store_true",
+        help="only the sets' own requirements, for a target whose system site-packages "
+        "already hold their dependencies (a CUDA image with transformers installed)",
+    )
+    parser.add_argument(
+        "--extra",
+        action="append",
+        default=[],
+        help="additional requirement to include (with --direct-only: NAME==VERSION, or NAME for the newest)",
+    )
+    parser.add_argument(
+        "--provided",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="a package the target already has (not downloaded), e.g. scipy on a CUDA image",
+    )
+    parser.add_argument(
+        "--upstream-tests",
+        action="store_true",
+        help="also what `minrepro upstream-tests` installs to run the libraries' own tests",
+    )
     args = parser.parse_args(argv)
     try:
-        wheels = build(Path(args.dest), args.sets or list(load_catalog().sets), args.python_version,
-                       args.platforms or DEFAULT_PLATFORMS, args.cuda_versions or ["130"],
-                       not args.direct_only, args.extra + (_test_requirements() if args.upstream_tests else []),
-                       args.provided)
+        wheels = build(
+            Path(args.dest),
+            args.sets or list(load_catalog().sets),
+            args.python_version,
+            args.platforms or DEFAULT_PLATFORMS,
+            args.cuda_versions or ["130"],
+            not args.direct_only,
+            args.extra + (_test_requirements() if args.upstream_tests else []),
+            args.provided,
+        )
     except MinreproError as exc:
         print(f"minrepro: error: {exc}", file=sys.stderr)
         return 2

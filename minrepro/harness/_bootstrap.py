@@ -29,7 +29,7 @@ import traceback
 import weakref
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _library_tops():
     """Top-level import names that belong to installed distributions (minrepro itself excluded). Cached: the fork
     server computes it once before forking (about 0.1 s in an env with the HF stack), its children inherit it."""
@@ -102,10 +102,8 @@ _LOADED_MODELS = []  # weak references to what from_pretrained returned: names f
 
 
 def _remember(model):
-    try:
+    with contextlib.suppress(TypeError):
         _LOADED_MODELS.append(weakref.ref(model))
-    except TypeError:
-        pass
 
 
 def _module_names(roots):
@@ -126,9 +124,15 @@ def _own_hooks(module):
 
 def _hook_records(module):
     """Where each of a module's hooks moves inputs, and whether it offloads the module's weights."""
-    return [{"type": type(one).__name__, "execution_device": _plain(getattr(one, "execution_device", None)),
-             "io_same_device": getattr(one, "io_same_device", None), "offload": getattr(one, "offload", None)}
-            for one in _own_hooks(module)]
+    return [
+        {
+            "type": type(one).__name__,
+            "execution_device": _plain(getattr(one, "execution_device", None)),
+            "io_same_device": getattr(one, "io_same_device", None),
+            "offload": getattr(one, "offload", None),
+        }
+        for one in _own_hooks(module)
+    ]
 
 
 def _tensor_devices(value, depth=0):
@@ -169,20 +173,36 @@ def failure_devices(tb, limit=12):
         return []
     stack = [(frame, lineno, frame.f_locals.get("self")) for frame, lineno in traceback.walk_tb(tb)]
     # a module's method, not Module.__call__'s own two frames (`_wrapped_call_impl`, `_call_impl`) per module call
-    stack = [(frame, lineno, module) for frame, lineno, module in stack if isinstance(module, torch.nn.Module)
-             and frame.f_globals.get("__name__") != "torch.nn.modules.module"]
+    stack = [
+        (frame, lineno, module)
+        for frame, lineno, module in stack
+        if isinstance(module, torch.nn.Module) and frame.f_globals.get("__name__") != "torch.nn.modules.module"
+    ]
     # names under the loaded models, else under the outermost module on the stack (a model the script built)
     names, frames = _module_names([ref() for ref in _LOADED_MODELS] + [m for _, _, m in stack[:1]]), []
     for frame, lineno, module in stack:
-        own = collections.Counter(str(t.device) for t in [*module.parameters(recurse=False),
-                                                           *module.buffers(recurse=False)])
+        own = collections.Counter(
+            str(t.device) for t in [*module.parameters(recurse=False), *module.buffers(recurse=False)]
+        )
         below = collections.Counter(str(p.device) for p in module.parameters())
-        tensors = {key: devices for key, value in frame.f_locals.items()
-                   if key != "self" and (devices := _tensor_devices(value))}
-        frames.append({"function": getattr(frame.f_code, "co_qualname", frame.f_code.co_name), "line": lineno,
-                       "module": names.get(id(module)), "class": type(module).__name__, "weights": dict(own),
-                       "weights_below": dict(below), "hooks": _hook_records(module), "tensors": tensors,
-                       "side_tensors": _side_tensors(module)})
+        tensors = {
+            key: devices
+            for key, value in frame.f_locals.items()
+            if key != "self" and (devices := _tensor_devices(value))
+        }
+        frames.append(
+            {
+                "function": getattr(frame.f_code, "co_qualname", frame.f_code.co_name),
+                "line": lineno,
+                "module": names.get(id(module)),
+                "class": type(module).__name__,
+                "weights": dict(own),
+                "weights_below": dict(below),
+                "hooks": _hook_records(module),
+                "tensors": tensors,
+                "side_tensors": _side_tensors(module),
+            }
+        )
     return frames[-limit:]
 
 
@@ -198,14 +218,24 @@ def _placement(model, device_map, main):
     """Counts per device, and the quantized weights under entries that will be offloaded (disk; cpu too when
     the main device is not the cpu): the branch where families A and B live."""
     devices = dict(collections.Counter(str(d) for d in device_map.values()))
-    offloaded = [name for name, device in device_map.items()
-                 if device == "disk" or (device == "cpu" and main not in ("cpu", "mps"))]
+    offloaded = [
+        name
+        for name, device in device_map.items()
+        if device == "disk" or (device == "cpu" and main not in ("cpu", "mps"))
+    ]
     quantized = 0
     for name, param in model.named_parameters():
-        if type(param).__name__ in _QUANTIZED and any(not o or name == o or name.startswith(o + ".") for o in offloaded):
+        if type(param).__name__ in _QUANTIZED and any(
+            not o or name == o or name.startswith(o + ".") for o in offloaded
+        ):
             quantized += 1
-    return {"devices": devices, "main_device": main, "offloaded_entries": len(offloaded),
-            "offloaded_quantized_weights": quantized, "device_map": {k: str(v) for k, v in device_map.items()}}
+    return {
+        "devices": devices,
+        "main_device": main,
+        "offloaded_entries": len(offloaded),
+        "offloaded_quantized_weights": quantized,
+        "device_map": {k: str(v) for k, v in device_map.items()},
+    }
 
 
 def _hooks(model):
@@ -223,8 +253,12 @@ def _hooks(model):
     # what accelerate made the main device, as the root's hook says: the documented rule above is not always what a
     # release does (1.15 takes it from a set: family AD)
     root = _own_hooks(model)
-    return {"offloading_hooks": offloading, "offloading_quantized_modules": quantized, "execution_devices": execution,
-            "root_execution_device": _plain(getattr(root[0], "execution_device", None)) if root else None}
+    return {
+        "offloading_hooks": offloading,
+        "offloading_quantized_modules": quantized,
+        "execution_devices": execution,
+        "root_execution_device": _plain(getattr(root[0], "execution_device", None)) if root else None,
+    }
 
 
 def _script_line():
@@ -247,8 +281,11 @@ def _traced(dispatch, path):
     @functools.wraps(dispatch)
     def dispatch_model(model, device_map, *args, **kwargs):
         frame = sys._getframe(1)
-        record = {"event": "dispatch_model", "caller": f"{frame.f_globals.get('__name__')}:{frame.f_code.co_name}",
-                  "line": _script_line()}
+        record = {
+            "event": "dispatch_model",
+            "caller": f"{frame.f_globals.get('__name__')}:{frame.f_code.co_name}",
+            "line": _script_line(),
+        }
         try:
             record.update(_placement(model, device_map, _main_device(device_map, kwargs.get("main_device"))))
         except Exception as exc:  # observing must never change what the script does
@@ -282,8 +319,11 @@ def _loaded_placement(model):
     transformers inferred: whether a split happened at all (a budget can send everything to one device)."""
     where = collections.Counter(f"{type(p).__name__}@{p.device}" for p in model.parameters())
     device_map = {k: str(v) for k, v in (getattr(model, "hf_device_map", None) or {}).items()}
-    return {"devices": dict(collections.Counter(device_map.values())), "device_map": device_map,
-            "parameters": dict(where)}
+    return {
+        "devices": dict(collections.Counter(device_map.values())),
+        "device_map": device_map,
+        "parameters": dict(where),
+    }
 
 
 def _observe_classmethod(owner, name, path, event, describe, before=False):
@@ -318,10 +358,21 @@ def _observe_classmethod(owner, name, path, event, describe, before=False):
 def _wrap_from_pretrained(module, path, loaded=False):
     """Record what `PreTrainedModel.from_pretrained` returned (transformers 5 dispatches only maps that split), and
     what it was asked to load when it starts (`_record_load_starts`)."""
-    _observe_classmethod(module.PreTrainedModel, "from_pretrained", path, "from_pretrained",
-                         lambda cls, model, args, kwargs: _remember(model) or {
-                             "caller": cls.__name__, **_loaded_placement(model), **_model_record(model, args, kwargs),
-                             **_generation_record(model)})
+    _observe_classmethod(
+        module.PreTrainedModel,
+        "from_pretrained",
+        path,
+        "from_pretrained",
+        lambda cls, model, args, kwargs: (
+            _remember(model)
+            or {
+                "caller": cls.__name__,
+                **_loaded_placement(model),
+                **_model_record(model, args, kwargs),
+                **_generation_record(model),
+            }
+        ),
+    )
     _record_load_starts(module, path)
 
 
@@ -332,10 +383,15 @@ def _model_record(model, args, kwargs):
     try:  # apart from the placement: a stand-in model without a config still says where its weights went
         config = model.config
         checkpoint = args[0] if args else kwargs.get("pretrained_model_name_or_path")
-        record.update({"model_type": config.model_type, "config": _plain(config.to_dict()),
-                       "config_defaults": _plain(_config_defaults(config)),
-                       "checkpoint": os.fspath(checkpoint) if isinstance(checkpoint, (str, os.PathLike)) else None,
-                       "parameters_total": sum(p.numel() for p in model.parameters())})
+        record.update(
+            {
+                "model_type": config.model_type,
+                "config": _plain(config.to_dict()),
+                "config_defaults": _plain(_config_defaults(config)),
+                "checkpoint": os.fspath(checkpoint) if isinstance(checkpoint, (str, os.PathLike)) else None,
+                "parameters_total": sum(p.numel() for p in model.parameters()),
+            }
+        )
     except Exception as exc:
         record["model_trace_error"] = repr(exc)
     return record
@@ -367,19 +423,26 @@ def _adapter_record(cls, _result, args, kwargs):
         peft_config = sys.modules["peft"].PeftConfig
         mapping = sys.modules[cls.__module__].PEFT_TYPE_TO_CONFIG_MAPPING
         config = mapping[peft_config._get_peft_type(model_id)].from_pretrained(model_id)
-    return {"adapter": os.fspath(model_id) if isinstance(model_id, (str, os.PathLike)) else None,
-            "peft_config": _plain(config.to_dict()), "peft_defaults": _plain(type(config)().to_dict()),
-            "config_class": type(config).__name__}
+    return {
+        "adapter": os.fspath(model_id) if isinstance(model_id, (str, os.PathLike)) else None,
+        "peft_config": _plain(config.to_dict()),
+        "peft_defaults": _plain(type(config)().to_dict()),
+        "config_class": type(config).__name__,
+    }
 
 
 def _wrap_peft_from_pretrained(module, path, loaded=False):
     """Record what `PeftModel.from_pretrained` loaded: the adapter's config (for a twin adapter) and the script line."""
-    _observe_classmethod(module.PeftModel, "from_pretrained", path, "peft_from_pretrained", _adapter_record,
-                         before=True)
+    _observe_classmethod(
+        module.PeftModel, "from_pretrained", path, "peft_from_pretrained", _adapter_record, before=True
+    )
 
 
-_TRACED = {_TRACED_MODULE: _wrap_dispatch, "transformers.modeling_utils": _wrap_from_pretrained,
-           "peft.peft_model": _wrap_peft_from_pretrained}
+_TRACED = {
+    _TRACED_MODULE: _wrap_dispatch,
+    "transformers.modeling_utils": _wrap_from_pretrained,
+    "peft.peft_model": _wrap_peft_from_pretrained,
+}
 
 
 # --- token ids, tokenizers, loads that fail: what a twin with a small vocabulary needs -------------------------
@@ -394,8 +457,16 @@ _ID_LIMIT = 4096  # more distinct ids than this (a data set) and the vocabularie
 _IDS = {}  # table size (None: a prompt, a special id) -> the ids recorded
 _QUIET = [0]  # > 0 inside generate: its forward passes embed its own outputs
 _TOKENIZING = [0]  # > 0 inside a tokenizer call: only the outermost one is the script's
-_SPECIAL_IDS = ("pad_token_id", "bos_token_id", "eos_token_id", "unk_token_id", "sep_token_id", "cls_token_id",
-                "mask_token_id", "decoder_start_token_id")
+_SPECIAL_IDS = (
+    "pad_token_id",
+    "bos_token_id",
+    "eos_token_id",
+    "unk_token_id",
+    "sep_token_id",
+    "cls_token_id",
+    "mask_token_id",
+    "decoder_start_token_id",
+)
 
 
 def _note_ids(path, table, ids, source):
@@ -484,8 +555,12 @@ def _data(value, depth=0):
     if isinstance(value, str):
         return {"type": "str", "value": value} if len(value) <= 8 * _ID_LIMIT else None
     if torch is not None and isinstance(value, torch.Tensor):
-        if value.dtype.is_floating_point or value.dtype.is_complex or value.numel() > _ID_LIMIT \
-                or value.device.type == "meta":
+        if (
+            value.dtype.is_floating_point
+            or value.dtype.is_complex
+            or value.numel() > _ID_LIMIT
+            or value.device.type == "meta"
+        ):
             return None
         return {"type": "tensor", "dtype": str(value.dtype).replace("torch.", ""), "values": value.tolist()}
     if isinstance(value, (list, tuple)):
@@ -522,8 +597,10 @@ def _tokenizing(original, method, path):
 
 def _tokenizer_record(cls, tokenizer, args, kwargs):
     special = {name: getattr(tokenizer, name, None) for name in _SPECIAL_IDS}
-    return {"tokenizer_class": type(tokenizer).__name__,
-            "special_ids": {k: v for k, v in special.items() if type(v) is int}}
+    return {
+        "tokenizer_class": type(tokenizer).__name__,
+        "special_ids": {k: v for k, v in special.items() if type(v) is int},
+    }
 
 
 def _wrap_tokenizer(module, path, loaded=False):
@@ -538,8 +615,16 @@ def _wrap_tokenizer(module, path, loaded=False):
         _observe_classmethod(base, "from_pretrained", path, "tokenizer", _tokenizer_record)
 
 
-_HUB_KWARGS = ("cache_dir", "revision", "subfolder", "token", "local_files_only", "trust_remote_code",
-               "force_download", "proxies")
+_HUB_KWARGS = (
+    "cache_dir",
+    "revision",
+    "subfolder",
+    "token",
+    "local_files_only",
+    "trust_remote_code",
+    "force_download",
+    "proxies",
+)
 
 
 def _load_start_record(cls, args, kwargs):
@@ -548,9 +633,13 @@ def _load_start_record(cls, args, kwargs):
     config = kwargs.get("config")
     if not (hasattr(config, "to_dict") and hasattr(config, "model_type")):
         config = cls.config_class.from_pretrained(checkpoint, **{k: kwargs[k] for k in _HUB_KWARGS if k in kwargs})
-    return {"model_class": cls.__name__, "model_type": config.model_type, "config": _plain(config.to_dict()),
-            "config_defaults": _plain(_config_defaults(config)),
-            "checkpoint": os.fspath(checkpoint) if isinstance(checkpoint, (str, os.PathLike)) else None}
+    return {
+        "model_class": cls.__name__,
+        "model_type": config.model_type,
+        "config": _plain(config.to_dict()),
+        "config_defaults": _plain(_config_defaults(config)),
+        "checkpoint": os.fspath(checkpoint) if isinstance(checkpoint, (str, os.PathLike)) else None,
+    }
 
 
 def _record_load_starts(module, path):
@@ -582,8 +671,13 @@ def _generation_record(model):
     return {"generation_ids": ids} if ids else {}
 
 
-_TRACED.update({"torch.nn.modules.sparse": _wrap_embedding, "transformers.generation.utils": _wrap_generate,
-                "transformers.tokenization_utils_base": _wrap_tokenizer})
+_TRACED.update(
+    {
+        "torch.nn.modules.sparse": _wrap_embedding,
+        "transformers.generation.utils": _wrap_generate,
+        "transformers.tokenization_utils_base": _wrap_tokenizer,
+    }
+)
 
 
 class _AfterImport(importlib.abc.MetaPathFinder):
@@ -671,8 +765,12 @@ def read_key(node):
 
     if isinstance(node, ast.Call):
         f, args = node.func, node.args
-        constant_args = 0 < len(args) <= 2 and not node.keywords \
-            and all(isinstance(a, ast.Constant) for a in args) and type(args[0].value) is str
+        constant_args = (
+            0 < len(args) <= 2
+            and not node.keywords
+            and all(isinstance(a, ast.Constant) for a in args)
+            and type(args[0].value) is str
+        )
         on_a_read = isinstance(f, ast.Attribute) and (isinstance(f.value, ast.Name) or read_key(f.value) is not None)
         if constant_args and on_a_read and f.attr in _GETTERS:
             return ast.unparse(node)
@@ -680,12 +778,15 @@ def read_key(node):
         return ast.unparse(node) if reader else None
     if not isinstance(node, (ast.Attribute, ast.Subscript)) or not isinstance(node.ctx, ast.Load):
         return None
-    if isinstance(node, ast.Subscript) and ast.unparse(node.value) == "sys.argv" \
-            and isinstance(node.slice, ast.Constant) and type(node.slice.value) is int:
+    if (
+        isinstance(node, ast.Subscript)
+        and ast.unparse(node.value) == "sys.argv"
+        and isinstance(node.slice, ast.Constant)
+        and type(node.slice.value) is int
+    ):
         return ast.unparse(node)  # an argument read straight from the command line
     inner = node
-    while isinstance(inner, ast.Subscript) and isinstance(inner.slice, ast.Constant) \
-            and type(inner.slice.value) is str:
+    while isinstance(inner, ast.Subscript) and isinstance(inner.slice, ast.Constant) and type(inner.slice.value) is str:
         inner = inner.value
     if isinstance(inner, ast.Attribute):
         inner = inner.value
@@ -695,8 +796,8 @@ def read_key(node):
 
 
 class _Recorder(__import__("ast").NodeTransformer):
-    """Config reads (`args.steps`, `cfg['eval']['seed']`, `m.getint('layers')`) become `__minrepro_seen__(key, read)`: the value each
-    read had. The object a store writes into is left alone (`cfg['a']['b'] = 1` reads `cfg['a']`)."""
+    """Config reads (`args.steps`, `cfg['eval']['seed']`, `m.getint('layers')`) become `__minrepro_seen__(key, read)`:
+    the value each read had. The object a store writes into is left alone (`cfg['a']['b'] = 1` reads `cfg['a']`)."""
 
     def _visit(self, node):
         import ast
@@ -721,7 +822,8 @@ def run_profiled(script, out_path):
     import ast
     import time
 
-    source = open(script, encoding="utf-8").read()
+    with open(script, encoding="utf-8") as fh:
+        source = fh.read()
     tree = _Recorder().visit(ast.parse(source))
     code = compile(ast.fix_missing_locations(tree), script, "exec")
     seen, timing, last = {}, {}, [None, time.monotonic()]
@@ -741,8 +843,7 @@ def run_profiled(script, out_path):
             last[0], last[1] = frame.f_lineno, now
         return tracer
 
-    globals_ = {"__name__": "__main__", "__file__": script, "__builtins__": __builtins__,
-                "__minrepro_seen__": note}
+    globals_ = {"__name__": "__main__", "__file__": script, "__builtins__": __builtins__, "__minrepro_seen__": note}
 
     def dump():
         if last[0] is not None:
@@ -783,8 +884,9 @@ def emulate_absent(flags):
             raise SystemExit(f"minrepro: cannot emulate a CPU without {flag} (known: {', '.join(_EMULATIONS)})")
         name, then = _EMULATIONS[flag]
         if name in sys.modules:  # a warm executor preloaded it: it has asked already, the emulation would be a no-op
-            raise SystemExit(f"minrepro: cannot emulate a CPU without {flag}: {name} was imported before the "
-                             "script (run it cold)")
+            raise SystemExit(
+                f"minrepro: cannot emulate a CPU without {flag}: {name} was imported before the script (run it cold)"
+            )
         sys.meta_path.insert(0, _AfterImport({name: then}))
 
 
@@ -817,14 +919,17 @@ def split_module(script, cut):
     import __future__
     import ast
 
-    tree = ast.parse(open(script, encoding="utf-8").read(), script)
+    with open(script, encoding="utf-8") as fh:
+        tree = ast.parse(fh.read(), script)
     mask = 0
     for name in __future__.all_feature_names:
         mask |= getattr(__future__, name).compiler_flag
     flags = compile(tree, script, "exec").co_flags & mask
     head, tail = ast.Module(tree.body[:cut], []), ast.Module(tree.body[cut:], [])
-    return (compile(head, script, "exec", flags=flags, dont_inherit=True),
-            compile(tail, script, "exec", flags=flags, dont_inherit=True))
+    return (
+        compile(head, script, "exec", flags=flags, dont_inherit=True),
+        compile(tail, script, "exec", flags=flags, dont_inherit=True),
+    )
 
 
 def _loaded():
@@ -851,7 +956,9 @@ def _peak_memory():
         out["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
         torch = sys.modules.get("torch")
         if torch is not None and torch.cuda.is_initialized():
-            out["peak_gpu_mb"] = max(torch.cuda.max_memory_reserved(i) for i in range(torch.cuda.device_count())) / 2**20
+            out["peak_gpu_mb"] = (
+                max(torch.cuda.max_memory_reserved(i) for i in range(torch.cuda.device_count())) / 2**20
+            )
     except Exception:  # observing must never change how the run ended
         pass
     return out
@@ -874,7 +981,9 @@ def guarded(run, report):
         traceback.print_exc()
         if os.environ.get("MINREPRO_TRACE"):
             try:
-                _append(os.environ["MINREPRO_TRACE"], {"event": "failure", "modules": failure_devices(exc.__traceback__)})
+                _append(
+                    os.environ["MINREPRO_TRACE"], {"event": "failure", "modules": failure_devices(exc.__traceback__)}
+                )
             except Exception as trace_exc:  # observing must never change how the run ended
                 _append(os.environ["MINREPRO_TRACE"], {"event": "failure", "trace_error": repr(trace_exc)})
         return 1

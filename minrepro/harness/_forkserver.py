@@ -21,7 +21,7 @@ import signal
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import _bootstrap  # noqa: E402
+import _bootstrap
 
 sys.path.pop(0)
 
@@ -47,7 +47,7 @@ def _preload(names, trials=False):
     os.environ.setdefault("PYTORCH_NVML_BASED_CUDA_CHECK", "1")
     # after "--": a run's recorded modules (thousands), imported here without trials, as before them; with trials
     # on an H100 every reduction's server exited during such a preload (cause not found), the catalog's never did
-    own, recorded = (names[: names.index("--")], names[names.index("--") + 1:]) if "--" in names else (names, [])
+    own, recorded = (names[: names.index("--")], names[names.index("--") + 1 :]) if "--" in names else (names, [])
     own = sorted(own, key=lambda name: name != "torch")  # first: the trials need torch.cuda to watch
     loaded, seconds, refused = [], {}, {}  # seconds per name: the client reports the slow ones
     for index, name in enumerate(own + recorded):
@@ -69,11 +69,24 @@ def _preload(names, trials=False):
             loaded.append(name)
         seconds[name] = round(time.monotonic() - began, 2)
         if _cuda_initialized():
-            return {"ready": True, "loaded": loaded, "cuda_initialized": True, "initialized_by": name,
-                    "pid": os.getpid(), "seconds": seconds, "refused": refused}
+            return {
+                "ready": True,
+                "loaded": loaded,
+                "cuda_initialized": True,
+                "initialized_by": name,
+                "pid": os.getpid(),
+                "seconds": seconds,
+                "refused": refused,
+            }
     _bootstrap._library_tops()  # once here, inherited by every child (each run's report names what it loaded)
-    return {"ready": True, "loaded": loaded, "cuda_initialized": False, "pid": os.getpid(), "seconds": seconds,
-            "refused": refused}
+    return {
+        "ready": True,
+        "loaded": loaded,
+        "cuda_initialized": False,
+        "pid": os.getpid(),
+        "seconds": seconds,
+        "refused": refused,
+    }
 
 
 def _cuda_visible():

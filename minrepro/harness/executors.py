@@ -24,13 +24,23 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol, Sequence
+from typing import Protocol
+from collections.abc import Sequence
 
 from minrepro.errors import MinreproError
 from minrepro.harness.probe import probe
 from minrepro.harness.resources import thread_cap
-from minrepro.harness.runner import (STACK_GRACE, RunResult, classify_run, cwd_entries, read_report, resolve_python,
-                                     run_script, script_lines)
+from minrepro.harness.runner import (
+    STACK_GRACE,
+    RunResult,
+    classify_run,
+    cwd_entries,
+    read_report,
+    resolve_python,
+    run_script,
+    script_lines,
+)
+import contextlib
 
 FORKSERVER = Path(__file__).with_name("_forkserver.py")
 WARMUP_TIMEOUT = 300.0
@@ -64,8 +74,15 @@ class ColdExecutor:
 
     def _one(self, script: Path, timeout: float, home: Path | None, profile: Path | None = None) -> RunResult:
         with tempfile.TemporaryDirectory(prefix="minrepro-cwd-") as scratch:
-            return run_script(script, python=self.python, timeout=timeout, cwd=scratch,
-                              path0=home or Path(script).parent, profile=profile, env=thread_cap(self.jobs))
+            return run_script(
+                script,
+                python=self.python,
+                timeout=timeout,
+                cwd=scratch,
+                path0=home or Path(script).parent,
+                profile=profile,
+                env=thread_cap(self.jobs),
+            )
 
     def close(self) -> None:
         pass
@@ -88,10 +105,17 @@ class _Job:
     def spec(self) -> dict:
         scratch = self.workdir / "cwd"
         scratch.mkdir(exist_ok=True)
-        spec = {"id": self.index, "script": str(self.script.resolve()), "args": [], "cwd": str(scratch),
-                "scratch_root": str(self.workdir.parent),  # where a prefix snapshot keeps its files (outlives the job)
-                "path0": str((self.home or self.script.parent).resolve()), "report": str(self.workdir / "report.json"),
-                "stdout": str(self.workdir / "stdout"), "stderr": str(self.workdir / "stderr")}
+        spec = {
+            "id": self.index,
+            "script": str(self.script.resolve()),
+            "args": [],
+            "cwd": str(scratch),
+            "scratch_root": str(self.workdir.parent),  # where a prefix snapshot keeps its files (outlives the job)
+            "path0": str((self.home or self.script.parent).resolve()),
+            "report": str(self.workdir / "report.json"),
+            "stdout": str(self.workdir / "stdout"),
+            "stderr": str(self.workdir / "stderr"),
+        }
         if self.prefix is not None:
             spec["cut"], spec["prefix_key"] = self.prefix
             spec["timeout"] = self.timeout
@@ -108,10 +132,22 @@ class _Job:
         skipped = self.workdir / "prefix_seconds"  # served from a prefix snapshot: the prefix's cost counts too
         extra = float(skipped.read_text()) if skipped.is_file() else 0.0
         shared = self.workdir / "prefix_cwd_writes"  # what the snapshot's prefix wrote into its working directory
-        written = set(cwd_entries(self.workdir / "cwd")) | set(shared.read_text().split("\n") if shared.is_file() else ())
-        result = RunResult(code, out, err, time.monotonic() - self.started + extra, sig, headline, (),
-                           script_lines(report), tuple(report.get("loaded", ())), tuple(sorted(written - {""})),
-                           tuple(report.get("modules", ())))
+        written = set(cwd_entries(self.workdir / "cwd")) | set(
+            shared.read_text().split("\n") if shared.is_file() else ()
+        )
+        result = RunResult(
+            code,
+            out,
+            err,
+            time.monotonic() - self.started + extra,
+            sig,
+            headline,
+            (),
+            script_lines(report),
+            tuple(report.get("loaded", ())),
+            tuple(sorted(written - {""})),
+            tuple(report.get("modules", ())),
+        )
         # each candidate may save a checkpoint: kept until close(), 450 of them filled 12 GB and ended a
         # reduction with "No space left on device" (a failure no candidate of the script had)
         shutil.rmtree(self.workdir, ignore_errors=True)
@@ -150,10 +186,8 @@ def _alive(pid: int) -> bool:
 
 
 def _signal(pid: int, sig: int, group: bool) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pid, sig) if group else os.kill(pid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
 
 
 class _Lines:
@@ -192,8 +226,14 @@ def _start_worker(python: str, mode: str, preload: Sequence[str], log, jobs: int
             listing.write_text(names, encoding="utf-8")
         names = f"@{listing}"
     # the server imports torch with the cap set: each child it forks inherits its share of the cores
-    return subprocess.Popen([python, str(FORKSERVER), mode, names], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            stderr=log, start_new_session=True, env={**os.environ, **thread_cap(jobs)})
+    return subprocess.Popen(
+        [python, str(FORKSERVER), mode, names],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=log,
+        start_new_session=True,
+        env={**os.environ, **thread_cap(jobs)},
+    )
 
 
 class _WarmExecutor:
@@ -205,8 +245,9 @@ class _WarmExecutor:
     def profile(self, script: Path, out: Path, timeout: float, home: Path | None = None) -> RunResult:
         return self._run([script], timeout, home, out)[0]
 
-    def _run(self, scripts: Sequence[Path], timeout: float, home: Path | None,
-             profile: Path | None = None) -> list[RunResult]:
+    def _run(
+        self, scripts: Sequence[Path], timeout: float, home: Path | None, profile: Path | None = None
+    ) -> list[RunResult]:
         raise NotImplementedError
 
 
@@ -220,10 +261,16 @@ class ServerStart:
     def describe(self) -> str:
         slow = sorted(self.imports.items(), key=lambda kv: -kv[1])[:3]
         left = sorted(set(self.refused.values()))
-        return (f"{self.seconds:.1f} s" + (f", CUDA initialized by {self.cuda_by}" if self.cuda_by else "")
-                + (f", {len(self.refused)} import(s) left to each run (they initialize CUDA: {', '.join(left)})"
-                   if left else "")
-                + (f" (slowest: {', '.join(f'{n} {s:.1f} s' for n, s in slow)})" if slow else ""))
+        return (
+            f"{self.seconds:.1f} s"
+            + (f", CUDA initialized by {self.cuda_by}" if self.cuda_by else "")
+            + (
+                f", {len(self.refused)} import(s) left to each run (they initialize CUDA: {', '.join(left)})"
+                if left
+                else ""
+            )
+            + (f" (slowest: {', '.join(f'{n} {s:.1f} s' for n, s in slow)})" if slow else "")
+        )
 
 
 class ForkServerExecutor(_WarmExecutor):
@@ -235,8 +282,9 @@ class ForkServerExecutor(_WarmExecutor):
 
     name = "forkserver"
 
-    def __init__(self, python: str | None = None, preload: Sequence[str] = (), jobs: int = 1,
-                 recorded: Sequence[str] = ()):
+    def __init__(
+        self, python: str | None = None, preload: Sequence[str] = (), jobs: int = 1, recorded: Sequence[str] = ()
+    ):
         self.python, self.jobs = resolve_python(python), max(1, jobs)
         self.heavy: set[str] = set()
         self.asked: dict[str, int] = {}
@@ -244,22 +292,27 @@ class ForkServerExecutor(_WarmExecutor):
         self.snapshots_refused = ""  # why prefix snapshots stopped ("cuda": a prefix initialized it), or ""
         self.refused_prefixes: set[str] = set()  # prefixes whose children changed the files they wrote
         self._tmp = _scratch("fork")
-        self._log = open(Path(self._tmp.name) / "server.log", "wb")
+        self._log = open(Path(self._tmp.name) / "server.log", "wb")  # noqa: SIM115 (the server's log, closed in close())
         self.skipped: list[str] = []  # preloads left to each child because importing them initializes CUDA
         self.starts: list[ServerStart] = []  # each start of the server, restarts included: what a warm start cost
         preload, recorded = list(preload), [m for m in recorded if m not in preload]
         while True:
             began = time.monotonic()
             # "--": the recorded modules follow, imported in the server itself (see `_forkserver._preload`)
-            self.proc = _start_worker(self.python, "fork", [*preload, "--", *recorded], self._log,
-                                      self.jobs)
+            self.proc = _start_worker(self.python, "fork", [*preload, "--", *recorded], self._log, self.jobs)
             self._lines = _Lines(self.proc.stdout.fileno())
             try:
                 ready = _await_ready(self._lines, "the fork server")
             except MinreproError as exc:
                 raise self._with_log(exc) from None
-            self.starts.append(ServerStart(time.monotonic() - began, ready.get("initialized_by"),
-                                           ready.get("seconds", {}), ready.get("refused", {})))
+            self.starts.append(
+                ServerStart(
+                    time.monotonic() - began,
+                    ready.get("initialized_by"),
+                    ready.get("seconds", {}),
+                    ready.get("refused", {}),
+                )
+            )
             self.server_pid: int = ready["pid"]  # a trial's child carries on as the server: not the process started
             if not ready["cuda_initialized"]:
                 self.skipped += [name for name in ready.get("refused", {}) if name not in self.skipped]
@@ -295,8 +348,9 @@ class ForkServerExecutor(_WarmExecutor):
         self.asked[key] = self.asked.get(key, 0) + 1
         return (cuts[-1], key) if self.asked[key] >= 2 else None
 
-    def _run(self, scripts: Sequence[Path], timeout: float, home: Path | None,
-             profile: Path | None = None) -> list[RunResult]:
+    def _run(
+        self, scripts: Sequence[Path], timeout: float, home: Path | None, profile: Path | None = None
+    ) -> list[RunResult]:
         results: list[RunResult | None] = [None] * len(scripts)
         queue = list(enumerate(scripts))
         by_id: dict[int, _Job] = {}
@@ -379,13 +433,19 @@ class WarmPoolExecutor(_WarmExecutor):
 
     name = "warm-pool"
 
-    def __init__(self, python: str | None = None, preload: Sequence[str] = (), jobs: int = 1,
-                 recorded: Sequence[str] = (), spares: int = 0):
+    def __init__(
+        self,
+        python: str | None = None,
+        preload: Sequence[str] = (),
+        jobs: int = 1,
+        recorded: Sequence[str] = (),
+        spares: int = 0,
+    ):
         self.python, self.jobs, self.spares = resolve_python(python), max(1, jobs), max(0, spares)
         self.preload = list(dict.fromkeys([*preload, *recorded]))  # each worker may initialize CUDA: it never forks
         self.chosen_because = ""  # why "auto" took it over the fork server, if it did
         self._tmp = _scratch("pool")
-        self._log = open(Path(self._tmp.name) / "workers.log", "wb")
+        self._log = open(Path(self._tmp.name) / "workers.log", "wb")  # noqa: SIM115 (closed in close())
         self._idle = [self._spawn() for _ in range(self.jobs + self.spares)]
 
     def _spawn(self) -> tuple[subprocess.Popen, _Lines]:
@@ -398,8 +458,9 @@ class WarmPoolExecutor(_WarmExecutor):
         _await_ready(lines, "a warm worker")
         return proc
 
-    def _run(self, scripts: Sequence[Path], timeout: float, home: Path | None,
-             profile: Path | None = None) -> list[RunResult]:
+    def _run(
+        self, scripts: Sequence[Path], timeout: float, home: Path | None, profile: Path | None = None
+    ) -> list[RunResult]:
         results: list[RunResult | None] = [None] * len(scripts)
         queue, running = list(enumerate(scripts)), []
         while queue or running:
@@ -440,8 +501,9 @@ def _cuda_visible_in(python: str) -> bool:
         return False
 
 
-def _auto(python: str | None, preload: Sequence[str], jobs: int, recorded: Sequence[str] = (),
-          spares: int = 0) -> Executor:
+def _auto(
+    python: str | None, preload: Sequence[str], jobs: int, recorded: Sequence[str] = (), spares: int = 0
+) -> Executor:
     """The warm pool where CUDA is visible, else the fork server. On a GPU the fork server's prefix snapshots stop at
     the first CUDA initialization, and its children were slower: the E2B twin of eval_gemma4_gpu.py (pinned, two
     H200s, 8 at once, 2026-11-26) cost 12.1 s per candidate under the fork server and 7.6 s under the warm pool; on
@@ -458,8 +520,10 @@ def _auto(python: str | None, preload: Sequence[str], jobs: int, recorded: Seque
         else:
             if not server.skipped:
                 return server
-            why = (f"the fork server would leave {', '.join(server.skipped)} to each candidate "
-                   "(importing it initializes CUDA)")
+            why = (
+                f"the fork server would leave {', '.join(server.skipped)} to each candidate "
+                "(importing it initializes CUDA)"
+            )
             server.close()
     pool = WarmPoolExecutor(python, preload, jobs, recorded, spares)
     pool.chosen_because = why
@@ -469,8 +533,9 @@ def _auto(python: str | None, preload: Sequence[str], jobs: int, recorded: Seque
 EXECUTORS = {"cold": ColdExecutor, "forkserver": ForkServerExecutor, "warm-pool": WarmPoolExecutor, "auto": _auto}
 
 
-def make_executor(kind: str, python: str | None, preload: Sequence[str], jobs: int,
-                  recorded: Sequence[str] = (), spares: int = 0) -> Executor:
+def make_executor(
+    kind: str, python: str | None, preload: Sequence[str], jobs: int, recorded: Sequence[str] = (), spares: int = 0
+) -> Executor:
     """``preload``: the script's own imports; ``recorded``: every module a run of it imported (what the libraries
     import lazily), preloaded after them by the warm executors. "auto": see `_auto`."""
     if kind == "cold":

@@ -22,7 +22,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 from minrepro.harness.executors import Executor
 from minrepro.harness.runner import RunResult
@@ -84,7 +84,7 @@ class _Base:
 
     def test_many(self, sources: list[str]) -> list[bool]:
         digests = [self.cache.hash(s) for s in sources]
-        todo = {d: s for d, s in zip(digests, sources) if d not in self.cache.answers}
+        todo = {d: s for d, s in zip(digests, sources, strict=False) if d not in self.cache.answers}
         self.stats.cache_hits += len(sources) - len(todo)
         if todo:
             paths = []
@@ -98,7 +98,7 @@ class _Base:
             answers = self._judge(paths)
             self.stats.seconds += time.monotonic() - start
             self.stats.calls += len(paths)
-            for (digest, _), path, answer in zip(todo.items(), paths, answers):
+            for (digest, _), path, answer in zip(todo.items(), paths, answers, strict=False):
                 self.cache.store(digest, answer.interesting, answer.note, answer.seconds)
                 path.unlink(missing_ok=True)
         return [self.cache.answers[d] for d in digests]
@@ -106,7 +106,7 @@ class _Base:
     def outcomes(self, sources: list[str]) -> list[tuple[bool, str]]:
         """(interesting, what the run did: "pass" or the failure's headline) for each source."""
         answers = self.test_many(sources)
-        return [(a, self.cache.notes.get(self.cache.hash(s), "")) for a, s in zip(answers, sources)]
+        return [(a, self.cache.notes.get(self.cache.hash(s), "")) for a, s in zip(answers, sources, strict=False)]
 
     def _judge(self, paths: list[Path]) -> list[Answer]:
         raise NotImplementedError
@@ -120,8 +120,12 @@ def same_failure(original: Signature | None, regex: str | None, result: RunResul
         return False
     if regex is None:
         return sig == original
-    same_place = (sig.kind, sig.type, sig.frames, sig.raised_by) == (original.kind, original.type, original.frames,
-                                                                     original.raised_by)
+    same_place = (sig.kind, sig.type, sig.frames, sig.raised_by) == (
+        original.kind,
+        original.type,
+        original.frames,
+        original.raised_by,
+    )
     return same_place and re.search(regex, result.raw_headline) is not None
 
 
@@ -163,23 +167,31 @@ class SignatureOracle(_Base):
         results = self.executor.run_many(paths, self.timeout, self.home)
         # a slow run is confirmed before it refuses a candidate: on 2 busy cores a run of the CPU bench's twin took
         # 0.6 s or 2.7 s, and the slow ones refused candidates that were no slower (the faster of the two counts)
-        slow = [i for i, r in enumerate(results) if self.max_seconds is not None and self.matches(r)
-                and r.seconds > self.max_seconds]
+        slow = [
+            i
+            for i, r in enumerate(results)
+            if self.max_seconds is not None and self.matches(r) and r.seconds > self.max_seconds
+        ]
         spent = dict.fromkeys(range(len(results)), 0.0)  # the first, slower run's seconds count too
-        for i, again in zip(slow, self.executor.run_many([paths[i] for i in slow], self.timeout, self.home)):
+        for i, again in zip(
+            slow, self.executor.run_many([paths[i] for i in slow], self.timeout, self.home), strict=False
+        ):
             if self.matches(again) and again.seconds < results[i].seconds:
                 results[i], spent[i] = again, results[i].seconds
             else:
                 spent[i] = again.seconds
-        self.runs.update((path.stem, result) for path, result in zip(paths, results))
+        self.runs.update((path.stem, result) for path, result in zip(paths, results, strict=False))
         answers = [self._answer(r) for r in results]
         for i, answer in enumerate(answers):
             answer.seconds += spent[i]
         for guard in self.good:  # only what is still interesting runs there
             # all of a candidate's good runs at once: one accepted candidate's two runs used one core of two, in turn
             alive = [i for i, a in enumerate(answers) if a.interesting for _ in range(self.good_runs)]
-            for i, run in zip(alive, guard.run_many([paths[i] for i in alive], self.good_timeout or self.timeout,
-                                                    self.home)):
+            for i, run in zip(
+                alive,
+                guard.run_many([paths[i] for i in alive], self.good_timeout or self.timeout, self.home),
+                strict=False,
+            ):
                 answers[i].seconds += run.seconds
                 if answers[i].interesting and (why := self.not_passing(run)):
                     answers[i].refuse(why)
@@ -197,7 +209,9 @@ class SignatureOracle(_Base):
                 path = paths[i].with_name(paths[i].stem + ".control.py")
                 path.write_text(control, encoding="utf-8")
                 controls[i] = path
-        for i, run in zip(controls, self.executor.run_many(list(controls.values()), self.timeout, self.home)):
+        for i, run in zip(
+            controls, self.executor.run_many(list(controls.values()), self.timeout, self.home), strict=False
+        ):
             controls[i].unlink(missing_ok=True)
             answers[i].seconds += run.seconds
             if self.matches(run):
@@ -230,8 +244,13 @@ class CommandOracle(_Base):
         def one(path: Path) -> Answer:
             start = time.monotonic()
             with tempfile.TemporaryDirectory(prefix="minrepro-cwd-") as scratch:
-                proc = subprocess.Popen([*self.command, str(path)], stdout=subprocess.DEVNULL,
-                                        stderr=subprocess.DEVNULL, cwd=scratch, start_new_session=True)
+                proc = subprocess.Popen(
+                    [*self.command, str(path)],
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                    cwd=scratch,
+                    start_new_session=True,
+                )
                 try:
                     code = proc.wait(self.timeout)
                     return Answer(code == 0, f"exit {code}", time.monotonic() - start)
@@ -242,4 +261,3 @@ class CommandOracle(_Base):
 
         with ThreadPoolExecutor(max(1, self.jobs)) as pool:
             return list(pool.map(one, paths))
-

@@ -5,7 +5,8 @@ says which branch it stood on; a cross-device failure says which side was where.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 Record = dict[str, Any]
 
@@ -15,22 +16,37 @@ def _counts(counts: dict[str, int]) -> str:
 
 
 def _load_line(record: Record) -> str:
-    return f"load    {record.get('caller', '?')}.from_pretrained: map {_counts(record.get('devices', {}))}" \
-           f" | weights {_counts(record.get('parameters', {}))}"
+    return (
+        f"load    {record.get('caller', '?')}.from_pretrained: map {_counts(record.get('devices', {}))}"
+        f" | weights {_counts(record.get('parameters', {}))}"
+    )
 
 
 def _dispatch_line(record: Record) -> str:
-    hooks = "" if record["status"] == "started" else (
-        f" | hooks: execution {_counts(record.get('execution_devices', {}))},"
-        f" offloading {record.get('offloading_hooks', 0)}, root's {record.get('root_execution_device')}")
+    hooks = (
+        ""
+        if record["status"] == "started"
+        else (
+            f" | hooks: execution {_counts(record.get('execution_devices', {}))},"
+            f" offloading {record.get('offloading_hooks', 0)}, root's {record.get('root_execution_device')}"
+        )
+    )
     raised = " | raised" if record["status"] == "started" else ""
-    return f"dispatch by {record.get('caller', '?')}: map {_counts(record.get('devices', {}))}," \
-           f" main {record.get('main_device')}{hooks}{raised}"
+    return (
+        f"dispatch by {record.get('caller', '?')}: map {_counts(record.get('devices', {}))},"
+        f" main {record.get('main_device')}{hooks}{raised}"
+    )
 
 
 def _hooks(hooks: list[Record]) -> str:
-    return "; ".join(f"{h['type']}(execution {h['execution_device']}, io_same_device {h['io_same_device']}"
-                     f"{', offload' if h.get('offload') else ''})" for h in hooks) or "no hook"
+    return (
+        "; ".join(
+            f"{h['type']}(execution {h['execution_device']}, io_same_device {h['io_same_device']}"
+            f"{', offload' if h.get('offload') else ''})"
+            for h in hooks
+        )
+        or "no hook"
+    )
 
 
 def _frame_lines(record: Record) -> list[str]:
@@ -40,8 +56,10 @@ def _frame_lines(record: Record) -> list[str]:
     for m in record.get("modules", []):
         tensors = ", ".join(f"{k} {'/'.join(v)}" for k, v in m["tensors"].items()) or "none"
         side = "".join(f", {k} {v}" for k, v in m.get("side_tensors", {}).items())  # INT8/4-bit statistics
-        lines.append(f"  {m['function']} [{m['module'] or m['class']}]: {_counts(m['weights'])}{side}"
-                     f" / {_counts(m['weights_below'])} | {_hooks(m['hooks'])} | {tensors}")
+        lines.append(
+            f"  {m['function']} [{m['module'] or m['class']}]: {_counts(m['weights'])}{side}"
+            f" / {_counts(m['weights_below'])} | {_hooks(m['hooks'])} | {tensors}"
+        )
     return lines
 
 
@@ -74,6 +92,7 @@ VIEWS: dict[str, Callable[[Record], list[str]]] = {
 
 def placement_lines(trace: tuple[Record, ...] | list[Record]) -> list[str]:
     """What the run placed and where it failed, in order; events without a view (PEFT's adapter config) left out."""
-    lines = [line for record in merged_dispatches(trace)
-             for line in VIEWS.get(record.get("event", ""), lambda _: [])(record)]
+    lines = [
+        line for record in merged_dispatches(trace) for line in VIEWS.get(record.get("event", ""), lambda _: [])(record)
+    ]
     return lines or ["no model load or dispatch was traced"]

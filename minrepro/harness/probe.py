@@ -13,11 +13,11 @@ from .runner import resolve_python
 DISTRIBUTIONS = ("torch", "transformers", "accelerate", "peft", "bitsandbytes", "tokenizers")
 
 # Runs under the target interpreter: versions come from metadata; CUDA needs the torch import.
-_PROBE = r"""
+_PROBE = rf"""
 import json, platform, importlib.metadata as md
-out = {"python": platform.python_version(), "versions": {}, "cuda": False, "gpu": None, "gpus": 0,
-       "cpu_flags": []}
-for dist in %r:
+out = {{"python": platform.python_version(), "versions": {{}}, "cuda": False, "gpu": None, "gpus": 0,
+       "cpu_flags": []}}
+for dist in {DISTRIBUTIONS!r}:
     try:
         out["versions"][dist] = md.version(dist)
     except md.PackageNotFoundError:
@@ -35,7 +35,7 @@ try:
 except Exception:
     pass
 print(json.dumps(out))
-""" % (DISTRIBUTIONS,)
+"""
 
 
 @dataclass(frozen=True)
@@ -60,12 +60,17 @@ class Environment:
         return f"{self.gpus} x {self.gpu}" if self.gpus else str(self.gpu)
 
     @classmethod
-    def recorded(cls, document: dict[str, Any]) -> "Environment":
+    def recorded(cls, document: dict[str, Any]) -> Environment:
         """The environment a results document was recorded in (what `skip_reason` needs of it)."""
-        return cls(document.get("python", ""), document.get("python", ""), document.get("versions", {}),
-                   document["machine"] == "cuda", document.get("gpu"),
-                   tuple(document["cpu_flags"]) if "cpu_flags" in document else None,
-                   document.get("gpus", None if document["machine"] == "cuda" else 0))
+        return cls(
+            document.get("python", ""),
+            document.get("python", ""),
+            document.get("versions", {}),
+            document["machine"] == "cuda",
+            document.get("gpu"),
+            tuple(document["cpu_flags"]) if "cpu_flags" in document else None,
+            document.get("gpus", None if document["machine"] == "cuda" else 0),
+        )
 
 
 def probe(python: str | None) -> Environment:
@@ -76,5 +81,6 @@ def probe(python: str | None) -> Environment:
         last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
         raise MinreproError(f"cannot probe {interpreter}: {last}")
     data = json.loads(proc.stdout.strip().splitlines()[-1])
-    return Environment(interpreter, data["python"], data["versions"], data["cuda"], data["gpu"],
-                       tuple(data["cpu_flags"]), data["gpus"])
+    return Environment(
+        interpreter, data["python"], data["versions"], data["cuda"], data["gpu"], tuple(data["cpu_flags"]), data["gpus"]
+    )

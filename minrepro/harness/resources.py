@@ -39,8 +39,13 @@ def free_gpu_mb() -> float | None:
     if smi is None:
         return None
     try:
-        out = subprocess.run([smi, "--query-gpu=memory.free", "--format=csv,noheader,nounits"], capture_output=True,
-                             text=True, timeout=20, check=True).stdout
+        out = subprocess.run(
+            [smi, "--query-gpu=memory.free", "--format=csv,noheader,nounits"],
+            capture_output=True,
+            text=True,
+            timeout=20,
+            check=True,
+        ).stdout
         return min(float(v) for v in out.split()) if out.split() else None
     except (OSError, ValueError, subprocess.SubprocessError):
         return None
@@ -52,8 +57,11 @@ def fits(per_run: float, free: float | None) -> int | None:
 
 def parallel_runs(runs: list[RunResult], wanted: int) -> int:
     """How many runs like these may go at once: `wanted`, fewer where RAM or GPU memory would not hold them."""
-    limits = [wanted, fits(max((r.peak_rss_mb for r in runs), default=0.0), available_ram_mb()),
-              fits(max((r.peak_gpu_mb for r in runs), default=0.0), free_gpu_mb())]
+    limits = [
+        wanted,
+        fits(max((r.peak_rss_mb for r in runs), default=0.0), available_ram_mb()),
+        fits(max((r.peak_gpu_mb for r in runs), default=0.0), free_gpu_mb()),
+    ]
     return max(1, min(n for n in limits if n is not None))
 
 

@@ -17,7 +17,8 @@ import tempfile
 import time
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
+from collections.abc import Sequence
 
 from minrepro.errors import MinreproError
 from minrepro.harness.signature import (
@@ -29,6 +30,7 @@ from minrepro.harness.signature import (
     parse_traceback,
     raiser_of_records,
 )
+import contextlib
 
 BOOTSTRAP = Path(__file__).with_name("_bootstrap.py")
 HARNESS_FILES = {"_bootstrap.py", "_forkserver.py"}
@@ -40,10 +42,10 @@ def stop_live_runs() -> None:
     """Kill every run under way, whole process groups: a reduction stopped by a signal must not wait out a 40 s
     E4B load in each worker thread before it writes the best script so far."""
     for proc in list(_LIVE):
-        try:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
+
+
 STACK_GRACE = 1.0  # seconds a timed-out script gets to dump its stack before SIGKILL
 
 
@@ -64,7 +66,9 @@ class RunResult:
     modules: tuple[str, ...] = ()  # every module of an installed package it imported, in order (fork server preload)
     peak_rss_mb: float = 0.0  # the run's peak resident memory (0: not recorded)
     peak_gpu_mb: float = 0.0  # what torch reserved on its busiest GPU at most (0: no CUDA, or not recorded)
-    emulated_absent: tuple[str, ...] = ()  # CPU features whose absence was emulated and took effect (MINREPRO_EMULATE_ABSENT)
+    emulated_absent: tuple[
+        str, ...
+    ] = ()  # CPU features whose absence was emulated and took effect (MINREPRO_EMULATE_ABSENT)
 
     @property
     def failed(self) -> bool:
@@ -93,10 +97,15 @@ def resolve_python(python: str | None) -> str:
         return sys.executable
     if Path(python).is_dir():
         hint = Path(python) / "bin" / "python"
-        raise MinreproError(f"--python names a directory ({python}); give the interpreter"
-                            + (f", e.g. {hint}" if hint.exists() else ""))
+        raise MinreproError(
+            f"--python names a directory ({python}); give the interpreter" + (f", e.g. {hint}" if hint.exists() else "")
+        )
     # a relative path is made absolute here: the run's cwd is a scratch dir, where `.venv/bin/python` is not
-    found = shutil.which(python) if os.sep not in python else (os.path.abspath(python) if os.access(python, os.X_OK) else None)
+    found = (
+        shutil.which(python)
+        if os.sep not in python
+        else (os.path.abspath(python) if os.access(python, os.X_OK) else None)
+    )
     if not found:
         raise MinreproError(f"interpreter not found: {python}")
     return found
@@ -136,8 +145,13 @@ def run_script(
             cwd = Path(tmp) / "cwd"
             cwd.mkdir()
         # the script's own temp files (checkpoints, offload folders) go where they are removed after the run
-        child_env = {**os.environ, **(env or {}), "MINREPRO_REPORT": str(report_path), "PYTHONUNBUFFERED": "1",
-                     "TMPDIR": str(scratch_tmp)}
+        child_env = {
+            **os.environ,
+            **(env or {}),
+            "MINREPRO_REPORT": str(report_path),
+            "PYTHONUNBUFFERED": "1",
+            "TMPDIR": str(scratch_tmp),
+        }
         if path0 is not None:
             child_env["MINREPRO_PATH0"] = str(Path(path0).resolve())
         trace_path = Path(tmp) / "trace.jsonl"
@@ -172,10 +186,22 @@ def run_script(
         records = read_trace(trace_path)
         written = cwd_entries(cwd) if cwd is not None else ()
     signature, headline = classify_run(proc.returncode, stderr, report, timed_out, timeout)
-    return RunResult(proc.returncode, stdout, stderr, seconds, signature, headline, records, script_lines(report),
-                     tuple(report.get("loaded", ())), written, tuple(report.get("modules", ())),
-                     report.get("peak_rss_mb", 0.0), report.get("peak_gpu_mb", 0.0),
-                     tuple(report.get("emulated_absent", ())))
+    return RunResult(
+        proc.returncode,
+        stdout,
+        stderr,
+        seconds,
+        signature,
+        headline,
+        records,
+        script_lines(report),
+        tuple(report.get("loaded", ())),
+        written,
+        tuple(report.get("modules", ())),
+        report.get("peak_rss_mb", 0.0),
+        report.get("peak_gpu_mb", 0.0),
+        tuple(report.get("emulated_absent", ())),
+    )
 
 
 def cwd_entries(cwd: str | os.PathLike[str]) -> tuple[str, ...]:
@@ -191,10 +217,8 @@ def _kill_group(proc: subprocess.Popen[str]) -> tuple[str, str]:
     for sig, wait in ((getattr(signal, "SIGUSR1", None), STACK_GRACE), (signal.SIGKILL, None)):
         if sig is None:
             continue
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, sig) if sig == signal.SIGKILL else os.kill(proc.pid, sig)
-        except ProcessLookupError:
-            pass
         if wait:
             time.sleep(wait)
     return proc.communicate()
@@ -203,8 +227,11 @@ def _kill_group(proc: subprocess.Popen[str]) -> tuple[str, str]:
 def script_lines(report: dict[str, Any]) -> tuple[int, ...]:
     """Where the failing stack passed through the script itself (its `__main__` frames)."""
     frames = report.get("exception", {}).get("frames", [])
-    return tuple(f["line"] for f in frames if f.get("module") == "__main__" and f.get("line")
-                 and Path(f.get("file", "")).name not in HARNESS_FILES)  # they run as __main__ too
+    return tuple(
+        f["line"]
+        for f in frames
+        if f.get("module") == "__main__" and f.get("line") and Path(f.get("file", "")).name not in HARNESS_FILES
+    )  # they run as __main__ too
 
 
 def read_trace(path: Path) -> tuple[dict[str, Any], ...]:

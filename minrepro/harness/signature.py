@@ -10,7 +10,8 @@ from __future__ import annotations
 import re
 import sys
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any, Iterable
+from typing import Any
+from collections.abc import Iterable
 
 # Frames in these packages are plumbing (module call machinery, meta kernels): the bug is "owned" by the
 # innermost frame outside them, e.g. bitsandbytes' ``QuantState.as_dict`` rather than torch's meta kernel.
@@ -30,7 +31,7 @@ class Frame:
     def __str__(self) -> str:
         return f"{self.module}:{self.function}"
 
-    def plain(self) -> "Frame":
+    def plain(self) -> Frame:
         """The frame with its bare function name: pasted tracebacks carry no class names."""
         return replace(self, function=self.function.rsplit(".", 1)[-1])
 
@@ -62,22 +63,27 @@ class Signature:
         chosen = outside or list(self.frames)
         return chosen[-1] if chosen else None
 
-    def origin(self) -> "Signature":
+    def origin(self) -> Signature:
         """The coarser identity used to say 'same bug' across call paths: type, message and owner."""
         owner = self.owner
         return replace(self, frames=(owner,) if owner else (), causes=())
 
-    def is_tail_of(self, other: "Signature") -> bool:
+    def is_tail_of(self, other: Signature) -> bool:
         """Same failure entered lower down: same kind, type, message and causes, and these library frames are
         the innermost frames of ``other`` (a toy that calls `dispatch_model` itself instead of through PEFT)."""
         n = len(self.frames)
-        same = ((self.kind, self.type, self.message, self.causes, self.raised_by)
-                == (other.kind, other.type, other.message, other.causes, other.raised_by))
+        same = (self.kind, self.type, self.message, self.causes, self.raised_by) == (
+            other.kind,
+            other.type,
+            other.message,
+            other.causes,
+            other.raised_by,
+        )
         if not other.frames:  # raised in the script itself (an assertion): nothing below it to enter
             return same and n == 0
-        return same and n > 0 and other.frames[len(other.frames) - n:] == self.frames
+        return same and n > 0 and other.frames[len(other.frames) - n :] == self.frames
 
-    def coarse(self) -> "Signature":
+    def coarse(self) -> Signature:
         """The origin with a bare owner function name: what can be compared with a pasted report."""
         origin = self.origin()
         return replace(origin, frames=tuple(f.plain() for f in origin.frames))
@@ -86,10 +92,16 @@ class Signature:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "Signature":
+    def from_dict(cls, data: dict[str, Any]) -> Signature:
         frames = tuple(Frame(**f) for f in data.get("frames", ()))
-        return cls(data["kind"], data["type"], data["message"], frames, tuple(data.get("causes", ())),
-                   data.get("raised_by", ""))
+        return cls(
+            data["kind"],
+            data["type"],
+            data["message"],
+            frames,
+            tuple(data.get("causes", ())),
+            data.get("raised_by", ""),
+        )
 
     def __str__(self) -> str:
         chain = " > ".join(str(f) for f in self.frames) or "(no library frames)"
@@ -210,7 +222,9 @@ def frames_from_records(records: Iterable[dict[str, Any]]) -> tuple[Frame, ...]:
 
 _TB_FRAME = re.compile(r'^\s*File "(?P<path>[^"]+)", line (?P<line>\d+),? in (?P<func>[^\s]+)', re.MULTILINE)
 _STDLIB_PATH = re.compile(r"[\\/]lib[\\/]python\d\.\d+[\\/](?!(?:site|dist)-packages[\\/])|^<frozen ")
-_EXC_LINE = re.compile(r"^(?P<type>[A-Za-z_][\w.]*(?:Error|Exception|Interrupt|Exit|Warning|Failure|Fault))(?:: (?P<msg>.*))?$")
+_EXC_LINE = re.compile(
+    r"^(?P<type>[A-Za-z_][\w.]*(?:Error|Exception|Interrupt|Exit|Warning|Failure|Fault))(?:: (?P<msg>.*))?$"
+)
 
 
 def _stdlib_record(record: dict[str, Any]) -> bool:
@@ -247,14 +261,15 @@ def parse_traceback(text: str) -> Signature | None:
     for index, line in enumerate(lines[1:], start=1):
         match = _EXC_LINE.match(line)
         if match and not line.startswith(" "):
-            message = "\n".join([match["msg"] or ""] + _continuation(lines[index + 1 :]))
+            message = "\n".join([match["msg"] or "", *_continuation(lines[index + 1 :])])
             exc_type = match["type"]
             frames = frames_from_text("\n".join(lines[:index]))
             paths = [m["path"] for m in _TB_FRAME.finditer("\n".join(lines[:index]))]
             paths = [p for p in paths if not _STDLIB_PATH.search(p)] or paths  # as in raiser_of_records
             raiser = "other" if not paths else "library" if module_of_path(paths[-1]) else "script"
-            return Signature(classify(exc_type, message), exc_type, message_identity(exc_type, message), frames, (),
-                             raiser)
+            return Signature(
+                classify(exc_type, message), exc_type, message_identity(exc_type, message), frames, (), raiser
+            )
     return None
 
 

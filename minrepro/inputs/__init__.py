@@ -36,29 +36,78 @@ from ..errors import MinreproError
 from ..harness.runner import RunResult, resolve_python
 
 # Variables that change what the libraries do: recorded from the original's run and set by the script's first lines.
-ENV_PREFIXES = ("HF_", "HUGGINGFACE_", "TRANSFORMERS_", "ACCELERATE_", "PEFT_", "BNB_", "BITSANDBYTES_", "PYTORCH_",
-                "TORCH_", "TORCHDYNAMO_", "TORCHINDUCTOR_", "CUDA_", "CUBLAS_", "NCCL_", "TOKENIZERS_", "SAFETENSORS_")
-ENV_NAMES = {"OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "WORLD_SIZE", "RANK", "LOCAL_RANK",
-             "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "KMP_AFFINITY", "KMP_BLOCKTIME"}
+ENV_PREFIXES = (
+    "HF_",
+    "HUGGINGFACE_",
+    "TRANSFORMERS_",
+    "ACCELERATE_",
+    "PEFT_",
+    "BNB_",
+    "BITSANDBYTES_",
+    "PYTORCH_",
+    "TORCH_",
+    "TORCHDYNAMO_",
+    "TORCHINDUCTOR_",
+    "CUDA_",
+    "CUBLAS_",
+    "NCCL_",
+    "TOKENIZERS_",
+    "SAFETENSORS_",
+)
+ENV_NAMES = {
+    "OMP_NUM_THREADS",
+    "MKL_NUM_THREADS",
+    "OPENBLAS_NUM_THREADS",
+    "WORLD_SIZE",
+    "RANK",
+    "LOCAL_RANK",
+    "LOCAL_WORLD_SIZE",
+    "MASTER_ADDR",
+    "MASTER_PORT",
+    "KMP_AFFINITY",
+    "KMP_BLOCKTIME",
+}
 # Where files live, not how the libraries behave: they stay in the runs' environment, and the header names them.
-ENV_PLACES = {"HF_HOME", "HF_HUB_CACHE", "HF_DATASETS_CACHE", "HF_ASSETS_CACHE", "HF_XET_CACHE", "HF_MODULES_CACHE",
-              "TRANSFORMERS_CACHE", "HUGGINGFACE_HUB_CACHE", "TORCH_HOME", "TORCH_EXTENSIONS_DIR", "CUDA_HOME",
-              "CUDA_PATH", "CUDA_CACHE_PATH",
-              # torch sets this one itself in a process that imported it (a notebook kernel, a test runner)
-              "TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR"}
+ENV_PLACES = {
+    "HF_HOME",
+    "HF_HUB_CACHE",
+    "HF_DATASETS_CACHE",
+    "HF_ASSETS_CACHE",
+    "HF_XET_CACHE",
+    "HF_MODULES_CACHE",
+    "TRANSFORMERS_CACHE",
+    "HUGGINGFACE_HUB_CACHE",
+    "TORCH_HOME",
+    "TORCH_EXTENSIONS_DIR",
+    "CUDA_HOME",
+    "CUDA_PATH",
+    "CUDA_CACHE_PATH",
+    # torch sets this one itself in a process that imported it (a notebook kernel, a test runner)
+    "TORCHINDUCTOR_CACHE_DIR",
+    "TRITON_CACHE_DIR",
+}
 SECRET = re.compile(r"(?:^|_)(?:TOKEN|KEY)(?:_|$)|SECRET|PASSWORD|CREDENTIAL")  # never written anywhere; named only
 # Files a script reads as its settings or data (their relative paths are made absolute), and checkpoint folders.
 READ_SUFFIXES = {".yaml", ".yml", ".json", ".jsonl", ".toml", ".ini", ".cfg", ".conf", ".txt", ".csv", ".tsv"}
 CHECKPOINT_MARKS = ("config.json", "adapter_config.json")
 # A failure the script's own text raises before any library runs: not a library bug to reduce.
 DISPLAY_NOTE = "Jupyter's display() is print() here."
-OWN_FAILURES = {"NameError", "UnboundLocalError", "SyntaxError", "IndentationError", "TabError", "ImportError",
-                "ModuleNotFoundError", "FileNotFoundError"}
+OWN_FAILURES = {
+    "NameError",
+    "UnboundLocalError",
+    "SyntaxError",
+    "IndentationError",
+    "TabError",
+    "ImportError",
+    "ModuleNotFoundError",
+    "FileNotFoundError",
+}
 
 
 @dataclass
 class Prepared:
     """A prepared script and what the run of the user's input had."""
+
     name: str  # what the user gave, as the header names it: "train.py", "explore.ipynb", "-m pkg.train"
     path: Path  # the prepared source, in the cache
     source: str
@@ -82,13 +131,20 @@ class Prepared:
         lines += [n for n in self.notes if n != DISPLAY_NOTE or "display = print" in body]
         still = [f for f in self.files if repr(f)[1:-1] in body]
         if still:
-            lines.append("Opens " + ", ".join(still) + ": the failure depends on " + ("it" if len(still) == 1
-                                                                                        else "them"))
+            lines.append(
+                "Opens " + ", ".join(still) + ": the failure depends on " + ("it" if len(still) == 1 else "them")
+            )
         return lines
 
 
-def prepare(target: str | None, args: Sequence[str] = (), module: str | None = None, python: str | None = None,
-            cwd: Path | None = None, environ: Mapping[str, str] | None = None) -> Prepared | None:
+def prepare(
+    target: str | None,
+    args: Sequence[str] = (),
+    module: str | None = None,
+    python: str | None = None,
+    cwd: Path | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> Prepared | None:
     """The prepared script for what the user gave; None for a plain script that runs as it is (no arguments, no
     variable to carry, no relative path to its own files)."""
     from .launch import is_command_line, read_command_line
@@ -106,22 +162,46 @@ def prepare(target: str | None, args: Sequence[str] = (), module: str | None = N
             raise MinreproError(f"give a SCRIPT or -m {module}, not both")
         return prepare_module(module, args, python, cwd, environ, extra, command)
     if target is None:
-        raise MinreproError("give a SCRIPT, a NOTEBOOK.ipynb, -m MODULE, or a command line after -- "
-                            "(`-- accelerate launch job.py ARGS`)")
+        raise MinreproError(
+            "give a SCRIPT, a NOTEBOOK.ipynb, -m MODULE, or a command line after -- "
+            "(`-- accelerate launch job.py ARGS`)"
+        )
     if target.endswith(".ipynb"):
         return prepare_notebook(Path(target), args, cwd, environ, extra, command)
     return prepare_script(Path(target), args, cwd, environ, extra, command)
 
 
-def prepare_script(path: Path, args: list[str], cwd: Path, environ: Mapping[str, str],
-                   extra: dict[str, str] | None = None, command: str | None = None) -> Prepared | None:
+def prepare_script(
+    path: Path,
+    args: list[str],
+    cwd: Path,
+    environ: Mapping[str, str],
+    extra: dict[str, str] | None = None,
+    command: str | None = None,
+) -> Prepared | None:
     source = read_python(path)
-    return _prepared(path.name, path, source, path.resolve().parent, cwd, args, environ, extra or {},
-                     command or shlex.join(["python", str(path), *args]), plain_if_unchanged=command is None)
+    return _prepared(
+        path.name,
+        path,
+        source,
+        path.resolve().parent,
+        cwd,
+        args,
+        environ,
+        extra or {},
+        command or shlex.join(["python", str(path), *args]),
+        plain_if_unchanged=command is None,
+    )
 
 
-def prepare_notebook(path: Path, args: list[str], cwd: Path, environ: Mapping[str, str],
-                     extra: dict[str, str] | None = None, command: str | None = None) -> Prepared:
+def prepare_notebook(
+    path: Path,
+    args: list[str],
+    cwd: Path,
+    environ: Mapping[str, str],
+    extra: dict[str, str] | None = None,
+    command: str | None = None,
+) -> Prepared:
     from .notebook import convert, read_notebook
 
     if not path.is_file():
@@ -140,23 +220,50 @@ def prepare_notebook(path: Path, args: list[str], cwd: Path, environ: Mapping[st
         source = "import os\n" + source
     # Jupyter runs a notebook in its own folder: its relative paths are read from there
     home = path.resolve().parent
-    prepared = _prepared(path.name, path, source, home, home, args, environ, extra or {},
-                         command or (f"the notebook {path} with sys.argv {[path.name, *args]}" if args else ""))
+    prepared = _prepared(
+        path.name,
+        path,
+        source,
+        home,
+        home,
+        args,
+        environ,
+        extra or {},
+        command or (f"the notebook {path} with sys.argv {[path.name, *args]}" if args else ""),
+    )
     prepared.notes = notes
     return prepared
 
 
-def prepare_module(name: str, args: list[str], python: str | None, cwd: Path, environ: Mapping[str, str],
-                   extra: dict[str, str] | None = None, command: str | None = None) -> Prepared:
+def prepare_module(
+    name: str,
+    args: list[str],
+    python: str | None,
+    cwd: Path,
+    environ: Mapping[str, str],
+    extra: dict[str, str] | None = None,
+    command: str | None = None,
+) -> Prepared:
     """`python -m NAME ARGS`: the module's source, found as the target interpreter finds it with the current folder
     first on its path; its package set where it imports relatively."""
     origin, package = find_module(name, python, cwd)
     source = read_python(origin)
     stem = name.rsplit(".", 1)[-1] if origin.name != "__main__.py" else name.split(".")[0]
     relative = any(isinstance(n, ast.ImportFrom) and n.level for n in ast.walk(ast.parse(source)))
-    prepared = _prepared(f"-m {name}", origin, source, cwd, cwd, args, environ, extra or {},
-                         command or shlex.join(["python", "-m", name, *args]), out=cwd / f"{stem}.min.py",
-                         package=package if relative else None, path0=cwd if _under(origin, cwd) else None)
+    prepared = _prepared(
+        f"-m {name}",
+        origin,
+        source,
+        cwd,
+        cwd,
+        args,
+        environ,
+        extra or {},
+        command or shlex.join(["python", "-m", name, *args]),
+        out=cwd / f"{stem}.min.py",
+        package=package if relative else None,
+        path0=cwd if _under(origin, cwd) else None,
+    )
     return prepared
 
 
@@ -176,8 +283,14 @@ def find_module(name: str, python: str | None, cwd: Path) -> tuple[Path, str]:
         raise MinreproError(f"-m {name}: not a module name")
     interpreter = resolve_python(python)
     try:
-        done = subprocess.run([interpreter, "-c", FIND_MODULE, name, str(cwd)], capture_output=True, text=True,
-                              timeout=300, cwd=cwd, stdin=subprocess.DEVNULL)
+        done = subprocess.run(
+            [interpreter, "-c", FIND_MODULE, name, str(cwd)],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            cwd=cwd,
+            stdin=subprocess.DEVNULL,
+        )
     except subprocess.TimeoutExpired:
         raise MinreproError(f"-m {name}: finding the module took over 300 s") from None
     found = [line.split(" ", 1)[1] for line in done.stdout.splitlines() if line.startswith("MINREPRO-MODULE ")]
@@ -186,14 +299,27 @@ def find_module(name: str, python: str | None, cwd: Path) -> tuple[Path, str]:
         raise MinreproError(f"-m {name}: cannot find the module under {interpreter}: {last[:200]}")
     spot = json.loads(found[-1])
     if spot is None or not str(spot[0]).endswith(".py"):
-        raise MinreproError(f"-m {name}: no module of Python source by that name under {interpreter} "
-                            f"(searched from {cwd} first)")
+        raise MinreproError(
+            f"-m {name}: no module of Python source by that name under {interpreter} (searched from {cwd} first)"
+        )
     return Path(spot[0]), spot[1] or ""
 
 
-def _prepared(name: str, given: Path, source: str, home: Path, base: Path, args: list[str],
-              environ: Mapping[str, str], extra: dict[str, str], command: str, plain_if_unchanged: bool = False,
-              out: Path | None = None, package: str | None = None, path0: Path | None = None) -> Prepared | None:
+def _prepared(
+    name: str,
+    given: Path,
+    source: str,
+    home: Path,
+    base: Path,
+    args: list[str],
+    environ: Mapping[str, str],
+    extra: dict[str, str],
+    command: str,
+    plain_if_unchanged: bool = False,
+    out: Path | None = None,
+    package: str | None = None,
+    path0: Path | None = None,
+) -> Prepared | None:
     env, held = record_env(environ)
     env.update(extra)
     argv, files = absolute_arguments(args, base)
@@ -203,8 +329,9 @@ def _prepared(name: str, given: Path, source: str, home: Path, base: Path, args:
         return None
     if path0 is None and _imports_from(source, home):
         path0 = home
-    reads_file = given.suffix == ".py" and any(isinstance(n, ast.Name) and n.id == "__file__"
-                                               for n in ast.walk(ast.parse(source)))
+    reads_file = given.suffix == ".py" and any(
+        isinstance(n, ast.Name) and n.id == "__file__" for n in ast.walk(ast.parse(source))
+    )
     lines = ["import sys"] if args or path0 else []
     lines += ["import os"] * bool(env)
     lines += [f"os.environ[{k!r}] = {v!r}" for k, v in env.items()]
@@ -218,8 +345,18 @@ def _prepared(name: str, given: Path, source: str, home: Path, base: Path, args:
     path = cache("inputs", f"{stem}-{digest}") / f"{stem}.py"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text, encoding="utf-8")
-    return Prepared(name, path, text, home, out or given.resolve().with_name(f"{stem}.min.py"), command, env, held,
-                    files=sorted(set(files)) + ([str(given.resolve())] if reads_file else []), original=given.resolve())
+    return Prepared(
+        name,
+        path,
+        text,
+        home,
+        out or given.resolve().with_name(f"{stem}.min.py"),
+        command,
+        env,
+        held,
+        files=sorted(set(files)) + ([str(given.resolve())] if reads_file else []),
+        original=given.resolve(),
+    )
 
 
 def insert_prelude(source: str, lines: list[str]) -> str:
@@ -229,8 +366,12 @@ def insert_prelude(source: str, lines: list[str]) -> str:
     body = ast.parse(source).body
     after = 0
     for index, stmt in enumerate(body):
-        docstring = index == 0 and isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant) \
+        docstring = (
+            index == 0
+            and isinstance(stmt, ast.Expr)
+            and isinstance(stmt.value, ast.Constant)
             and isinstance(stmt.value.value, str)
+        )
         if docstring or (isinstance(stmt, ast.ImportFrom) and stmt.module == "__future__"):
             after = stmt.end_lineno or stmt.lineno
         else:
@@ -379,10 +520,16 @@ def refuse_own_failure(result: RunResult, name: str) -> None:
         return
     line = result.raw_headline.splitlines()[0] if result.raw_headline else sig.headline
     where = f" (line {result.script_lines[-1]})" if result.script_lines else ""
-    hint = (": a relative path is read from the folder minrepro runs in; give it absolute, or run from where the "
-            "script expects" if sig.type == "FileNotFoundError" else "")
-    raise MinreproError(f"{name} fails in its own code{where}, with no library on its stack: {line[:160]} "
-                        f"(not a library failure to reduce{hint})")
+    hint = (
+        ": a relative path is read from the folder minrepro runs in; give it absolute, or run from where the "
+        "script expects"
+        if sig.type == "FileNotFoundError"
+        else ""
+    )
+    raise MinreproError(
+        f"{name} fails in its own code{where}, with no library on its stack: {line[:160]} "
+        f"(not a library failure to reduce{hint})"
+    )
 
 
 def split_arguments(argv: Sequence[str] | None) -> tuple[list[str], list[str]]:
@@ -391,18 +538,25 @@ def split_arguments(argv: Sequence[str] | None) -> tuple[list[str], list[str]]:
     if "--" not in argv:
         return argv, []
     cut = argv.index("--")
-    return argv[:cut], argv[cut + 1:]
+    return argv[:cut], argv[cut + 1 :]
 
 
-def prepare_names(names: list[str], args: Sequence[str], module: str | None, python: str | None,
-                  ) -> tuple[list[str], list[Prepared]]:
+def prepare_names(
+    names: list[str],
+    args: Sequence[str],
+    module: str | None,
+    python: str | None,
+) -> tuple[list[str], list[Prepared]]:
     """Case ids and script paths as `check` and `bisect` take them, with each input that needs preparing (a
     notebook, a script with arguments, -m MODULE, a command line after --) replaced by its prepared script's path;
     the variables those scripts set leave this process's environment."""
     if module or (args and not names):  # -m MODULE, or a whole command line after --
         if names:
-            raise MinreproError(f"give -m {module} or a script, not both") if module else \
-                MinreproError("give a command line after -- or SCRIPT -- ARGS, not both")
+            raise (
+                MinreproError(f"give -m {module} or a script, not both")
+                if module
+                else MinreproError("give a command line after -- or SCRIPT -- ARGS, not both")
+            )
         one = prepare(None, args, module, python)
         take_env(one)
         return [str(one.path)], [one]

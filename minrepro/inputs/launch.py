@@ -53,24 +53,33 @@ def read_command_line(words: list[str], python: str | None) -> Launch:
     if rest[:1] == ["-m"] and len(rest) > 1:
         return Launch(rest[1], rest[2:], module=True)
     if not rest or rest[0].startswith("-"):
-        raise MinreproError(f"`{' '.join(words[:3])}`: give the script (or -m MODULE) right after {words[0]}; "
-                            "interpreter options are not read")
+        raise MinreproError(
+            f"`{' '.join(words[:3])}`: give the script (or -m MODULE) right after {words[0]}; "
+            "interpreter options are not read"
+        )
     return Launch(rest[0], rest[1:])
 
 
 def accelerate_launch(options: list[str], python: str | None) -> Launch:
     interpreter = resolve_python(python)
     try:
-        done = subprocess.run([interpreter, "-c", ACCELERATE_PROBE, *options], capture_output=True, text=True,
-                              timeout=300, stdin=subprocess.DEVNULL)
+        done = subprocess.run(
+            [interpreter, "-c", ACCELERATE_PROBE, *options],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            stdin=subprocess.DEVNULL,
+        )
     except subprocess.TimeoutExpired:
         raise MinreproError("reading the `accelerate launch` options took over 300 s") from None
-    found = [line[len(MARK):] for line in done.stdout.splitlines() if line.startswith(MARK)]
+    found = [line[len(MARK) :] for line in done.stdout.splitlines() if line.startswith(MARK)]
     if done.returncode != 0 or not found:
         last = (done.stderr.strip().splitlines() or ["no output"])[-1]
         raise MinreproError(f"accelerate could not read the launch options under {interpreter}: {last[:200]}")
     data = json.loads(found[-1])
     if "refuse" in data:
-        raise MinreproError(f"`accelerate launch` here would start {', '.join(data['refuse'])}: minrepro reduces a "
-                            "launch of one process (add --num_processes 1, or run the script as one process)")
+        raise MinreproError(
+            f"`accelerate launch` here would start {', '.join(data['refuse'])}: minrepro reduces a "
+            "launch of one process (add --num_processes 1, or run the script as one process)"
+        )
     return Launch(data["target"], data["args"], data["module"], data["env"])

@@ -13,15 +13,71 @@ from ..errors import MinreproError
 
 INSTALLERS = {"pip", "conda", "mamba", "micromamba", "uv"}  # `%pip install`, `!pip install`: the env is --python's
 # line magics that only show or configure display: dropped
-DISPLAY = {"matplotlib", "config", "autosave", "precision", "xmode", "pdb", "colors", "who", "whos", "who_ls", "pwd",
-           "history", "lsmagic", "magic", "pprint", "autoreload", "page", "pinfo", "pinfo2", "psearch", "tb",
-           "notebook", "debug", "quickref", "doctest_mode", "automagic", "autocall", "ls", "dirs", "env"}
+DISPLAY = {
+    "matplotlib",
+    "config",
+    "autosave",
+    "precision",
+    "xmode",
+    "pdb",
+    "colors",
+    "who",
+    "whos",
+    "who_ls",
+    "pwd",
+    "history",
+    "lsmagic",
+    "magic",
+    "pprint",
+    "autoreload",
+    "page",
+    "pinfo",
+    "pinfo2",
+    "psearch",
+    "tb",
+    "notebook",
+    "debug",
+    "quickref",
+    "doctest_mode",
+    "automagic",
+    "autocall",
+    "ls",
+    "dirs",
+    "env",
+}
 # line magics whose argument is code that runs (once here: the timing is not the failure)
 TIMED = {"time", "timeit", "prun"}
 # line magics that change what runs: another file, an extension, the working directory, the namespace
-CHANGES = {"run", "load_ext", "reload_ext", "unload_ext", "load", "cd", "pylab", "reset", "reset_selective", "store",
-           "sx", "system", "alias", "unalias", "macro", "edit", "recall", "rerun", "bookmark", "aimport", "sc",
-           "pushd", "popd", "capture", "writefile", "bash", "sh", "script"}
+CHANGES = {
+    "run",
+    "load_ext",
+    "reload_ext",
+    "unload_ext",
+    "load",
+    "cd",
+    "pylab",
+    "reset",
+    "reset_selective",
+    "store",
+    "sx",
+    "system",
+    "alias",
+    "unalias",
+    "macro",
+    "edit",
+    "recall",
+    "rerun",
+    "bookmark",
+    "aimport",
+    "sc",
+    "pushd",
+    "popd",
+    "capture",
+    "writefile",
+    "bash",
+    "sh",
+    "script",
+}
 CELL_PASS = {"time", "timeit", "capture", "prun"}  # cell magics that run the cell's code as it is
 CELL_DISPLAY = {"html", "markdown", "latex", "svg", "javascript", "js"}  # cell magics that only show something
 _TIMEIT_OPTIONS = re.compile(r"^(?:-[nrp]\s*\d+\s+|-[qotc]\s+)*")
@@ -85,8 +141,10 @@ def _cell_lines(number: int, text: str, out: Converted) -> list[str] | None:
             out.dropped.append(f"`{first}` cell {number} (display only)")
             return None
         if magic not in CELL_PASS:
-            raise MinreproError(f"cell {number}: the cell magic `%%{magic}` runs something other than the cell's "
-                                "Python; minrepro does not reduce it (make the cell plain Python)")
+            raise MinreproError(
+                f"cell {number}: the cell magic `%%{magic}` runs something other than the cell's "
+                "Python; minrepro does not reduce it (make the cell plain Python)"
+            )
         if magic == "timeit":
             out.dropped.append(f"`{first}` (the cell runs once)")
         lines = lines[1:]
@@ -97,8 +155,10 @@ def _line(number: int, line: str, out: Converted) -> str:
     stripped = line.lstrip()
     indent = line[: len(line) - len(stripped)]
     if re.match(r"^[A-Za-z_][\w.]*\s*=\s*[!%]", stripped):
-        raise MinreproError(f"cell {number}: `{stripped[:60]}` assigns what a shell command or magic prints; "
-                            "minrepro does not reduce it (assign the value in Python)")
+        raise MinreproError(
+            f"cell {number}: `{stripped[:60]}` assigns what a shell command or magic prints; "
+            "minrepro does not reduce it (assign the value in Python)"
+        )
     if stripped.startswith("!"):
         command = stripped[1:].strip()
         installs = (command.split() or [""])[0] in INSTALLERS or command.startswith(("python -m pip", "python3 -m pip"))
@@ -119,8 +179,10 @@ def _line(number: int, line: str, out: Converted) -> str:
         code = _TIMEIT_OPTIONS.sub("", rest) if magic == "timeit" else rest
         return f"{indent}{code}" if code else _dropped(indent, f"`{stripped[:80]}`", out)
     if magic in CHANGES:
-        raise MinreproError(f"cell {number}: `%{magic}` changes what runs; minrepro does not reduce it (put what it "
-                            "does into the cell as Python)")
+        raise MinreproError(
+            f"cell {number}: `%{magic}` changes what runs; minrepro does not reduce it (put what it "
+            "does into the cell as Python)"
+        )
     raise MinreproError(f"cell {number}: unknown magic `%{magic}` (minrepro reads code cells as Python)")
 
 
@@ -138,17 +200,22 @@ def _check_python(source: str, name: str) -> None:
 
 
 def _cell_of(source: str, lineno: int) -> str:
-    marks = [m for m in re.finditer(r"^# cell (\d+)$", source, re.MULTILINE)
-             if source.count("\n", 0, m.start()) + 1 <= lineno]
+    marks = [
+        m
+        for m in re.finditer(r"^# cell (\d+)$", source, re.MULTILINE)
+        if source.count("\n", 0, m.start()) + 1 <= lineno
+    ]
     return marks[-1][1] if marks else "?"
 
 
 def _reads_unbound(tree: ast.Module, name: str) -> bool:
     loads = any(isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load) for n in ast.walk(tree))
-    bound = any((isinstance(n, ast.Name) and n.id == name and not isinstance(n.ctx, ast.Load))
-                or (isinstance(n, (ast.FunctionDef, ast.ClassDef)) and n.name == name)
-                or (isinstance(n, (ast.Import, ast.ImportFrom)) and any((a.asname or a.name) == name for a in n.names))
-                for n in ast.walk(tree))
+    bound = any(
+        (isinstance(n, ast.Name) and n.id == name and not isinstance(n.ctx, ast.Load))
+        or (isinstance(n, (ast.FunctionDef, ast.ClassDef)) and n.name == name)
+        or (isinstance(n, (ast.Import, ast.ImportFrom)) and any((a.asname or a.name) == name for a in n.names))
+        for n in ast.walk(tree)
+    )
     return loads and not bound
 
 

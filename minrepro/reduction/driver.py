@@ -22,7 +22,8 @@ import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 from ..dirs import cache
 from ..errors import MinreproError
@@ -141,14 +142,22 @@ def refuse_missing_libraries(result: RunResult, source: str, python: str) -> Non
     missing = re.search(r"No module named '([\w.]+)'", result.raw_headline)
     name = missing[1].split(".")[0] if missing else ""
     if name and name in imported_modules(source) and (name in UNDER_TEST or sig.raised_by == "script"):
-        raise MinreproError(f"the script cannot import {name} under {python}: give --python with the environment "
-                            "it fails in (a failing import is not a bug to reduce)")
+        raise MinreproError(
+            f"the script cannot import {name} under {python}: give --python with the environment "
+            "it fails in (a failing import is not a bug to reduce)"
+        )
 
 
-def establish(script: Path, python: str, timeout: float | None, home: Path, runs: int,
-              log: Callable[[str], None] = lambda _: None, beside: Callable[[float], Any] | None = None,
-              on_first: Callable[[RunResult], None] = lambda _: None,
-              ) -> tuple[Signature, RunResult, list[RunResult], Any]:
+def establish(
+    script: Path,
+    python: str,
+    timeout: float | None,
+    home: Path,
+    runs: int,
+    log: Callable[[str], None] = lambda _: None,
+    beside: Callable[[float], Any] | None = None,
+    on_first: Callable[[RunResult], None] = lambda _: None,
+) -> tuple[Signature, RunResult, list[RunResult], Any]:
     """Run the original `runs` times, cold: its signature if every run agrees, else a one-line error. The first run
     goes alone (under --timeout, or FIRST_RUN_TIMEOUT: nothing is known of its cost yet); the others as many at
     once as its memory allows, under a timeout that follows its time. `beside(timeout)` (the scale-down's traced
@@ -156,11 +165,18 @@ def establish(script: Path, python: str, timeout: float | None, home: Path, runs
     results = ColdExecutor(python, 1).run_many([script], timeout or FIRST_RUN_TIMEOUT, home)
     on_first(results[0])
     at_once = parallel_runs(results, runs - 1 + (beside is not None))
-    log(f"establish: run 1 of {runs} took {results[0].seconds:.1f} s"
-        + (f" ({results[0].peak_rss_mb:.0f} MB RAM" + (f", {results[0].peak_gpu_mb:.0f} MB GPU" if results[0].peak_gpu_mb
-                                                          else "") + ")" if results[0].peak_rss_mb else "")
+    log(
+        f"establish: run 1 of {runs} took {results[0].seconds:.1f} s"
+        + (
+            f" ({results[0].peak_rss_mb:.0f} MB RAM"
+            + (f", {results[0].peak_gpu_mb:.0f} MB GPU" if results[0].peak_gpu_mb else "")
+            + ")"
+            if results[0].peak_rss_mb
+            else ""
+        )
         + f"; {runs - 1} more, {min(at_once, runs - 1)} at once"
-        + (", the traced run beside them" if beside is not None and at_once >= runs else ""))
+        + (", the traced run beside them" if beside is not None and at_once >= runs else "")
+    )
     later = timeout_for(results, timeout)
     with ThreadPoolExecutor(1) as pool:
         extra = pool.submit(beside, later) if beside is not None and at_once >= runs else None
@@ -172,8 +188,10 @@ def establish(script: Path, python: str, timeout: float | None, home: Path, runs
     first = failing[0].signature
     same = sum(r.signature == first for r in results)
     if same < runs:
-        raise MinreproError(f"{script} fails flakily: '{first.headline}' in {same} of {runs} runs (n={runs}, "
-                            "all must agree); make it deterministic, or reduce with --oracle and your own retries")
+        raise MinreproError(
+            f"{script} fails flakily: '{first.headline}' in {same} of {runs} runs (n={runs}, "
+            "all must agree); make it deterministic, or reduce with --oracle and your own retries"
+        )
     if beside is not None and extra is None:
         beside_result = beside(later)
     return first, failing[0], results, beside_result
@@ -183,8 +201,9 @@ def default_workdir(script: Path, source: str, key: str) -> Path:
     return cache("reductions", f"{script.stem}-{_digest(source + key)[:10]}")
 
 
-def reduce_script(opts: ReduceOptions, log: Callable[[str], None] = lambda _: None,
-                  say: Callable[[str], None] | None = None) -> ReduceSummary:
+def reduce_script(
+    opts: ReduceOptions, log: Callable[[str], None] = lambda _: None, say: Callable[[str], None] | None = None
+) -> ReduceSummary:
     """`log` gets every step (-v); `say` the phases, runs and time per run (default: `log`)."""
     with interrupts_as_ctrl_c():
         return _reduce_script(opts, log, say or log)
@@ -201,8 +220,11 @@ def interrupts_as_ctrl_c():
         stop_live_runs()  # the worker threads' runs end now; the pools then return at once
         raise KeyboardInterrupt(signal.Signals(number).name)
 
-    wanted = [sig for sig in (signal.SIGINT, getattr(signal, "SIGTERM", None), getattr(signal, "SIGHUP", None))
-              if sig is not None]
+    wanted = [
+        sig
+        for sig in (signal.SIGINT, getattr(signal, "SIGTERM", None), getattr(signal, "SIGHUP", None))
+        if sig is not None
+    ]
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -218,6 +240,7 @@ def interrupts_as_ctrl_c():
 class Deadline:
     """The reduction's time budget: the search runs no candidate past `search_until()`, which keeps `reserve`
     seconds for the cold verification of its result (estimated from what the runs cost)."""
+
     start: float
     seconds: float | None  # the whole reduce; None: no budget
     reserve: float = 0.0
@@ -234,6 +257,7 @@ class Deadline:
 class Reduction:
     """One reduction as it goes through the phases: what each phase found, for the next ones. The phases read and
     write it; nothing else carries state between them."""
+
     opts: ReduceOptions
     log: Callable[[str], None]
     say: Callable[[str], None]
@@ -312,8 +336,19 @@ def _reduce_script(opts: ReduceOptions, log: Callable[[str], None], say: Callabl
     if out in (script, given.resolve()):
         raise MinreproError("the output path is the input script; minrepro never overwrites it")
     home = opts.prepared.home if opts.prepared else script.parent  # where the run imports from
-    r = Reduction(opts, log, say, script, source, out, home, resolve_python(opts.python),
-                  Deadline(start, opts.max_seconds), Progress(code_lines(source), log, say=say), best=source)
+    r = Reduction(
+        opts,
+        log,
+        say,
+        script,
+        source,
+        out,
+        home,
+        resolve_python(opts.python),
+        Deadline(start, opts.max_seconds),
+        Progress(code_lines(source), log, say=say),
+        best=source,
+    )
     r.timeout = opts.timeout or DEFAULT_TIMEOUT
     try:
         for phase in PHASES:
@@ -323,8 +358,14 @@ def _reduce_script(opts: ReduceOptions, log: Callable[[str], None], say: Callabl
             if phase.name != "search":  # the search names each pass itself
                 r.progress.phase(phase.name, phase.detail(r))
             phase.run(r)
-            r.phases.append({"phase": phase.name, "seconds": round(time.monotonic() - began, 1),
-                             "candidates": r.progress.tries - tried, "jobs": r.jobs})
+            r.phases.append(
+                {
+                    "phase": phase.name,
+                    "seconds": round(time.monotonic() - began, 1),
+                    "candidates": r.progress.tries - tried,
+                    "jobs": r.jobs,
+                }
+            )
         r.progress.close()
     except KeyboardInterrupt as stop:  # anywhere, Ctrl-C or SIGTERM/SIGHUP: the best so far is written
         r.progress.close()
@@ -332,8 +373,10 @@ def _reduce_script(opts: ReduceOptions, log: Callable[[str], None], say: Callabl
         cause = f" by {stop.args[0]}" if stop.args else ""
         # every phase's work is cached by content (the original's runs, the twin, the answers, the best so far):
         # the same command picks up where this one stopped
-        raise Interrupted(f"interrupted{cause}: the best script so far ({code_lines(r.best)} code lines, not "
-                          f"verified) is in {out}; resume with: {_resume_command(opts.argv)}") from None
+        raise Interrupted(
+            f"interrupted{cause}: the best script so far ({code_lines(r.best)} code lines, not "
+            f"verified) is in {out}; resume with: {_resume_command(opts.argv)}"
+        ) from None
     finally:
         for future in r.started:  # one that started while the guard ran (closed below if in use, and only once)
             with contextlib.suppress(Exception):
@@ -342,16 +385,35 @@ def _reduce_script(opts: ReduceOptions, log: Callable[[str], None], say: Callabl
             used.close()
     text = _write(r, verified=not opts.oracle)
     oracle = r.oracle
-    return ReduceSummary(code_lines(source), code_lines(text), oracle.stats.calls, oracle.stats.cache_hits,
-                         round(time.monotonic() - start, 1), r.headline, str(out),
-                         r.executor.name if r.executor else "command", r.resumed, r.guard.kind, r.guard.why,
-                         r.good_pass, [asdict(t) for t in r.found], r.notes, getattr(r.executor, "snapshot_runs", 0),
-                         oracle.good_runs if r.guard.pythons else 0, r.jobs, r.jobs_why, opts.max_seconds,
-                         r.searching_cut, r.good_said, r.phases,
-                         [asdict(record) for record in r.pass_records.values()])
+    return ReduceSummary(
+        code_lines(source),
+        code_lines(text),
+        oracle.stats.calls,
+        oracle.stats.cache_hits,
+        round(time.monotonic() - start, 1),
+        r.headline,
+        str(out),
+        r.executor.name if r.executor else "command",
+        r.resumed,
+        r.guard.kind,
+        r.guard.why,
+        r.good_pass,
+        [asdict(t) for t in r.found],
+        r.notes,
+        getattr(r.executor, "snapshot_runs", 0),
+        oracle.good_runs if r.guard.pythons else 0,
+        r.jobs,
+        r.jobs_why,
+        opts.max_seconds,
+        r.searching_cut,
+        r.good_said,
+        r.phases,
+        [asdict(record) for record in r.pass_records.values()],
+    )
 
 
 # --- the phases, in order ---------------------------------------------------------------------------------------
+
 
 def command_oracle(r: Reduction) -> None:
     """--oracle CMD: the user's own interestingness test decides; nothing to establish or guard."""
@@ -359,8 +421,14 @@ def command_oracle(r: Reduction) -> None:
     r.jobs = opts.jobs or 1
     key = json.dumps(["command", opts.oracle, r.python, r.timeout])
     r.workdir = _workdir(opts, r.script, r.source, key)
-    r.oracle = CommandOracle(Cache(r.workdir / "cache.jsonl", key), r.workdir, r.timeout, r.home,
-                             command=shlex.split(opts.oracle), jobs=r.jobs)
+    r.oracle = CommandOracle(
+        Cache(r.workdir / "cache.jsonl", key),
+        r.workdir,
+        r.timeout,
+        r.home,
+        command=shlex.split(opts.oracle),
+        jobs=r.jobs,
+    )
     if not r.oracle.test_many([r.source])[0]:
         raise MinreproError(f"nothing to reduce: the oracle does not accept {r.script.name} itself")
     r.headline = f"oracle: {opts.oracle}"
@@ -379,22 +447,37 @@ def establish_failure(r: Reduction) -> None:
         r.cold, r.traced = remembered
         r.say(f"establish: the original's {len(r.cold)} cold runs from an earlier run of this reduction")
     else:
-        trace = None if r.scale_dir is None or memo is not None else functools.partial(
-            traced_run, normalize(r.source), r.python, workdir=r.scale_dir, home=r.home)
-        _, _, r.cold, r.traced = establish(r.script, r.python, opts.timeout, r.home, opts.confirm_runs, r.say,
-                                           beside=trace, on_first=functools.partial(_say_estimate, r))
+        trace = (
+            None
+            if r.scale_dir is None or memo is not None
+            else functools.partial(traced_run, normalize(r.source), r.python, workdir=r.scale_dir, home=r.home)
+        )
+        _, _, r.cold, r.traced = establish(
+            r.script,
+            r.python,
+            opts.timeout,
+            r.home,
+            opts.confirm_runs,
+            r.say,
+            beside=trace,
+            on_first=functools.partial(_say_estimate, r),
+        )
         _remember_runs(r)
     r.first_run = next(run for run in r.cold if run.signature is not None)
     r.original = r.first_run.signature
     r.timeout = timeout_for(r.cold, opts.timeout)
     if opts.timeout is None:
-        r.say(f"timeout per run: {r.timeout:.0f} s ({TIMEOUT_FACTOR:g}x the slowest cold run, at least "
-              f"{DEFAULT_TIMEOUT:.0f} s)")
+        r.say(
+            f"timeout per run: {r.timeout:.0f} s ({TIMEOUT_FACTOR:g}x the slowest cold run, at least "
+            f"{DEFAULT_TIMEOUT:.0f} s)"
+        )
     refuse_missing_libraries(r.first_run, r.source, r.python)
     refuse_own_failure(r.first_run, opts.prepared.name if opts.prepared else r.script.name)
     if opts.signature and not _search(opts.signature, r.first_run.raw_headline):
-        raise MinreproError(f"{r.script.name} fails with '{r.first_run.raw_headline.splitlines()[0]}', "
-                            f"which does not match --signature {opts.signature!r}")
+        raise MinreproError(
+            f"{r.script.name} fails with '{r.first_run.raw_headline.splitlines()[0]}', "
+            f"which does not match --signature {opts.signature!r}"
+        )
     r.headline, r.owner = r.original.headline, str(r.original.owner or "")
     r.env = probe(r.python)
     r.versions, r.loaded = r.env.versions, r.first_run.loaded
@@ -410,11 +493,15 @@ def _say_estimate(r: Reduction, first: RunResult) -> None:
     # two more cold runs (side by side) and a cold verification cannot be avoided, whatever the search does
     floor = first.seconds * (1 + 1 + VERIFY_FACTOR)
     if floor > r.deadline.seconds:
-        r.say(f"the time budget ({r.deadline.seconds:.0f} s, --max-seconds) cannot hold this reduction: one run of "
-              f"the original takes {first.seconds:.0f} s, so establishing and verifying alone need about "
-              f"{floor:.0f} s; the result will be verified, and may be far from minimal")
-        r.notes.append(f"the original's own cost (about {floor:.0f} s to establish and verify) exceeds the time "
-                       f"budget of {r.deadline.seconds:.0f} s")
+        r.say(
+            f"the time budget ({r.deadline.seconds:.0f} s, --max-seconds) cannot hold this reduction: one run of "
+            f"the original takes {first.seconds:.0f} s, so establishing and verifying alone need about "
+            f"{floor:.0f} s; the result will be verified, and may be far from minimal"
+        )
+        r.notes.append(
+            f"the original's own cost (about {floor:.0f} s to establish and verify) exceeds the time "
+            f"budget of {r.deadline.seconds:.0f} s"
+        )
 
 
 def scale_down_phase(r: Reduction) -> None:
@@ -423,15 +510,30 @@ def scale_down_phase(r: Reduction) -> None:
     is tried on what the search will stand on."""
     if r.scaled is None:
         until = r.deadline.search_until()
-        r.scaled = _scale_down(r.opts, r.scale_dir, r.script, r.source, r.python, r.timeout,
-                               ColdExecutor(r.python, r.jobs), r.original, r.first_run, r.traced, r.progress, r.say,
-                               None if until is None else until - VERIFY_FACTOR * r.first_run.seconds)
+        r.scaled = _scale_down(
+            r.opts,
+            r.scale_dir,
+            r.script,
+            r.source,
+            r.python,
+            r.timeout,
+            ColdExecutor(r.python, r.jobs),
+            r.original,
+            r.first_run,
+            r.traced,
+            r.progress,
+            r.say,
+            None if until is None else until - VERIFY_FACTOR * r.first_run.seconds,
+        )
     if r.scaled is not None and r.scaled.bad_run is not None:
         r.twin_seconds = r.scaled.bad_run.seconds
     if r.scaled is not None:
         twin_runs = list(r.scaled.good_runs.values())
-        r.jobs, r.jobs_why = choose_jobs(r.opts.jobs, [run for runs in twin_runs for run in runs]
-                                         + ([r.scaled.bad_run] if r.scaled.bad_run else []), "the twin")
+        r.jobs, r.jobs_why = choose_jobs(
+            r.opts.jobs,
+            [run for runs in twin_runs for run in runs] + ([r.scaled.bad_run] if r.scaled.bad_run else []),
+            "the twin",
+        )
         r.say(f"parallel runs: {r.jobs} ({r.jobs_why})")
 
 
@@ -443,18 +545,31 @@ def guard_phase(r: Reduction) -> None:
     starting = ThreadPoolExecutor(1 + len(opts.good_pythons))
     # the bad env judges every candidate: its warm workers are kept one batch ahead where the cores allow
     spares = min(r.jobs, max(0, _cores() - r.jobs))
-    r.started.append(starting.submit(_start_executor, opts, r.python, r.source, r.first_run.modules, r.jobs,
-                                     r.notes, "", spares))
-    r.started += [starting.submit(_start_executor, opts, py, r.source, r.first_run.modules, r.jobs, r.notes,
-                                  f"guard env {py}: ") for py in opts.good_pythons]
+    r.started.append(
+        starting.submit(_start_executor, opts, r.python, r.source, r.first_run.modules, r.jobs, r.notes, "", spares)
+    )
+    r.started += [
+        starting.submit(_start_executor, opts, py, r.source, r.first_run.modules, r.jobs, r.notes, f"guard env {py}: ")
+        for py in opts.good_pythons
+    ]
     starting.shutdown(wait=False)
     if r.good_envs is not None:
         r.good_envs.result()  # made while the original ran; the guard finds them ready
     # the good run goes to the end: its cost is not known yet (FIRST_RUN_TIMEOUT)
-    search = GuardSearch(subject_path, subject, r.original, r.first_run.raw_headline, r.matcher, r.env,
-                         opts.timeout or FIRST_RUN_TIMEOUT, r.log, notes=r.notes,
-                         jobs=r.jobs if r.scaled else parallel_runs(r.cold, 2),  # a twin is small: the box's share
-                         home=r.home, known=r.scaled.good_runs if r.scaled else {})
+    search = GuardSearch(
+        subject_path,
+        subject,
+        r.original,
+        r.first_run.raw_headline,
+        r.matcher,
+        r.env,
+        opts.timeout or FIRST_RUN_TIMEOUT,
+        r.log,
+        notes=r.notes,
+        jobs=r.jobs if r.scaled else parallel_runs(r.cold, 2),  # a twin is small: the box's share
+        home=r.home,
+        known=r.scaled.good_runs if r.scaled else {},
+    )
     r.guard = _choose_guard(search, opts, (r.script, r.source) if r.scaled else None)
     if r.scaled is not None and search.script != subject_path:  # the twin lost the bug: real scale after all
         r.notes.append("the tiny twin does not pass where the bug is fixed: reduced at real scale")
@@ -463,12 +578,15 @@ def guard_phase(r: Reduction) -> None:
     elif r.scaled is not None:
         r.notes.append(r.scaled.description)
     r.good_timeout = opts.timeout or max(r.timeout, TIMEOUT_FACTOR * search.passing_seconds)
-    r.say(f"guard: {r.guard.why}" + (f" (a passing run took {search.passing_seconds:.0f} s)"
-                                     if search.passing_seconds else ""))
+    r.say(
+        f"guard: {r.guard.why}"
+        + (f" (a passing run took {search.passing_seconds:.0f} s)" if search.passing_seconds else "")
+    )
     # the cold verification's time is kept from the search: a bad run and the good runs, side by side
     bad_seconds = r.twin_seconds if r.scaled is not None and r.twin_seconds else r.first_run.seconds
-    r.deadline.reserve = VERIFY_FACTOR * max(bad_seconds, search.passing_seconds if r.guard.pythons else 0.0) \
-        + VERIFY_GRACE
+    r.deadline.reserve = (
+        VERIFY_FACTOR * max(bad_seconds, search.passing_seconds if r.guard.pythons else 0.0) + VERIFY_GRACE
+    )
     _open_search(r)
 
 
@@ -476,33 +594,57 @@ def _open_search(r: Reduction) -> None:
     """The oracle over the chosen guard, its warm executors, and the state a resumed run continues from."""
     opts = r.opts
     good_runs = opts.good_runs or default_good_runs(r.original, r.source)
-    key = json.dumps(["signature", opts.signature, r.python, opts.timeout, r.guard.key(), good_runs,
-                      "twin" if r.scaled else "original"])  # a resumed state is of one or the other
+    key = json.dumps(
+        [
+            "signature",
+            opts.signature,
+            r.python,
+            opts.timeout,
+            r.guard.key(),
+            good_runs,
+            "twin" if r.scaled else "original",
+        ]
+    )  # a resumed state is of one or the other
     r.workdir = _workdir(opts, r.script, r.source, key)
-    early = dict(zip(opts.good_pythons, r.started[1:]))
-    r.guard_executors = [early[py].result() if py in early else
-                         _start_executor(opts, py, r.source, r.first_run.modules, r.jobs, r.notes,
-                                         f"guard env {py}: ")
-                         for py in r.guard.pythons]
+    early = dict(zip(opts.good_pythons, r.started[1:], strict=False))
+    r.guard_executors = [
+        early[py].result()
+        if py in early
+        else _start_executor(opts, py, r.source, r.first_run.modules, r.jobs, r.notes, f"guard env {py}: ")
+        for py in r.guard.pythons
+    ]
     stand_on = (r.scaled.source, r.scaled.path) if r.scaled else (r.source, r.script)
-    r.executor, baseline = _warm_executor(r.started[0].result(), r.original, stand_on[1], r.notes, r.log, r.timeout,
-                                          r.home)
+    r.executor, baseline = _warm_executor(
+        r.started[0].result(), r.original, stand_on[1], r.notes, r.log, r.timeout, r.home
+    )
     r.measured_on = stand_on[0] if baseline is not None else r.source
     budget = _budget(baseline if baseline is not None else r.first_run.seconds)
     # a candidate past the budget is uninteresting anyway: stop it there, not at the timeout
-    r.oracle = SignatureOracle(Cache(r.workdir / "cache.jsonl", key), r.workdir, min(r.timeout, budget + 1), r.home,
-                               executor=r.executor, original=r.original, regex=opts.signature, max_seconds=budget,
-                               good=r.guard_executors, good_runs=good_runs,
-                               cwd_writes_allowed=bool(r.first_run.cwd_writes), good_timeout=r.good_timeout,
-                               neutralise=neutralise_library_call if r.guard.kind == "necessity" else None)
+    r.oracle = SignatureOracle(
+        Cache(r.workdir / "cache.jsonl", key),
+        r.workdir,
+        min(r.timeout, budget + 1),
+        r.home,
+        executor=r.executor,
+        original=r.original,
+        regex=opts.signature,
+        max_seconds=budget,
+        good=r.guard_executors,
+        good_runs=good_runs,
+        cwd_writes_allowed=bool(r.first_run.cwd_writes),
+        good_timeout=r.good_timeout,
+        neutralise=neutralise_library_call if r.guard.kind == "necessity" else None,
+    )
     # a good env was chosen by two passing runs of the original itself; a necessity control has not run yet
     if r.guard.kind == "necessity" and not r.oracle.test_many([normalize(r.source)])[0]:
         r.notes.append(f"the original does not pass its guard ({r.guard.why}); reduced unguarded")
         r.guard = UNGUARDED
         r.oracle.good, r.oracle.neutralise = (), None
     if not r.guard.guarded:
-        r.notes.append("UNGUARDED: nothing checks that the reduction still holds the library's bug; values the "
-                       "script's own checks read are frozen")
+        r.notes.append(
+            "UNGUARDED: nothing checks that the reduction still holds the library's bug; values the "
+            "script's own checks read are frozen"
+        )
     r.keep_seeds = r.original.raised_by == "script"
     r.log(f"signature: {r.original.headline}  (owner: {r.original.owner})")
 
@@ -533,17 +675,32 @@ def search_phase(r: Reduction) -> None:
     unjudged = [0]
     test_many = _within(_counted(r.oracle.test_many, r.progress), r.deadline.search_until(), unjudged)
     guarded = r.guard.guarded or bool(opts.oracle)
-    r.result = reduce_source(begin, test_many, PASSES, FINAL_PASSES, r.jobs, opts.seed, save,
-                             on_pass=r.progress.phase, freeze_check_data=not guarded, facts=measure,
-                             keep_seeds=r.keep_seeds, records=r.pass_records)
+    r.result = reduce_source(
+        begin,
+        test_many,
+        PASSES,
+        FINAL_PASSES,
+        r.jobs,
+        opts.seed,
+        save,
+        on_pass=r.progress.phase,
+        freeze_check_data=not guarded,
+        facts=measure,
+        keep_seeds=r.keep_seeds,
+        records=r.pass_records,
+    )
     r.unjudged = unjudged[0]
     if r.unjudged:
-        r.notes.append(f"the search stopped at the time budget (--max-seconds {opts.max_seconds:g}, less "
-                       f"{r.deadline.reserve:.0f} s kept for the verification): {r.unjudged} proposals were left "
-                       "unjudged, so a smaller script may exist (the same command with a larger budget resumes)")
+        r.notes.append(
+            f"the search stopped at the time budget (--max-seconds {opts.max_seconds:g}, less "
+            f"{r.deadline.reserve:.0f} s kept for the verification): {r.unjudged} proposals were left "
+            "unjudged, so a smaller script may exist (the same command with a larger budget resumes)"
+        )
     if getattr(r.executor, "snapshots_refused", ""):
-        r.notes.append("prefix snapshots stopped: a prefix initialized CUDA, which forked children cannot use; "
-                       "candidates ran whole")
+        r.notes.append(
+            "prefix snapshots stopped: a prefix initialized CUDA, which forked children cannot use; "
+            "candidates ran whole"
+        )
 
 
 def trigger_phase(r: Reduction) -> None:
@@ -558,8 +715,9 @@ def verify_phase(r: Reduction) -> None:
     """Cold, in a fresh interpreter: the result fails with the signature, and passes (exit 0) where the bug is
     fixed."""
     r.best = r.result
-    verified, r.good_pass, why, loaded, r.good_said = _verify_cold(r.result, r.oracle, r.python, r.guard, r.timeout,
-                                                                   r.workdir, r.home, r.jobs)
+    verified, r.good_pass, why, loaded, r.good_said = _verify_cold(
+        r.result, r.oracle, r.python, r.guard, r.timeout, r.workdir, r.home, r.jobs
+    )
     if not verified:
         raise MinreproError(f"the reduced script {why}; kept in {r.state_path}")
     r.loaded, r.verified = loaded, True
@@ -567,17 +725,36 @@ def verify_phase(r: Reduction) -> None:
 
 PHASES: list[Phase] = [
     Phase("oracle", command_oracle, applies=lambda r: bool(r.opts.oracle)),
-    Phase("establish", establish_failure, lambda r: f"{r.opts.confirm_runs} cold runs of the original",
-          applies=lambda r: not r.opts.oracle),
-    Phase("scale-down", scale_down_phase, lambda r: "a tiny twin of each loaded model, judged where the script fails",
-          applies=lambda r: not r.opts.oracle and r.scale_dir is not None),
-    Phase("guard", guard_phase, lambda r: ("the tiny twin" if r.scaled else "the original") + " where the bug is fixed",
-          applies=lambda r: not r.opts.oracle),
+    Phase(
+        "establish",
+        establish_failure,
+        lambda r: f"{r.opts.confirm_runs} cold runs of the original",
+        applies=lambda r: not r.opts.oracle,
+    ),
+    Phase(
+        "scale-down",
+        scale_down_phase,
+        lambda r: "a tiny twin of each loaded model, judged where the script fails",
+        applies=lambda r: not r.opts.oracle and r.scale_dir is not None,
+    ),
+    Phase(
+        "guard",
+        guard_phase,
+        lambda r: ("the tiny twin" if r.scaled else "the original") + " where the bug is fixed",
+        applies=lambda r: not r.opts.oracle,
+    ),
     Phase("search", search_phase),
-    Phase("trigger report", trigger_phase,
-          applies=lambda r: r.opts.triggers and not r.opts.oracle and not r.deadline.passed()),
-    Phase("verify", verify_phase, lambda r: "the result cold, in the bad and the good environments",
-          applies=lambda r: not r.opts.oracle),
+    Phase(
+        "trigger report",
+        trigger_phase,
+        applies=lambda r: r.opts.triggers and not r.opts.oracle and not r.deadline.passed(),
+    ),
+    Phase(
+        "verify",
+        verify_phase,
+        lambda r: "the result cold, in the bad and the good environments",
+        applies=lambda r: not r.opts.oracle,
+    ),
 ]
 
 
@@ -591,9 +768,14 @@ def choose_jobs(given: int | None, runs: list[RunResult], what: str) -> tuple[in
     peak_gpu = max((run.peak_gpu_mb for run in measured), default=0.0)
     ram, gpu = fits(peak_ram, available_ram_mb()), fits(peak_gpu, free_gpu_mb())
     held = [f"RAM holds {ram}" if ram is not None else "", f"GPU memory {gpu}" if gpu is not None else ""]
-    why_memory = (f"{what}'s run peaks at {peak_ram / 1024:.1f} GB RAM"
-                  + (f", {peak_gpu / 1024:.1f} GB GPU" if peak_gpu else "") + ": " + ", ".join(h for h in held if h)
-                  if measured else f"{what}'s memory was not measured")
+    why_memory = (
+        f"{what}'s run peaks at {peak_ram / 1024:.1f} GB RAM"
+        + (f", {peak_gpu / 1024:.1f} GB GPU" if peak_gpu else "")
+        + ": "
+        + ", ".join(h for h in held if h)
+        if measured
+        else f"{what}'s memory was not measured"
+    )
     if given is not None:
         jobs = max(1, min([given] + [n for n in (ram, gpu) if n is not None]))
         return jobs, f"--jobs {given}" + ("" if jobs == given else f", lowered: {why_memory}")
@@ -634,9 +816,17 @@ def _remember_runs(r: Reduction) -> None:
     path = _established_path(r)
     if path is None:
         return
-    path.write_text(json.dumps({"original": _digest(r.source), "python": r.python,
-                                "cold": [run_to_dict(run) for run in r.cold],
-                                "traced": run_to_dict(r.traced) if r.traced is not None else None}), encoding="utf-8")
+    path.write_text(
+        json.dumps(
+            {
+                "original": _digest(r.source),
+                "python": r.python,
+                "cold": [run_to_dict(run) for run in r.cold],
+                "traced": run_to_dict(r.traced) if r.traced is not None else None,
+            }
+        ),
+        encoding="utf-8",
+    )
 
 
 def _established_path(r: Reduction) -> Path | None:
@@ -665,18 +855,37 @@ def _scale_workdir(opts: ReduceOptions, script: Path, source: str, python: str) 
     return workdir, None
 
 
-def _scale_down(opts: ReduceOptions, workdir: Path, script: Path, source: str, python: str, timeout: float,
-                executor: Executor,
-                original: Signature, first_run: RunResult, traced: RunResult, progress: Progress,
-                say: Callable[[str], None], until: float | None = None) -> ScaleDown | None:
+def _scale_down(
+    opts: ReduceOptions,
+    workdir: Path,
+    script: Path,
+    source: str,
+    python: str,
+    timeout: float,
+    executor: Executor,
+    original: Signature,
+    first_run: RunResult,
+    traced: RunResult,
+    progress: Progress,
+    say: Callable[[str], None],
+    until: float | None = None,
+) -> ScaleDown | None:
     """The tiny twin, judged where the script fails (same signature, same time rules, no guard yet). Each candidate
     also runs twice in each --good-python env, at the same time: those are the guard's two runs of the twin, which
     the guard then takes as they are (at E4B they were a third run of 91 s, after the judge's own). Past `until`
     (the time budget less the verification's share) no twin is tried: the search stands on the original."""
     key = json.dumps(["scale", opts.signature, python])
     home = opts.prepared.home if opts.prepared else script.parent
-    oracle = SignatureOracle(Cache(workdir / "cache.jsonl", key), workdir, timeout, home, executor=executor,
-                             original=original, regex=opts.signature, cwd_writes_allowed=bool(first_run.cwd_writes))
+    oracle = SignatureOracle(
+        Cache(workdir / "cache.jsonl", key),
+        workdir,
+        timeout,
+        home,
+        executor=executor,
+        original=original,
+        regex=opts.signature,
+        cwd_writes_allowed=bool(first_run.cwd_writes),
+    )
     good_runs: dict[str, dict[str, list[RunResult]]] = {}  # candidate -> good python -> its runs there
     jobs = getattr(executor, "jobs", 1)
 
@@ -689,12 +898,16 @@ def _scale_down(opts: ReduceOptions, workdir: Path, script: Path, source: str, p
         spare = max(1, (jobs - min(jobs, len(sources))) // max(1, len(opts.good_pythons)))
         with ThreadPoolExecutor(1 + len(opts.good_pythons)) as pool:
             bad = pool.submit(oracle.test_many, sources)
-            good = {py: pool.submit(_run_sources, [s for s in sources for _ in range(2)], py, workdir / "good",
-                                    timeout, home, spare) for py in opts.good_pythons}
+            good = {
+                py: pool.submit(
+                    _run_sources, [s for s in sources for _ in range(2)], py, workdir / "good", timeout, home, spare
+                )
+                for py in opts.good_pythons
+            }
             answers = bad.result()
             for python_, runs in ((py, future.result()) for py, future in good.items()):
                 for i, text in enumerate(sources):
-                    pair = runs[2 * i: 2 * i + 2]
+                    pair = runs[2 * i : 2 * i + 2]
                     good_runs.setdefault(text, {})[python_] = pair
                     answers[i] = answers[i] and all(run.signature is None for run in pair)
         return answers
@@ -734,8 +947,9 @@ def _budget(seconds: float) -> float:
     return max(SLOWDOWN * seconds, seconds + GRACE_SECONDS)
 
 
-def _rebudget(oracle: SignatureOracle, executor: Executor, current: str, workdir: Path, home: Path,
-              timeout: float) -> None:
+def _rebudget(
+    oracle: SignatureOracle, executor: Executor, current: str, workdir: Path, home: Path, timeout: float
+) -> None:
     """The time budget from the program the search starts from (a tiny twin runs in seconds where its original took
     a minute: a candidate that grew back to real size must not pass as 'within 2x'), measured as the search runs
     candidates: as many at once as it does. The CPU bench's twin took 0.5 s alone and 2.6 s two at once on 2 cores;
@@ -805,16 +1019,21 @@ def statement_facts(source: str, run: RunResult, profile: dict) -> dict:
     outer = run.script_lines[0] if run.script_lines else None
     failing = next((ast.unparse(s) for s in body if outer and s.lineno <= outer <= (s.end_lineno or s.lineno)), None)
     heavy = [ast.unparse(s) for s in body if cost(s) >= max(HEAVY_SECONDS, 0.1 * total)]
-    return {"failing_statement": failing, "values": profile.get("values", {}), "heavy": heavy,
-            "executed": sorted(seconds)}  # the module-level lines that ran
+    return {
+        "failing_statement": failing,
+        "values": profile.get("values", {}),
+        "heavy": heavy,
+        "executed": sorted(seconds),
+    }  # the module-level lines that ran
 
 
-def _run_sources(sources: list[str], python: str, folder: Path, timeout: float, home: Path,
-                 jobs: int | None = None) -> list[RunResult]:
+def _run_sources(
+    sources: list[str], python: str, folder: Path, timeout: float, home: Path, jobs: int | None = None
+) -> list[RunResult]:
     """Each source, cold under `python`: `jobs` at a time (default: all at once)."""
     folder.mkdir(exist_ok=True)
     paths = [folder / f"{_digest(text)[:16]}.py" for text in sources]
-    for path, text in zip(paths, sources):
+    for path, text in zip(paths, sources, strict=False):
         path.write_text(text, encoding="utf-8")
     return ColdExecutor(python, jobs or len(paths)).run_many(paths, timeout, home)
 
@@ -822,6 +1041,7 @@ def _run_sources(sources: list[str], python: str, folder: Path, timeout: float, 
 def _within(test_many, until: float | None, unjudged: list[int]):
     """Past `until` (--max-seconds) every proposal is answered "not interesting" without a run: the search runs out of
     proposals at once and its best goes to verification like one that ended by itself (the seam: no pass knows)."""
+
     def run(sources: list[str]) -> list[bool]:
         if until is not None and time.monotonic() >= until:
             unjudged[0] += len(sources)
@@ -847,17 +1067,20 @@ def _write(r: Reduction, verified: bool) -> str:
     body = triggers.annotate(output.layout(r.best), list(r.found))
     status = "" if verified else "INTERRUPTED, NOT VERIFIED: "
     prepared = r.opts.prepared
-    lines = [f"# {status}reduced by minrepro from {prepared.name if prepared else r.script.name}: "
-             f"{code_lines(r.source)} -> {code_lines(body)} code lines.",
-             *(f"# {line}" for line in (prepared.header(body) if prepared else ())),
-             f"# Fails with: {r.headline}" + (f"  (in {r.owner})" if r.owner else ""),
-             f"# Guard: {r.guard.why}",
-             *output.needs(body).splitlines()]
+    lines = [
+        f"# {status}reduced by minrepro from {prepared.name if prepared else r.script.name}: "
+        f"{code_lines(r.source)} -> {code_lines(body)} code lines.",
+        *(f"# {line}" for line in (prepared.header(body) if prepared else ())),
+        f"# Fails with: {r.headline}" + (f"  (in {r.owner})" if r.owner else ""),
+        f"# Guard: {r.guard.why}",
+        *output.needs(body).splitlines(),
+    ]
     if verified and r.good_said:
         lines.append(f"# Where the bug is fixed it {r.good_said}.")
     if verified and r.searching_cut:
-        lines.append(f"# The search stopped at its time budget (--max-seconds {r.opts.max_seconds:g}): maybe not "
-                     "minimal.")
+        lines.append(
+            f"# The search stopped at its time budget (--max-seconds {r.opts.max_seconds:g}): maybe not minimal."
+        )
     header = (output.pep723(body, r.versions, r.loaded) if r.versions else "") + "\n".join(lines) + "\n"
     text = header + body
     r.out.write_text(text, encoding="utf-8")
@@ -868,8 +1091,16 @@ def _resume_command(argv: list[str] | None = None) -> str:
     return " ".join(shlex.quote(a) for a in ["minrepro", *(sys.argv[1:] if argv is None else argv)])
 
 
-def _start_executor(opts: ReduceOptions, python: str, source: str, recorded: tuple[str, ...], jobs: int,
-                    notes: list[str], where: str = "", spares: int = 0) -> Executor:
+def _start_executor(
+    opts: ReduceOptions,
+    python: str,
+    source: str,
+    recorded: tuple[str, ...],
+    jobs: int,
+    notes: list[str],
+    where: str = "",
+    spares: int = 0,
+) -> Executor:
     """The requested executor, started (a fork server imports the libraries first: 25 s on the GPU box), or cold
     runs where it cannot start. `recorded`: the bad env's modules (one the env lacks is skipped by the server);
     `spares`: warm-pool workers kept warming beyond `jobs`."""
@@ -882,9 +1113,15 @@ def _start_executor(opts: ReduceOptions, python: str, source: str, recorded: tup
         return ColdExecutor(python, jobs)
 
 
-def _warm_executor(executor: Executor, original: Signature, script: Path, notes: list[str],
-                   log: Callable[[str], None], timeout: float, home: Path | None = None,
-                   ) -> tuple[Executor, float | None]:
+def _warm_executor(
+    executor: Executor,
+    original: Signature,
+    script: Path,
+    notes: list[str],
+    log: Callable[[str], None],
+    timeout: float,
+    home: Path | None = None,
+) -> tuple[Executor, float | None]:
     """The started executor and the script's run time under it (as many runs at once as the search makes: the time
     budget follows that), if every run reproduces the original signature (a warm executor that disagrees with
     itself is not trusted either); otherwise cold runs, their time not measured here (None)."""
@@ -894,9 +1131,11 @@ def _warm_executor(executor: Executor, original: Signature, script: Path, notes:
     if any(run.signature != original for run in warm):
         executor.close()
         seen = "; ".join(sorted({run.signature.headline if run.signature else "passes" for run in warm}))
-        notes.append(f"under {executor.name} the script gives [{seen}] where {CONFIRM_RUNS} cold runs agree on "
-                     f"'{original.headline}' (it depends on a fresh interpreter: imports done before it, threads, "
-                     "seeds); cold runs used")
+        notes.append(
+            f"under {executor.name} the script gives [{seen}] where {CONFIRM_RUNS} cold runs agree on "
+            f"'{original.headline}' (it depends on a fresh interpreter: imports done before it, threads, "
+            "seeds); cold runs used"
+        )
         return ColdExecutor(executor.python, executor.jobs), None
     if getattr(executor, "skipped", None):
         notes.append(f"fork server: {', '.join(executor.skipped)} imported by each candidate (it initializes CUDA)")
@@ -906,8 +1145,16 @@ def _warm_executor(executor: Executor, original: Signature, script: Path, notes:
     return executor, max(run.seconds for run in warm)
 
 
-def _verify_cold(result: str, oracle: SignatureOracle, python: str, guard: Guard, timeout: float, workdir: Path,
-                 home: Path, jobs: int = 1) -> tuple[bool, bool | None, str, tuple[str, ...], str]:
+def _verify_cold(
+    result: str,
+    oracle: SignatureOracle,
+    python: str,
+    guard: Guard,
+    timeout: float,
+    workdir: Path,
+    home: Path,
+    jobs: int = 1,
+) -> tuple[bool, bool | None, str, tuple[str, ...], str]:
     """The result fails with the signature in a fresh interpreter; and (None when unguarded) it passes, exit 0, in
     the good environments, as the original does there. No run-time budget here: a cold run pays the imports the
     budget excludes. Then: what went wrong, for the error; the packages the bad run loaded (what the output's pins
@@ -917,8 +1164,9 @@ def _verify_cold(result: str, oracle: SignatureOracle, python: str, guard: Guard
     the bad run by far."""
     path = workdir / "verify.py"
     path.write_text(result, encoding="utf-8")
-    runs = [(python, timeout)] + [(py, oracle.good_timeout or timeout) for py in guard.pythons
-                                  for _ in range(max(GOOD_RUNS, oracle.good_runs))]  # the search may have run fewer
+    runs = [(python, timeout)] + [
+        (py, oracle.good_timeout or timeout) for py in guard.pythons for _ in range(max(GOOD_RUNS, oracle.good_runs))
+    ]  # the search may have run fewer
     at_once = max(1, min(jobs, len(runs)))  # also each run's share of the cores (thread_cap)
     with ThreadPoolExecutor(at_once) as pool:
         results = list(pool.map(lambda run: ColdExecutor(run[0], at_once).run_many([path], run[1], home)[0], runs))
@@ -930,7 +1178,7 @@ def _verify_cold(result: str, oracle: SignatureOracle, python: str, guard: Guard
         return False, None, f"{why} (cold)", (), ""
     if not guard.pythons:
         return True, None, "", bad.loaded, ""
-    good = list(zip((py for py, _ in runs[1:]), results[1:]))
+    good = list(zip((py for py, _ in runs[1:]), results[1:], strict=False))
     failing = [(py, run) for py, run in good if run.signature is not None]
     if failing:
         what = "; ".join(sorted({f"{oracle.not_passing(run)} under {py}" for py, run in failing}))
@@ -960,22 +1208,36 @@ def _search(regex: str, text: str) -> bool:
 
 
 def print_summary(summary: ReduceSummary, as_json: bool) -> None:
-    print(f"{summary.input_lines} -> {summary.output_lines} code lines, {summary.oracle_calls} oracle calls "
-          f"({summary.cache_hits} cache hits), {summary.seconds:.1f} s, executor {summary.executor}, "
-          f"{summary.jobs} at once"
-          + (f", {summary.snapshot_runs} from prefix snapshots" if summary.executor == "forkserver" else "")
-          + (" (resumed)" if summary.resumed else ""))
+    print(
+        f"{summary.input_lines} -> {summary.output_lines} code lines, {summary.oracle_calls} oracle calls "
+        f"({summary.cache_hits} cache hits), {summary.seconds:.1f} s, executor {summary.executor}, "
+        f"{summary.jobs} at once"
+        + (f", {summary.snapshot_runs} from prefix snapshots" if summary.executor == "forkserver" else "")
+        + (" (resumed)" if summary.resumed else "")
+    )
     print(f"signature: {summary.signature}")
-    print(f"guard: {summary.guard_why or summary.guard}"
-          + (f" ({summary.good_runs} good-env run{'s' if summary.good_runs > 1 else ''} per candidate)"
-             if summary.good_runs else "")
-          + ("" if summary.passes_in_good_env is None else
-             f"; the result passes in the good env: {'yes' if summary.passes_in_good_env else 'NO'}"
-             + (f" ({summary.good_run})" if summary.good_run else "")))
+    print(
+        f"guard: {summary.guard_why or summary.guard}"
+        + (
+            f" ({summary.good_runs} good-env run{'s' if summary.good_runs > 1 else ''} per candidate)"
+            if summary.good_runs
+            else ""
+        )
+        + (
+            ""
+            if summary.passes_in_good_env is None
+            else f"; the result passes in the good env: {'yes' if summary.passes_in_good_env else 'NO'}"
+            + (f" ({summary.good_run})" if summary.good_run else "")
+        )
+    )
     if summary.phases:
-        print("phases: " + ", ".join(f"{p['phase']} {p['seconds']:.0f} s" + (f" ({p['candidates']} candidates)"
-                                                                           if p["candidates"] else "")
-                                     for p in summary.phases))
+        print(
+            "phases: "
+            + ", ".join(
+                f"{p['phase']} {p['seconds']:.0f} s" + (f" ({p['candidates']} candidates)" if p["candidates"] else "")
+                for p in summary.phases
+            )
+        )
     if summary.maybe_not_minimal:
         print(f"stopped at the time budget ({summary.budget_seconds:g} s): verified, maybe not minimal")
     if summary.triggers:

@@ -17,7 +17,7 @@ import re
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from collections.abc import Callable
 
 from ..catalog.manifest import Catalog, load_catalog
 from ..envs.venvs import set_env
@@ -33,8 +33,8 @@ HF_LIBRARIES = {"transformers", "accelerate", "peft", "bitsandbytes"}
 
 @dataclass(frozen=True)
 class Guard:
-    kind: str                      # "good-env" | "necessity" | "none"
-    why: str                       # what it is, for the summary and the output's header
+    kind: str  # "good-env" | "necessity" | "none"
+    why: str  # what it is, for the summary and the output's header
     pythons: tuple[str, ...] = ()  # good interpreters (kind "good-env")
 
     @property
@@ -56,8 +56,13 @@ def neutralise_library_call(source: str, run: RunResult) -> str | None:
         return None
     line = run.script_lines[-1]
     tree = ast.parse(source)
-    found = [n for n in ast.walk(tree) if isinstance(n, ast.stmt) and n.lineno <= line <= (n.end_lineno or n.lineno)
-             and not isinstance(n, (ast.FunctionDef, ast.ClassDef, ast.If, ast.For, ast.While, ast.With, ast.Try))]
+    found = [
+        n
+        for n in ast.walk(tree)
+        if isinstance(n, ast.stmt)
+        and n.lineno <= line <= (n.end_lineno or n.lineno)
+        and not isinstance(n, (ast.FunctionDef, ast.ClassDef, ast.If, ast.For, ast.While, ast.With, ast.Try))
+    ]
     if not found:
         return None
     target = min(found, key=lambda n: (n.end_lineno or n.lineno) - n.lineno)
@@ -78,6 +83,7 @@ def neutralise_library_call(source: str, run: RunResult) -> str | None:
 @dataclass
 class GuardSearch:
     """Everything `choose_guard` needs, so that each way of finding a good environment is a small function."""
+
     script: Path
     source: str
     signature: Signature
@@ -97,7 +103,7 @@ class GuardSearch:
         return not self.why_not_passing(python)
 
     def why_not_passing(self, python: str) -> str:
-        """"" if the original passes under `python`, twice (a flaky pass is no pass), else what it met there.
+        """ "" if the original passes under `python`, twice (a flaky pass is no pass), else what it met there.
         Passes, not merely "fails otherwise": an earlier bug that masks this one (B before A on pinned) is no
         fixed world."""
         runs = self.known.get(python) or self._runs(python)
@@ -106,13 +112,17 @@ class GuardSearch:
             self.passing_seconds = max([self.passing_seconds, *(r.seconds for r in runs)])
             return ""
         first = failed[0]
-        what = (f"timed out after {self.timeout:.0f} s" if first.signature.kind == "timeout"
-                else f"failed with {first.raw_headline.splitlines()[0] if first.raw_headline else first.signature.headline}")
+        what = (
+            f"timed out after {self.timeout:.0f} s"
+            if first.signature.kind == "timeout"
+            else f"failed with {first.raw_headline.splitlines()[0] if first.raw_headline else first.signature.headline}"
+        )
         return f"{what} in {len(failed)} of {len(runs)} runs ({', '.join(f'{r.seconds:.0f} s' for r in runs)})"
 
     def _runs(self, python: str) -> list[RunResult]:
-        return ColdExecutor(python, min(2, self.jobs)).run_many([self.script, self.script], self.timeout,
-                                                                 self.home or self.script.parent)
+        return ColdExecutor(python, min(2, self.jobs)).run_many(
+            [self.script, self.script], self.timeout, self.home or self.script.parent
+        )
 
     def prefetch(self, pythons: list[str]) -> None:
         """Run the subject in each of these envs side by side (as many envs at once as `jobs` holds pairs of runs),
@@ -122,7 +132,7 @@ class GuardSearch:
         if len(todo) < 2 or self.jobs < 4:
             return
         with ThreadPoolExecutor(max(1, self.jobs // 2)) as pool:
-            self.known.update(zip(todo, pool.map(self._runs, todo)))
+            self.known.update(zip(todo, pool.map(self._runs, todo), strict=False))
 
     def note(self, text: str) -> None:
         self.log(text)
@@ -133,11 +143,15 @@ class GuardSearch:
 def named_pythons(search: GuardSearch, pythons: list[str]) -> Guard | None:
     for python in pythons:
         if why := search.why_not_passing(python):
-            raise MinreproError(f"the original does not pass under --good-python {python}: it {why}, so it cannot "
-                                "stand for a world where the bug is fixed")
+            raise MinreproError(
+                f"the original does not pass under --good-python {python}: it {why}, so it cannot "
+                "stand for a world where the bug is fixed"
+            )
     if not pythons:
         return None
-    return Guard("good-env", "passes under " + "; ".join(describe_env(py, search.bad) for py in pythons), tuple(pythons))
+    return Guard(
+        "good-env", "passes under " + "; ".join(describe_env(py, search.bad) for py in pythons), tuple(pythons)
+    )
 
 
 def describe_env(python: str, bad: Environment) -> str:
@@ -169,8 +183,9 @@ def version_set_envs(search: GuardSearch) -> list[tuple[str, Guard]]:
     for name in _other_sets(search.catalog, current):
         python = _set_env(search, name, patched=False)
         if python:
-            found.append((python, Guard("good-env", f"passes on the {name} set ({_pins(search.catalog, name)})",
-                                        (python,))))
+            found.append(
+                (python, Guard("good-env", f"passes on the {name} set ({_pins(search.catalog, name)})", (python,)))
+            )
     return found
 
 
@@ -204,8 +219,11 @@ def patched_family_envs(search: GuardSearch) -> list[tuple[str, Guard]]:
     if search.catalog is None:
         return []
     owner = str(search.signature.owner or "")
-    family = [c for c in search.catalog.cases if c.patches and c.owner in (None, owner)
-              and _headline_matches(c.signature, search)]
+    family = [
+        c
+        for c in search.catalog.cases
+        if c.patches and c.owner in (None, owner) and _headline_matches(c.signature, search)
+    ]
     current = search.catalog.detect_set(search.bad.versions)
     if not family or current is None:
         return []

@@ -56,7 +56,12 @@ def needs(source: str) -> str:
     """Header lines for what the script needs besides the libraries: a tokenizer or processor it still loads. The
     scale-down replaces each tokenizer call by what it returned where the failure does not depend on it; where it
     does, the load stays, and so does the need for its files (or the Hub)."""
-    loads = [ast.unparse(node) for node in ast.walk(ast.parse(source)) if isinstance(node, ast.Call)
-             and isinstance(node.func, ast.Attribute) and node.func.attr == "from_pretrained"
-             and any(word in ast.unparse(node.func.value) for word in ("Tokenizer", "Processor"))]
+    loads = [
+        ast.unparse(node)
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr == "from_pretrained"
+        and any(word in ast.unparse(node.func.value) for word in ("Tokenizer", "Processor"))
+    ]
     return "".join(f"# Needs its tokenizer's files (the failure depends on the tokenizer): {call}\n" for call in loads)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import sys
 import time
-from typing import Callable
+from collections.abc import Callable
 
 from ..reducers import FINAL_PASSES, PASSES
 
@@ -16,8 +16,13 @@ SETUP_PHASES = {"oracle", "establish", "scale-down", "guard", "trigger report", 
 
 
 class Progress:
-    def __init__(self, start_lines: int, log: Callable[[str], None], live: bool | None = None,
-                 say: Callable[[str], None] | None = None):
+    def __init__(
+        self,
+        start_lines: int,
+        log: Callable[[str], None],
+        live: bool | None = None,
+        say: Callable[[str], None] | None = None,
+    ):
         self.start, self.lines, self.log, self.say = time.monotonic(), start_lines, log, say or log
         self.tries = self.accepts = self.pass_index = 0
         self.judging = 0.0  # seconds the oracle calls took
@@ -51,8 +56,10 @@ class Progress:
         if self.pass_name not in SETUP_PHASES:
             self.pass_seconds.append(seconds)
         if self._live is None and (self.phase_tries or self.pass_name in SETUP_PHASES):
-            self.say(f"[{self.pass_name}] done in {seconds:.0f} s: {self.phase_tries} candidates judged, "
-                     f"{self.phase_accepts} accepted; {self.lines} code lines; {self.per_run()}")
+            self.say(
+                f"[{self.pass_name}] done in {seconds:.0f} s: {self.phase_tries} candidates judged, "
+                f"{self.phase_accepts} accepted; {self.lines} code lines; {self.per_run()}"
+            )
 
     def per_run(self) -> str:
         return f"{self.judging / self.tries:.1f} s per candidate" if self.tries else "no candidate judged yet"
@@ -72,10 +79,15 @@ class Progress:
         recent = self.pass_seconds[-PASS_COUNT:]
         left = (sum(recent) / len(recent)) * (PASS_COUNT - self.pass_index) if recent else None
         eta = f"~{left:.0f} s left in this round" if left is not None else "round time unknown"
-        where = (self.pass_name if self.pass_name in SETUP_PHASES
-                 else f"pass {self.pass_index}/{PASS_COUNT} {self.pass_name}")
-        return (f"{self.tries} candidates tried, {self.accepts} accepted, {self.lines} code lines, "
-                f"{self.per_run()}, {where}, {eta}, {elapsed:.0f} s")
+        where = (
+            self.pass_name
+            if self.pass_name in SETUP_PHASES
+            else f"pass {self.pass_index}/{PASS_COUNT} {self.pass_name}"
+        )
+        return (
+            f"{self.tries} candidates tried, {self.accepts} accepted, {self.lines} code lines, "
+            f"{self.per_run()}, {where}, {eta}, {elapsed:.0f} s"
+        )
 
     def _draw(self) -> None:
         if self._live is not None:

@@ -9,7 +9,7 @@ import json
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 from ..harness.runner import RunResult, run_script
 from ..reducers.scale import TOWER_GONE, VOCAB_FIELD, Plan, plan_from_trace, scale_down
@@ -17,22 +17,29 @@ from ..reducers.scale import TOWER_GONE, VOCAB_FIELD, Plan, plan_from_trace, sca
 
 @dataclass
 class ScaleDown:
-    source: str          # the twin script (the search starts from it)
-    description: str     # what was rebuilt, for the summary and the notes
+    source: str  # the twin script (the search starts from it)
+    description: str  # what was rebuilt, for the summary and the notes
     kept: list[list[str]]  # dimension fields the failure needs at their real size
-    runs: int            # candidates judged
+    runs: int  # candidates judged
     path: Path | None = None  # where the twin is written (the guard runs it)
-    original: str = ""   # digest of the script it is the twin of (a memo of an earlier edit is stale)
+    original: str = ""  # digest of the script it is the twin of (a memo of an earlier edit is stale)
     # its runs in each --good-python env while it was judged (the guard takes them); not kept in the memo
     good_runs: dict[str, list[RunResult]] = field(default_factory=dict)
     bad_run: RunResult | None = None  # its cold run where the script fails (what verifying it costs); not kept either
 
     def to_json(self) -> str:
-        return json.dumps({"source": self.source, "description": self.description, "kept": self.kept,
-                           "runs": self.runs, "original": self.original})
+        return json.dumps(
+            {
+                "source": self.source,
+                "description": self.description,
+                "kept": self.kept,
+                "runs": self.runs,
+                "original": self.original,
+            }
+        )
 
     @classmethod
-    def from_json(cls, text: str, path: Path) -> "ScaleDown":
+    def from_json(cls, text: str, path: Path) -> ScaleDown:
         data = json.loads(text)
         return cls(data["source"], data["description"], data["kept"], data["runs"], path, data["original"])
 
@@ -43,16 +50,19 @@ def describe(plan: Plan, kept: list[tuple[str, ...]]) -> str:
     towers = [p for p in kept if p[-1] == TOWER_GONE]
     sizes = [p for p in kept if p[-1] != TOWER_GONE]
     kept_text = (f"; kept at real size: {', '.join('.'.join(p[1:]) for p in sizes)}" if sizes else "") + (
-        f"; kept, shrunk: {', '.join(p[-2].removesuffix('_config') + ' tower' for p in towers)}" if towers else "")
+        f"; kept, shrunk: {', '.join(p[-2].removesuffix('_config') + ' tower' for p in towers)}" if towers else ""
+    )
     vocabulary = ""
     if VOCAB_FIELD in plan.fields and VOCAB_FIELD not in kept:
         size = plan.vocabulary
-        vocabulary = (f", vocabularies at {size} with {len(plan.ids or ())} token ids mapped into them"
-                      if size else "") + (f", {len(plan.replaceable)} tokenizer call(s) replaced by what they "
-                                          "returned" if plan.replaceable else "")
-    return (f"scaled down: {loads} rebuilt as a tiny twin ({len(plan.fields) - len(kept)} of {len(plan.fields)} "
-            f"fields shrunk{kept_text}){vocabulary}, {len(plan.adapters)} adapter(s) rebuilt, {maps} device map(s) "
-            "made literal")
+        vocabulary = (
+            f", vocabularies at {size} with {len(plan.ids or ())} token ids mapped into them" if size else ""
+        ) + (f", {len(plan.replaceable)} tokenizer call(s) replaced by what they returned" if plan.replaceable else "")
+    return (
+        f"scaled down: {loads} rebuilt as a tiny twin ({len(plan.fields) - len(kept)} of {len(plan.fields)} "
+        f"fields shrunk{kept_text}){vocabulary}, {len(plan.adapters)} adapter(s) rebuilt, {maps} device map(s) "
+        "made literal"
+    )
 
 
 def traced_run(source: str, python: str, timeout: float, workdir: Path, home: Path) -> RunResult:
@@ -63,8 +73,9 @@ def traced_run(source: str, python: str, timeout: float, workdir: Path, home: Pa
         return run_script(path, python=python, timeout=timeout, cwd=scratch, path0=home, trace=True)
 
 
-def try_scale_down(source: str, run: RunResult, test_many: Callable[[list[str]], list[bool]],
-                   log: Callable[[str], None]) -> ScaleDown | None:
+def try_scale_down(
+    source: str, run: RunResult, test_many: Callable[[list[str]], list[bool]], log: Callable[[str], None]
+) -> ScaleDown | None:
     """The twin the oracle accepts, or None (nothing loaded from a checkpoint, or no twin keeps the failure)."""
     plan = plan_from_trace(run.trace, source)
     if plan is None:

@@ -8,20 +8,20 @@ from __future__ import annotations
 import ast
 import copy
 from dataclasses import dataclass
-from typing import Callable
+from collections.abc import Callable
 
 Outcomes = Callable[[list[str]], list[tuple[bool, str]]]  # (interesting, "pass" or the failure's headline)
 
 
 @dataclass(frozen=True)
 class Trigger:
-    call: str          # the callee as written, e.g. "bnb.nn.Linear4bit"
+    call: str  # the callee as written, e.g. "bnb.nn.Linear4bit"
     keyword: str
-    value: str         # the value the failing script has (explicit, or the default it relied on)
-    variant: str       # what was tried instead: "default" or the flipped value
-    shown: bool        # whether the value was in the reduced script before the report
+    value: str  # the value the failing script has (explicit, or the default it relied on)
+    variant: str  # what was tried instead: "default" or the flipped value
+    shown: bool  # whether the value was in the reduced script before the report
     load_bearing: bool  # the variant runs clean: the failure needs this value
-    then: str = ""     # what the variant did ("pass", or the headline of what it hit)
+    then: str = ""  # what the variant did ("pass", or the headline of what it hit)
     still_fails: bool = False  # the variant still fails the same way: the value does not matter
 
     @property
@@ -75,9 +75,19 @@ def trigger_report(original: str, reduced: str, outcomes: Outcomes) -> list[Trig
     (a required argument removed) says nothing about the bug."""
     variants = _variants(original, reduced)
     answers = outcomes([v[-1] for v in variants]) if variants else []
-    return [Trigger(callee, keyword, value, "default" if shown else str(not ast.literal_eval(value)), shown,
-                    not interesting and then == "pass", then, interesting)
-            for (_, callee, keyword, value, shown, _), (interesting, then) in zip(variants, answers)]
+    return [
+        Trigger(
+            callee,
+            keyword,
+            value,
+            "default" if shown else str(not ast.literal_eval(value)),
+            shown,
+            not interesting and then == "pass",
+            then,
+            interesting,
+        )
+        for (_, callee, keyword, value, shown, _), (interesting, then) in zip(variants, answers, strict=False)
+    ]
 
 
 def make_explicit(reduced: str, triggers: list[Trigger]) -> str:

@@ -17,7 +17,7 @@ import sys
 from dataclasses import dataclass, field
 from itertools import combinations
 from pathlib import Path
-from typing import Callable
+from collections.abc import Callable
 
 from packaging.version import InvalidVersion, Version
 
@@ -35,11 +35,16 @@ Outcome = str  # "bad" | "good" | "skip"
 def releases(package: str, pre: bool = False, wheelhouse: Path | None = None) -> list[Version]:
     """Every release the package index (pip's configured one) lists, oldest first."""
     index = ["--no-index", "--find-links", str(wheelhouse)] if wheelhouse else []
-    proc = subprocess.run([sys.executable, "-m", "pip", "index", "versions", package, "--pre", *index,
-                           "--disable-pip-version-check"], capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, "-m", "pip", "index", "versions", package, "--pre", *index, "--disable-pip-version-check"],
+        capture_output=True,
+        text=True,
+    )
     match = re.search(r"Available versions: (.*)", proc.stdout)
     if proc.returncode != 0 or not match:
-        raise MinreproError(f"cannot list releases of {package}: {(proc.stderr.strip() or 'no versions').splitlines()[-1]}")
+        raise MinreproError(
+            f"cannot list releases of {package}: {(proc.stderr.strip() or 'no versions').splitlines()[-1]}"
+        )
     versions = []
     for text in match[1].split(","):
         try:
@@ -63,8 +68,9 @@ class Judge:
     log: Callable[[str], None] = lambda _: None
 
     def __post_init__(self) -> None:
-        self.cache: dict[str, dict[str, str]] = (json.loads(self.cache_file.read_text())
-                                                 if self.cache_file.is_file() else {})
+        self.cache: dict[str, dict[str, str]] = (
+            json.loads(self.cache_file.read_text()) if self.cache_file.is_file() else {}
+        )
 
     def requirements(self, overrides: dict[str, Version]) -> list[str]:
         pins = {**self.base, **{k: str(v) for k, v in overrides.items()}}
@@ -96,8 +102,9 @@ class Judge:
             raise  # the machine's problem, not the release's: nothing is cached
         except MinreproError as exc:  # a release that will not install is a skip, not a crash
             return {"headline": str(exc), "signature": None, "install_error": True}
-        return _seen(run_script(self.case.script, python=str(python), timeout=self.timeout,
-                                isolated=not self.case.user_script))
+        return _seen(
+            run_script(self.case.script, python=str(python), timeout=self.timeout, isolated=not self.case.user_script)
+        )
 
     def _verdict(self, seen: dict) -> Outcome:
         return verdict(self.case, seen)
@@ -111,28 +118,43 @@ def verdict(case: Case, seen: dict) -> Outcome:
 
 
 def _seen(run: RunResult) -> dict:
-    return {"headline": run.raw_headline.split("\n", 1)[0], "raw_headline": run.raw_headline,
-            "signature": run.signature.to_dict() if run.signature else None}
+    return {
+        "headline": run.raw_headline.split("\n", 1)[0],
+        "raw_headline": run.raw_headline,
+        "signature": run.signature.to_dict() if run.signature else None,
+    }
 
 
-def judge_for(case: Case, packages: list[str], envs: Path, timeout: float, wheelhouse: Path | None,
-              log: Callable[[str], None], pins: dict[str, str] | None = None) -> Judge:
+def judge_for(
+    case: Case,
+    packages: list[str],
+    envs: Path,
+    timeout: float,
+    wheelhouse: Path | None,
+    log: Callable[[str], None],
+    pins: dict[str, str] | None = None,
+) -> Judge:
     """A judge that keeps the other packages at the case script's PEP 723 pins, or at `pins` where given (a fix that
     needs another library's newer release to pass: transformers' whole-disk dispatch meets accelerate 1.13's
     refusal, so family Y bisects with accelerate at 1.15)."""
     base = script_pins(case.script.read_text(encoding="utf-8"))
     missing = [p for p in packages if p not in base]
     if missing:
-        raise MinreproError(f"{case.id}'s script does not depend on {', '.join(missing)} (its pins: "
-                            f"{', '.join(f'{k}=={v}' for k, v in base.items())})")
+        raise MinreproError(
+            f"{case.id}'s script does not depend on {', '.join(missing)} (its pins: "
+            f"{', '.join(f'{k}=={v}' for k, v in base.items())})"
+        )
     unknown = [p for p in pins or {} if p not in base or p in packages]
     if unknown:
-        raise MinreproError(f"--pin {', '.join(unknown)}: pin only another package the script depends on "
-                            f"({', '.join(p for p in base if p not in packages)})")
+        raise MinreproError(
+            f"--pin {', '.join(unknown)}: pin only another package the script depends on "
+            f"({', '.join(p for p in base if p not in packages)})"
+        )
     base = {**base, **(pins or {})}
     libraries = frozenset(d for d in base if d in LIBRARIES)  # tokenizers & co. only support a base pin
-    return Judge(case, base, libraries, envs / "bisect", envs.parent / "bisect" / f"{case.id}.json", timeout,
-                 wheelhouse, log)
+    return Judge(
+        case, base, libraries, envs / "bisect", envs.parent / "bisect" / f"{case.id}.json", timeout, wheelhouse, log
+    )
 
 
 def first_flip(versions: list[Version], judge: Callable[[Version], Outcome], start: Outcome) -> Version | None:
@@ -172,12 +194,15 @@ class BisectResult:
         """Where the fix lies, as a maintainer reads it."""
         if not self.undecided:
             return f"first fixed in {self.first_fixed}"
-        return (f"fixed after {self.last_bad}, by {self.first_fixed} at the latest ({len(self.undecided)} release(s) "
-                f"between could not be judged: {', '.join(self.undecided)})")
+        return (
+            f"fixed after {self.last_bad}, by {self.first_fixed} at the latest ({len(self.undecided)} release(s) "
+            f"between could not be judged: {', '.join(self.undecided)})"
+        )
 
 
-def bisect_package(judge: Judge, package: str, versions: list[Version], bad: Version,
-                   good: Version | None) -> BisectResult:
+def bisect_package(
+    judge: Judge, package: str, versions: list[Version], bad: Version, good: Version | None
+) -> BisectResult:
     """First release of `package` (after `bad`) on which the case passes; `good` defaults to the newest."""
     judged: dict[str, str] = {}
 
@@ -187,18 +212,21 @@ def bisect_package(judge: Judge, package: str, versions: list[Version], bad: Ver
 
     good = good or versions[-1]
     if at(bad) != "bad":
-        raise MinreproError(f"{judge.case.id} does not fail with {package}=={bad} ({judged[str(bad)]}); "
-                            "choose another --bad")
+        raise MinreproError(
+            f"{judge.case.id} does not fail with {package}=={bad} ({judged[str(bad)]}); choose another --bad"
+        )
     if at(good) == "skip":
-        raise MinreproError(f"cannot judge {package}=={good}: {judge.cache[' '.join(judge.requirements({package: good}))]['headline'][:160]}")
+        headline = judge.cache[" ".join(judge.requirements({package: good}))]["headline"][:160]
+        raise MinreproError(f"cannot judge {package}=={good}: {headline}")
     if at(good) != "good":
         return BisectResult(package, str(bad), str(good), None, str(good), judged)
     span = [v for v in versions if bad <= v <= good]
     fixed = first_flip(span, at, "bad")
     previous = [v for v in span if v < fixed and judged.get(str(v)) == "bad"]
     undecided = [str(v) for v in span if previous and previous[-1] < v < fixed]
-    return BisectResult(package, str(bad), str(good), str(fixed), str(previous[-1]) if previous else None, judged,
-                        undecided)
+    return BisectResult(
+        package, str(bad), str(good), str(fixed), str(previous[-1]) if previous else None, judged, undecided
+    )
 
 
 def minimal_upgrades(judge: Judge, packages: list[str], targets: dict[str, Version]) -> list[tuple[str, ...]]:
@@ -243,8 +271,9 @@ class CommitJudge:
             (record,) = overlay_env(self.env, [self.repo], {self.repo.library: commit})
         except MinreproError as exc:  # a commit without the package (a reorganised tree) is a skip
             return {"headline": str(exc), "signature": None, "install_error": True}
-        run = run_script(self.case.script, python=str(env_python(self.env)), timeout=self.timeout,
-                         isolated=not self.case.user_script)
+        run = run_script(
+            self.case.script, python=str(env_python(self.env)), timeout=self.timeout, isolated=not self.case.user_script
+        )
         return {**_seen(run), "subject": record["subject"]}
 
 
@@ -268,9 +297,12 @@ class CommitBisect:
         return cls(**{name: document[name] for name in cls.__dataclass_fields__ if name in document})
 
     def sentence(self) -> str:
-        where = f"{self.commit[:12]} \"{self.subject}\"" + (f" (PR #{self.pr})" if self.pr else "")
-        span = (f"; {len(self.undecided)} commit(s) before it could not be judged, the change may be among them"
-                if self.undecided else "")
+        where = f'{self.commit[:12]} "{self.subject}"' + (f" (PR #{self.pr})" if self.pr else "")
+        span = (
+            f"; {len(self.undecided)} commit(s) before it could not be judged, the change may be among them"
+            if self.undecided
+            else ""
+        )
         return f"first {self.direction} at {where}, {len(self.judged)} of {self.commits} commits judged{span}"
 
 
@@ -285,14 +317,27 @@ def bisect_commits(judge: CommitJudge, older: str, newer: str) -> CommitBisect:
 
     start, end = at(commits[0]), at(commits[-1])
     if "skip" in (start, end) or start == end:
-        raise MinreproError(f"{judge.case.id}: {judge.repo.library} at {older} is {start} and at {newer} {end}: "
-                            "bisection needs a failing and a passing end")
+        raise MinreproError(
+            f"{judge.case.id}: {judge.repo.library} at {older} is {start} and at {newer} {end}: "
+            "bisection needs a failing and a passing end"
+        )
     flipped = first_flip(commits, at, start)
-    before = [c for c in commits[:commits.index(flipped)] if judged.get(c) == start]
+    before = [c for c in commits[: commits.index(flipped)] if judged.get(c) == start]
     undecided = [c for c in commits if before and commits.index(before[-1]) < commits.index(c) < commits.index(flipped)]
     subject = judge.repo.subject(flipped)
-    return CommitBisect(judge.repo.library, older, newer, "fixed" if start == "bad" else "broke", flipped, subject,
-                        pr_number(subject), before[-1] if before else None, undecided, judged, len(commits))
+    return CommitBisect(
+        judge.repo.library,
+        older,
+        newer,
+        "fixed" if start == "bad" else "broke",
+        flipped,
+        subject,
+        pr_number(subject),
+        before[-1] if before else None,
+        undecided,
+        judged,
+        len(commits),
+    )
 
 
 def release_tag(repo: RepoRef, version: str) -> str:

@@ -20,7 +20,7 @@ import shutil
 import subprocess
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Callable
+from collections.abc import Callable
 
 from ..catalog.manifest import Case, Catalog
 from ..catalog.run import observe
@@ -113,16 +113,25 @@ class KitProof:
 
     @property
     def green(self) -> bool:
-        return (self.test_before == "failed" and self.test_after == "passed" and not self.file_new_failures
-                and self.file_measured and self.case_after_outcome in ("pass", "fail-other")
-                and all(v == "ok" for v in self.lint.values()))
+        return (
+            self.test_before == "failed"
+            and self.test_after == "passed"
+            and not self.file_new_failures
+            and self.file_measured
+            and self.case_after_outcome in ("pass", "fail-other")
+            and all(v == "ok" for v in self.lint.values())
+        )
 
 
 def _git(work: Path, *args: str, date: str | None = None) -> str:
     # `date`: the base commit's, for the kit's own commits, so that a rerun writes the same series byte for byte
     env = {**os.environ, "GIT_AUTHOR_DATE": date, "GIT_COMMITTER_DATE": date} if date else None
-    proc = subprocess.run(["git", "-C", str(work), "-c", "user.name=minrepro", "-c", "user.email=minrepro@localhost",
-                           *args], capture_output=True, text=True, env=env)
+    proc = subprocess.run(
+        ["git", "-C", str(work), "-c", "user.name=minrepro", "-c", "user.email=minrepro@localhost", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
     if proc.returncode != 0:
         raise MinreproError(f"git {args[0]} in {work}: {proc.stderr.strip()[-300:]}")
     return proc.stdout
@@ -133,14 +142,19 @@ def patch_for(case: Case, library: str) -> tuple[list[Path], Path]:
     last: a fix that needs an earlier family's (F on G) goes in as a series, one commit per diff."""
     root = PATCHES_DIR / library
     # a diff with only ports to old releases (`name@0.19.1.diff`: R's in V's list) is a fix that main already has
-    names = [p.split("/", 1)[1] for p in case.patches if p.startswith(library + "/")
-             and (root / f"{p.split('/', 1)[1]}.diff").is_file()]
+    names = [
+        p.split("/", 1)[1]
+        for p in case.patches
+        if p.startswith(library + "/") and (root / f"{p.split('/', 1)[1]}.diff").is_file()
+    ]
     if not names:
         raise MinreproError(f"{case.id} has no {library} patch (its patches: {', '.join(case.patches) or 'none'})")
     test = root / f"{names[-1]}.test"
     if not test.is_file():
-        raise MinreproError(f"no regression test for {case.id}: write {test.relative_to(root.parent.parent)} "
-                            "(# Test-file:, # Test-class:, then the test in the library's style)")
+        raise MinreproError(
+            f"no regression test for {case.id}: write {test.relative_to(root.parent.parent)} "
+            "(# Test-file:, # Test-class:, then the test in the library's style)"
+        )
     return [root / f"{name}.diff" for name in names], test
 
 
@@ -148,8 +162,9 @@ def build_branch(case: Case, repo: RepoRef, diffs: list[Path], test: RegressionT
     """A shared clone of the repository at the ref, with the test commit and one fix commit per diff on a branch."""
     if work.exists():
         shutil.rmtree(work)
-    cloned = subprocess.run(["git", "clone", "-q", "--shared", "--no-checkout", str(repo.gitdir), str(work)],
-                            capture_output=True, text=True)
+    cloned = subprocess.run(
+        ["git", "clone", "-q", "--shared", "--no-checkout", str(repo.gitdir), str(work)], capture_output=True, text=True
+    )
     if cloned.returncode != 0:  # a partial or damaged copy of the repository (objects missing)
         raise MinreproError(f"cannot clone {repo.gitdir}: {(cloned.stderr.strip().splitlines() or ['no output'])[-1]}")
     base = repo.commit()
@@ -158,26 +173,37 @@ def build_branch(case: Case, repo: RepoRef, diffs: list[Path], test: RegressionT
     target = work / test.test_file
     target.write_text(insert_test(target.read_text(encoding="utf-8"), test), encoding="utf-8")
     date = _git(work, "log", "-1", "--format=%cI", base).strip()
-    _git(work, "commit", "-q", "-am", f"Add a regression test: {test.name}\n\nIt fails on main: {case.id} "
-         f"({', '.join(case.upstream) or 'no upstream thread yet'}).", date=date)
+    _git(
+        work,
+        "commit",
+        "-q",
+        "-am",
+        f"Add a regression test: {test.name}\n\nIt fails on main: {case.id} "
+        f"({', '.join(case.upstream) or 'no upstream thread yet'}).",
+        date=date,
+    )
     ports, subject = [], ""
     for diff in diffs:
         subject, port = _commit_diff(diff, repo.library, base, work, date)
         ports.append(port if len(diffs) == 1 else f"{diff.stem}: {port}")
     commits = _git(work, "rev-list", "--reverse", f"{base}..HEAD").split()
-    return KitProof(case.id, repo.library, repo.describe(base), branch, subject, commits, "; ".join(ports), test.node_id)
+    return KitProof(
+        case.id, repo.library, repo.describe(base), branch, subject, commits, "; ".join(ports), test.node_id
+    )
 
 
 def _commit_diff(diff: Path, library: str, base: str, work: Path, date: str) -> tuple[str, str]:
     """Apply one patch file to the work tree and commit it with its own subject and description."""
     text = diff.read_text(encoding="utf-8")
-    body = text[text.index("\n---\n") + 5:]
-    applied = subprocess.run(["patch", "-p1", "--no-backup-if-mismatch", "-d", str(work)], input=body,
-                             capture_output=True, text=True)
+    body = text[text.index("\n---\n") + 5 :]
+    applied = subprocess.run(
+        ["patch", "-p1", "--no-backup-if-mismatch", "-d", str(work)], input=body, capture_output=True, text=True
+    )
     if applied.returncode != 0:
-        raise MinreproError(f"{diff.name} does not apply to {library}@{base[:12]}: "
-                            f"{applied.stdout.strip().splitlines()[-1:]}")
-    header = text[:text.index("\n---\n")]
+        raise MinreproError(
+            f"{diff.name} does not apply to {library}@{base[:12]}: {applied.stdout.strip().splitlines()[-1:]}"
+        )
+    header = text[: text.index("\n---\n")]
     subject = re.search(r"^Subject: (?:\[PATCH\] )?(.+)$", header, re.M)[1]
     description = header.split("\n\n", 1)[1].strip() if "\n\n" in header else ""
     _git(work, "commit", "-q", "-am", f"{subject}\n\n{description}", date=date)
@@ -238,22 +264,35 @@ def node_id(test_file: str, key: str) -> str:
     `tests/test_other.py` -> `tests/test_other.py::TestX::test_y[a]`."""
     classname, name = key.split("::", 1)
     module = test_file[:-3].replace("/", ".")
-    classes = classname[len(module) + 1:].split(".") if classname.startswith(module + ".") else []
+    classes = classname[len(module) + 1 :].split(".") if classname.startswith(module + ".") else []
     return "::".join([test_file, *classes, name])
 
 
 def _deselect(main: TestRun, test_file: str) -> list[str]:
-    return [arg for key, outcome in main.outcomes.items() if outcome == "failed"
-            for arg in ("--deselect", node_id(test_file, key))]
+    return [
+        arg
+        for key, outcome in main.outcomes.items()
+        if outcome == "failed"
+        for arg in ("--deselect", node_id(test_file, key))
+    ]
 
 
-def _file_on_main(env: Path, clone: RepoRef, base: str, test_file: str, pytest_args: list[str], timeout: float,
-                  log: Callable[[str], None]) -> TestRun:
+def _file_on_main(
+    env: Path,
+    clone: RepoRef,
+    base: str,
+    test_file: str,
+    pytest_args: list[str],
+    timeout: float,
+    log: Callable[[str], None],
+) -> TestRun:
     """The test file's outcomes at the base commit, in `env` with the base's package laid over; kept per (commit,
     file, env's requirements): every kit of a library on the same main shares it (peft's test_other.py takes
     minutes offline, most of it in tests that need the hub)."""
     requirements = {k: v for k, v in (read_marker(env) or {}).items() if k != "refs"}  # the overlay is set below
-    key = hashlib.sha256(json.dumps([base, test_file, requirements, pytest_args], sort_keys=True).encode()).hexdigest()[:16]
+    key = hashlib.sha256(json.dumps([base, test_file, requirements, pytest_args], sort_keys=True).encode()).hexdigest()[
+        :16
+    ]
     cached = clone.gitdir.parent / "baselines" / f"{key}.json"
     if cached.is_file():
         data = json.loads(cached.read_text(encoding="utf-8"))
@@ -262,15 +301,24 @@ def _file_on_main(env: Path, clone: RepoRef, base: str, test_file: str, pytest_a
     overlay_env(env, [clone], {clone.library: base})
     _git(clone.gitdir, "checkout", "-q", base)
     log(f"{test_file} at {base[:10]} (main)")
-    run = run_tests(env, clone.gitdir, ["-o", "addopts=", *pytest_args, test_file], cached.with_suffix(".xml"), timeout,
-                    offline=True)
-    cached.write_text(json.dumps({"base": base, "test_file": test_file, "outcomes": run.outcomes,
-                                  "seconds": run.seconds}), encoding="utf-8")
+    run = run_tests(
+        env,
+        clone.gitdir,
+        ["-o", "addopts=", *pytest_args, test_file],
+        cached.with_suffix(".xml"),
+        timeout,
+        offline=True,
+    )
+    cached.write_text(
+        json.dumps({"base": base, "test_file": test_file, "outcomes": run.outcomes, "seconds": run.seconds}),
+        encoding="utf-8",
+    )
     return run
 
 
-def prove(proof: KitProof, case: Case, repo: RepoRef, work: Path, env: Path, timeout: float,
-          log: Callable[[str], None]) -> KitProof:
+def prove(
+    proof: KitProof, case: Case, repo: RepoRef, work: Path, env: Path, timeout: float, log: Callable[[str], None]
+) -> KitProof:
     """Before/after the fix, in `env` with the branch's package laid over: the new test, its whole file, ruff."""
     clone = RepoRef(repo.library, work, proof.branch)
     where = probe(str(env_python(env)))
@@ -288,8 +336,14 @@ def prove(proof: KitProof, case: Case, repo: RepoRef, work: Path, env: Path, tim
         log(f"{proof.case}: {' '.join(selections[label][:3])} at the {label} commit {commit[:10]}")
         # `-o addopts=`: a repository's own pytest options (peft's --cov) need plugins its CI has and the env lacks
         # offline: a test that needs the hub fails (or skips) alike before and after, and costs no downloads
-        runs[label] = run_tests(env, work, ["-o", "addopts=", *proof.pytest_args, *selections[label]],
-                                work.parent / f"{proof.case}-junit-{label}.xml", timeout, offline=True)
+        runs[label] = run_tests(
+            env,
+            work,
+            ["-o", "addopts=", *proof.pytest_args, *selections[label]],
+            work.parent / f"{proof.case}-junit-{label}.xml",
+            timeout,
+            offline=True,
+        )
         run = run_script(case.script, python=str(env_python(env)), timeout=timeout, isolated=True)
         setattr(proof, f"case_{label}", run.raw_headline.splitlines()[0] if run.signature else "passes")
         if label == "after":  # a family fixed in two libraries (A: accelerate and bitsandbytes) fails otherwise
@@ -297,19 +351,28 @@ def prove(proof: KitProof, case: Case, repo: RepoRef, work: Path, env: Path, tim
             proof.case_after_printed = run.stdout.strip().splitlines()[-3:]
     _git(work, "checkout", "-q", proof.branch)
     proof.test_before, proof.test_after = _outcome(runs["before"], proof.test), _outcome(runs["after"], proof.test)
-    proof.test_reasons = {label: reason for label in ("before", "after") for test, reason in runs[label].reasons.items()
-                          if _is_test(test, proof.test)}
+    proof.test_reasons = {
+        label: reason
+        for label in ("before", "after")
+        for test, reason in runs[label].reasons.items()
+        if _is_test(test, proof.test)
+    }
     proof.file_new_failures = new_failures(runs["main"], runs["after"])
-    proof.file_counts = {label: {o: runs[label].count(o) for o in ("passed", "failed", "skipped")}
-                         for label in ("main", "after")}
+    proof.file_counts = {
+        label: {o: runs[label].count(o) for o in ("passed", "failed", "skipped")} for label in ("main", "after")
+    }
     proof.file_counts["after"]["failing on main, not rerun"] = runs["main"].count("failed")
-    changed = [n for n in _git(work, "diff", "--name-only", f"{proof.commits[0]}~1", "HEAD").split() if n.endswith(".py")]
+    changed = [
+        n for n in _git(work, "diff", "--name-only", f"{proof.commits[0]}~1", "HEAD").split() if n.endswith(".py")
+    ]
     ruff = str(env_python(env).with_name("ruff"))
     # `ruff check`: only what the branch adds counts (main may carry findings of its own)
     _git(work, "checkout", "-q", f"{proof.commits[0]}~1")
     before = _ruff_findings(ruff, work, changed)
     _git(work, "checkout", "-q", proof.branch)
-    added = {key: n - before.get(key, 0) for key, n in _ruff_findings(ruff, work, changed).items() if n > before.get(key, 0)}
+    added = {
+        key: n - before.get(key, 0) for key, n in _ruff_findings(ruff, work, changed).items() if n > before.get(key, 0)
+    }
     proof.lint["ruff check"] = "ok" if not added else "; ".join(f"{f}: {rule} +{n}" for (f, rule), n in added.items())
     done = subprocess.run([ruff, "format", "--check", *changed], cwd=work, capture_output=True, text=True)
     proof.lint["ruff format --check"] = "ok" if done.returncode == 0 else (done.stdout + done.stderr).strip()[:600]
@@ -327,7 +390,7 @@ def _printed(lines: list[str]) -> str:
 
 
 def _new_failures_line(proof: KitProof) -> str:
-    """"none" claims something only where the file's other tests ran on main: a `-k` that left none there did not."""
+    """ "none" claims something only where the file's other tests ran on main: a `-k` that left none there did not."""
     if not proof.file_measured:
         return "new failures: not measured (the pytest options left none of the file's tests to run on main)"
     return f"new failures: {', '.join(proof.file_new_failures) or 'none'}"
@@ -343,8 +406,8 @@ def describe_pr(case: Case, proof: KitProof, why: str) -> str:
 
 {why.strip()}
 
-Fixes the failure below on `main` ({proof.base['commit'][:12]}, {proof.base['date']}). The fix is in {'the second commit' if len(proof.commits) == 2 else f'commits 2 to {len(proof.commits)} (each a fix of its own; the last needs the earlier ones)'};
-the first adds `{proof.test.split('::')[-1]}` to `{proof.test.split('::')[0]}`, which fails without it.
+Fixes the failure below on `main` ({proof.base["commit"][:12]}, {proof.base["date"]}). The fix is in {"the second commit" if len(proof.commits) == 2 else f"commits 2 to {len(proof.commits)} (each a fix of its own; the last needs the earlier ones)"};
+the first adds `{proof.test.split("::")[-1]}` to `{proof.test.split("::")[0]}`, which fails without it.
 
 ## Reproduction (fails on `main` and on the latest release)
 
@@ -358,11 +421,11 @@ With the fix: {proof.case_after if proof.case_after == "passes" else f"`{proof.c
 ## Tests
 
 - new test at the test commit: **{proof.test_before}**; with the fix: **{proof.test_after}**
-- `{proof.test.split('::')[0]}` on `main` / with this PR: {proof.file_counts.get('main')} / {proof.file_counts.get('after')};
+- `{proof.test.split("::")[0]}` on `main` / with this PR: {proof.file_counts.get("main")} / {proof.file_counts.get("after")};
   {_new_failures_line(proof)}
-- ran on: {proof.machine or 'not recorded'}
-- pytest options beyond the repository's: {' '.join(proof.pytest_args) or 'none'}
-- lint ({proof.lint_tool}, the repository's config): {'; '.join(f'{k}: {v}' for k, v in proof.lint.items())}
+- ran on: {proof.machine or "not recorded"}
+- pytest options beyond the repository's: {" ".join(proof.pytest_args) or "none"}
+- lint ({proof.lint_tool}, the repository's config): {"; ".join(f"{k}: {v}" for k, v in proof.lint.items())}
 
 ## Related
 
@@ -377,5 +440,6 @@ def write_kit(proof: KitProof, work: Path, out: Path, description: str) -> None:
     _git(work, "format-patch", "-q", "-o", str(series.absolute()), f"{proof.commits[0]}~1..{proof.commits[-1]}")
     # read by maintainers on other machines: no path of this one
     (out / "PR.md").write_text(without_local_paths(description), encoding="utf-8")
-    (out / "proof.json").write_text(json.dumps(scrubbed({**asdict(proof), "green": proof.green}), indent=2) + "\n",
-                                    encoding="utf-8")
+    (out / "proof.json").write_text(
+        json.dumps(scrubbed({**asdict(proof), "green": proof.green}), indent=2) + "\n", encoding="utf-8"
+    )

@@ -57,8 +57,11 @@ AREAS = {
     "transformers.models.gemma4": "transformers, model: Gemma 4",
     "transformers.quantizers": "transformers, quantization: bitsandbytes",
 }
-SYSTEM_COMMANDS = {"transformers": ["transformers", "env"], "accelerate": ["accelerate", "env"],
-                   "bitsandbytes": ["python", "-m", "bitsandbytes"]}
+SYSTEM_COMMANDS = {
+    "transformers": ["transformers", "env"],
+    "accelerate": ["accelerate", "env"],
+    "bitsandbytes": ["python", "-m", "bitsandbytes"],
+}
 
 
 def target_library(case: Case, signature: dict[str, Any] | None) -> str:
@@ -92,7 +95,7 @@ def _same_machine(python: Path, recorded: dict[str, Any]) -> bool:
     return _machine_of(str(python)) == (recorded.get("machine"), recorded.get("gpu"), recorded.get("gpus"))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _machine_of(python: str) -> tuple[str, str | None, int | None]:
     # once per interpreter: `report --all` drafts forty cases from one or two envs, and a probe imports torch
     from minrepro.harness.probe import probe
@@ -107,12 +110,14 @@ def system_info(python: Path | None, recorded: dict[str, Any] | None) -> str:
     parts = list(_env_reports(str(python))) if python is not None and python.exists() else []
     if recorded:
         versions = ", ".join(f"{k} {v}" for k, v in recorded["versions"].items() if v)
-        parts.append(f"Recorded run ({recorded['date']}): Python {recorded['python']}, {versions}; "
-                     f"{Environment.recorded(recorded).label}")
+        parts.append(
+            f"Recorded run ({recorded['date']}): Python {recorded['python']}, {versions}; "
+            f"{Environment.recorded(recorded).label}"
+        )
     return "\n\n".join(parts) or "(no recorded run)"
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _env_reports(python: str) -> tuple[str, ...]:
     """Each system command's output in that env, once per interpreter (three subprocesses that import torch)."""
     bindir = Path(python).parent
@@ -135,7 +140,7 @@ def _env_reports(python: str) -> tuple[str, ...]:
 
 def _tail(text: str, lines: int) -> str:
     kept = text.splitlines()
-    return "\n".join(kept if len(kept) <= lines else ["…"] + kept[-lines:])
+    return "\n".join(kept if len(kept) <= lines else ["…", *kept[-lines:]])
 
 
 def trace_tail(signature: dict[str, Any] | None, headline: str) -> str:
@@ -152,7 +157,7 @@ def expected_line(source: str) -> str:
     expression itself read as an expectation gave "Expected: "logits on", model(...).device")."""
     if said := re.search(r"^Expected: (.+?)\.?$", ast.get_docstring(ast.parse(source)) or "", re.M):
         return said[1]
-    prints = re.findall(r'^(print\(.*\))\s*$', source, re.M)
+    prints = re.findall(r"^(print\(.*\))\s*$", source, re.M)
     return f"the script to run to its last line, `{prints[-1]}`" if prints else "the script to exit without an error"
 
 
@@ -163,12 +168,15 @@ def draft(case: Case, catalog: Catalog, results_dir: Path, python: Path | None =
     run = runs.get((failing_set, case.device)) or runs.get((failing_set, "cpu")) or runs.get((failing_set, "cuda"))
     if _entry(run, case.id) is None or _entry(run, case.id)["observed"] not in ("fail", "fail-other", "pass"):
         # the set it was declared to fail on was not recorded here: any recorded run in which it failed
-        run = next((doc for (_, _), doc in sorted(runs.items()) if (_entry(doc, case.id) or {}).get("observed") == "fail"),
-                   run)
+        run = next(
+            (doc for (_, _), doc in sorted(runs.items()) if (_entry(doc, case.id) or {}).get("observed") == "fail"), run
+        )
     entry = _entry(run, case.id)
     if entry is None:
-        raise MinreproError(f"no recorded run of {case.id} in {results_dir}: record one first (`minrepro run CASE "
-                            "--results DIR/<set>-<machine>.json`, or `minrepro check SCRIPT --set pinned,newest`)")
+        raise MinreproError(
+            f"no recorded run of {case.id} in {results_dir}: record one first (`minrepro run CASE "
+            "--results DIR/<set>-<machine>.json`, or `minrepro check SCRIPT --set pinned,newest`)"
+        )
     failing_set = run["set"] or failing_set
     if python is None:  # the cached env of that set, if one was made here (system info comes from it)
         candidate = cache("envs", failing_set) / "bin" / "python"
@@ -189,17 +197,19 @@ def draft(case: Case, catalog: Catalog, results_dir: Path, python: Path | None =
         "Tasks": "- [x] My own task or dataset (give details below)",
         "Reproduction": _reproduction(case, source, pins, headline, signature, failing_set),
         "Expected behavior": (f"{summary}.\n\n" if docstring else "")
-                             + f"Expected: {expected_line(source)}.\nActual: `{headline or 'see above'}`.",
+        + f"Expected: {expected_line(source)}.\nActual: `{headline or 'see above'}`.",
     }
     extra = {
         "Versions": _version_table(case, runs, results_dir),
         "Where it shows up": scenario_evidence(case, results_dir / "scenarios")
-                             + explored_evidence(case, catalog, results_dir / "explore"),
-        "Related": "\n".join([f"- https://github.com/{ref.split('#')[0]}/issues/{ref.split('#')[1]}"
-                              for ref in case.upstream] + _known_cases(case, catalog, signature, headline))
-                   or "- none found",
-        "Suggested fix": (patched_runs(case, results_dir / "patched") if case.user_script and not case.patches
-                          else "") or _patches(case, library),
+        + explored_evidence(case, catalog, results_dir / "explore"),
+        "Related": "\n".join(
+            [f"- https://github.com/{ref.split('#')[0]}/issues/{ref.split('#')[1]}" for ref in case.upstream]
+            + _known_cases(case, catalog, signature, headline)
+        )
+        or "- none found",
+        "Suggested fix": (patched_runs(case, results_dir / "patched") if case.user_script and not case.patches else "")
+        or _patches(case, library),
         "On main": on_main(case, results_dir),
     }
     if case.outcomes and all(o == "unreproduced" for o in case.outcomes.values()):
@@ -210,8 +220,14 @@ def draft(case: Case, catalog: Catalog, results_dir: Path, python: Path | None =
         # an op registered under a throwaway name (bitsandbytes' `def _`) says nothing: its module does
         where = (f"`{owner.function}`" if owner.function.strip("_") else f"`{owner.module}`") if owner else library
         title = f"{headline.split(':', 1)[0] or 'Wrong result'} in {where}: {summary}"
-    return {"case": case.id, "repository": repo, "title": title, "template": TEMPLATES[library] if library in TEMPLATES else TEMPLATES["transformers"],
-            "sections": sections, "extra": extra}
+    return {
+        "case": case.id,
+        "repository": repo,
+        "title": title,
+        "template": TEMPLATES[library] if library in TEMPLATES else TEMPLATES["transformers"],
+        "sections": sections,
+        "extra": extra,
+    }
 
 
 def on_main(case: Case, results_dir: Path) -> str:
@@ -227,19 +243,28 @@ def on_main(case: Case, results_dir: Path) -> str:
         said = {"fail": "still fails", "pass": "passes"}.get(row["observed"], row["observed"])
         if not refs:  # a release newer than the newest set (transformers 5.24.0), recorded beside main's runs
             newest = load_sets()["newest"].pins()
-            newer = ", ".join(f"{lib} {version}" for lib, version in document.get("versions", {}).items()
-                              if lib in newest and version != newest[lib] or lib not in newest and lib != "torch")
-            lines.append(f"- {said} with {newer or 'the newest set'} (the newest set otherwise, {document['machine']}, "
-                         f"{document['date']})")
+            newer = ", ".join(
+                f"{lib} {version}"
+                for lib, version in document.get("versions", {}).items()
+                if (lib in newest and version != newest[lib]) or (lib not in newest and lib != "torch")
+            )
+            lines.append(
+                f"- {said} with {newer or 'the newest set'} (the newest set otherwise, {document['machine']}, "
+                f"{document['date']})"
+            )
             continue
-        lines.append(f"- {said} on main ({refs}; the {document['set']} set's other libraries, {document['machine']}, "
-                     f"{document['date']})")
+        lines.append(
+            f"- {said} on main ({refs}; the {document['set']} set's other libraries, {document['machine']}, "
+            f"{document['date']})"
+        )
     kit = results_dir / "kits" / case.id / "proof.json"
     if kit.is_file():
         proof = json.loads(kit.read_text(encoding="utf-8"))
-        lines.append(f"- a fix with its regression test, against {proof['library']} main `{proof['base']['commit'][:12]}`: "
-                     f"`{proof['test']}` fails before and passes after ({'green' if proof['green'] else 'not green'}); "
-                     f"the series is in `results/kits/{case.id}/series/`")
+        lines.append(
+            f"- a fix with its regression test, against {proof['library']} main `{proof['base']['commit'][:12]}`: "
+            f"`{proof['test']}` fails before and passes after ({'green' if proof['green'] else 'not green'}); "
+            f"the series is in `results/kits/{case.id}/series/`"
+        )
     return "\n".join(lines) or "- not checked on main yet (`minrepro run --set newest --repo LIB=GITDIR`)"
 
 
@@ -261,14 +286,20 @@ def _known_cases(case: Case, catalog: Catalog, signature: dict[str, Any] | None,
         if known.owner and observe(known, run)[0] == "fail":
             refs = ", ".join(known.upstream) or "no upstream report yet"
             fixed = f"; fixed in {', '.join(known.fixed_in)}" if known.fixed_in else ""
-            out.append(f"- minrepro catalog case `{known.id}` (family {known.family}) fails the same way "
-                       f"(`{known.owner}`, /{known.signature}/): {refs}{fixed}")
+            out.append(
+                f"- minrepro catalog case `{known.id}` (family {known.family}) fails the same way "
+                f"(`{known.owner}`, /{known.signature}/): {refs}{fixed}"
+            )
     return out
 
 
 def render_markdown(report: dict[str, Any]) -> str:
-    out = [f"<!-- draft for https://github.com/{report['repository']}/issues/new (bug report); "
-           f"minrepro only drafts: review, then file it yourself -->", f"# {report['title']}", ""]
+    out = [
+        f"<!-- draft for https://github.com/{report['repository']}/issues/new (bug report); "
+        f"minrepro only drafts: review, then file it yourself -->",
+        f"# {report['title']}",
+        "",
+    ]
     for name in report["template"]:
         out += [f"### {name}", "", report["sections"][name], ""]
     for name, body in report["extra"].items():
@@ -285,17 +316,32 @@ def _docstring(source: str) -> str:
     return re.sub(r"^Family [A-Z]'?[^:`]*: ", "", ast.get_docstring(ast.parse(source)) or "")
 
 
-def _reproduction(case: Case, source: str, pins: list[str], headline: str, signature: dict[str, Any] | None,
-                  failing_set: str) -> str:
+def _reproduction(
+    case: Case, source: str, pins: list[str], headline: str, signature: dict[str, Any] | None, failing_set: str
+) -> str:
     name = case.script.name
     install = " ".join(f'"{p}"' for p in pins if p != "torch")
-    return "\n".join([
-        f"A standalone script ({name}, {len(source.splitlines())} lines; PEP 723 pins inline):", "",
-        "```python", source.rstrip(), "```", "",
-        "Run it with its pinned dependencies:", "",
-        "```bash", f"uv run {name}        # or: pip install torch {install} && python {name}", "```", "",
-        f"Output (the {failing_set} versions):", "", "```", trace_tail(signature, headline), "```",
-    ])
+    return "\n".join(
+        [
+            f"A standalone script ({name}, {len(source.splitlines())} lines; PEP 723 pins inline):",
+            "",
+            "```python",
+            source.rstrip(),
+            "```",
+            "",
+            "Run it with its pinned dependencies:",
+            "",
+            "```bash",
+            f"uv run {name}        # or: pip install torch {install} && python {name}",
+            "```",
+            "",
+            f"Output (the {failing_set} versions):",
+            "",
+            "```",
+            trace_tail(signature, headline),
+            "```",
+        ]
+    )
 
 
 def scenario_evidence(case: Case, directory: Path) -> str:
@@ -308,16 +354,25 @@ def scenario_evidence(case: Case, directory: Path) -> str:
     presets = {name for name, r in SEED_REPORTS.items() if r.case == case.id}
     if not presets or not directory.is_dir():
         return "No seed scenario of this family (`minrepro scenario`, the seeds' Gemma 4 reports) was recorded."
-    rows = ["| scenario | set | scale, machine | patches | outcome | what PEFT's redispatch did |", "|---|---|---|---|---|---|"]
+    rows = [
+        "| scenario | set | scale, machine | patches | outcome | what PEFT's redispatch did |",
+        "|---|---|---|---|---|---|",
+    ]
     order = {"pinned": 0, "reporter": 1, "newest": 2}
     docs = sorted(load_tables(directory), key=lambda d: (bool(d.get("patches")), order.get(d["scenario_set"], 9)))
     for doc in docs:  # the released dimensions only: the tiny tables are the same story, smaller
         for row in (r for r in doc["rows"] if r["preset"] in presets and "placement" in r and r["scale"] != "tiny"):
             outcome = "pass" if row["outcome"] == "pass" else f"`{row['headline'][:70]}`"
-            rows.append(f"| {row['preset']} | {doc['scenario_set']} | {row['scale']}, {doc.get('gpu') or 'cpu'} | "
-                        f"{len(doc.get('patches', []))} | {outcome} | {describe_placement(row['placement'])} |")
-    out = ["Random-weight Gemma 4 checkpoints loaded as the reports do (`from_pretrained` with the reporter's "
-           "BitsAndBytesConfig and a CPU/GPU split, then `PeftModel.from_pretrained`), each run traced:", "", *rows]
+            rows.append(
+                f"| {row['preset']} | {doc['scenario_set']} | {row['scale']}, {doc.get('gpu') or 'cpu'} | "
+                f"{len(doc.get('patches', []))} | {outcome} | {describe_placement(row['placement'])} |"
+            )
+    out = [
+        "Random-weight Gemma 4 checkpoints loaded as the reports do (`from_pretrained` with the reporter's "
+        "BitsAndBytesConfig and a CPU/GPU split, then `PeftModel.from_pretrained`), each run traced:",
+        "",
+        *rows,
+    ]
     for steps in sorted((directory / "reductions").glob("*.steps.json")):
         doc = json.loads(steps.read_text(encoding="utf-8"))
         record = doc.get("catalog_case") or {}
@@ -325,11 +380,20 @@ def scenario_evidence(case: Case, directory: Path) -> str:
             continue
         script = steps.with_name(steps.name.replace(".steps.json", ".min.py"))
         passes = ", ".join(s["pass"] for s in doc["steps"][1:]) or "none"
-        same = "the same failure as the script above (equal signature and owner)" if record.get("same_signature") else (
-            "the same owning function" if record.get("same_owner") else "a different failure")
-        out += ["", f"`minrepro reduce --scenario {doc['preset']} --scale {doc['scale']} --device {doc['device']}` "
-                f"reduced that scenario to a toy (spec passes: {passes}), {same}:", "",
-                "```python", script.read_text(encoding="utf-8").rstrip(), "```"]
+        same = (
+            "the same failure as the script above (equal signature and owner)"
+            if record.get("same_signature")
+            else ("the same owning function" if record.get("same_owner") else "a different failure")
+        )
+        out += [
+            "",
+            f"`minrepro reduce --scenario {doc['preset']} --scale {doc['scale']} --device {doc['device']}` "
+            f"reduced that scenario to a toy (spec passes: {passes}), {same}:",
+            "",
+            "```python",
+            script.read_text(encoding="utf-8").rstrip(),
+            "```",
+        ]
     if len(rows) == 2:
         return "No seed scenario of this family (`minrepro scenario`) was recorded at the released dimensions."
     return "\n".join(out)
@@ -342,16 +406,25 @@ def explored_evidence(case: Case, catalog: Catalog, directory: Path) -> str:
     found = findings_of(case.id, directory, catalog) if directory.is_dir() else []
     if not found:
         return ""
-    rows = [f"| {f['where']}, {f['set']} | `{f['spec']}` | `{f['headline'][:90]}` | {f['runs']} | {f['how']} |"
-            for f in found]
-    return "\n\n" + "\n".join(["`minrepro explore` met it in generated Gemma 4 scenarios (random-weight checkpoints, "
-                                "each spec a load, a map, a budget and PEFT's call):", "",
-                                "| exploration | spec | failure | runs | matched |", "|---|---|---|---|---|", *rows])
+    rows = [
+        f"| {f['where']}, {f['set']} | `{f['spec']}` | `{f['headline'][:90]}` | {f['runs']} | {f['how']} |"
+        for f in found
+    ]
+    return "\n\n" + "\n".join(
+        [
+            "`minrepro explore` met it in generated Gemma 4 scenarios (random-weight checkpoints, "
+            "each spec a load, a map, a budget and PEFT's call):",
+            "",
+            "| exploration | spec | failure | runs | matched |",
+            "|---|---|---|---|---|",
+            *rows,
+        ]
+    )
 
 
 def _version_table(case: Case, runs: dict[tuple[str, str], dict[str, Any]], results_dir: Path) -> str:
     rows = ["| versions | machine | outcome |", "|---|---|---|"]
-    for (set_name, machine), doc in sorted(runs.items()):
+    for (_set_name, _machine), doc in sorted(runs.items()):
         entry = _entry(doc, case.id)
         if entry:
             libs = ", ".join(f"{k} {v}" for k, v in doc["versions"].items() if v and k != "tokenizers")
@@ -363,7 +436,7 @@ def _version_table(case: Case, runs: dict[tuple[str, str], dict[str, Any]], resu
         rows.append("Bisection over releases (other packages at the script's pins):")
         for p in doc["packages"]:
             judged = ", ".join(f"{v}: {o}" for v, o in sorted(p["judged"].items(), key=lambda kv: Version(kv[0])))
-            fixed = (BisectResult(**p).fixed_range() if p["first_fixed"] else f"still fails at {p['good']}")
+            fixed = BisectResult(**p).fixed_range() if p["first_fixed"] else f"still fails at {p['good']}"
             rows.append(f"- {p['package']}: {fixed} ({judged})")
         for subset in doc.get("minimal_upgrades", []):
             rows.append(f"- minimal upgrade that makes it pass: {' + '.join(subset)}")
@@ -378,8 +451,11 @@ def _commit_bisections(case: Case, results_dir: Path) -> list[str]:
         doc = json.loads(path.read_text(encoding="utf-8"))
         found = CommitBisect.from_record(doc)
         base = ", ".join(f"{k} {v}" for k, v in doc["base"].items())
-        lines += ["", f"Bisection over {found.library}'s first-parent commits {found.older}..{found.newer} (the "
-                      f"package laid over {base}): {found.sentence()}."]
+        lines += [
+            "",
+            f"Bisection over {found.library}'s first-parent commits {found.older}..{found.newer} (the "
+            f"package laid over {base}): {found.sentence()}.",
+        ]
     return lines
 
 
@@ -393,10 +469,15 @@ def patched_runs(case: Case, directory: Path) -> str:
         entry = _entry(doc, case.id)
         if entry:
             outcome = "passes" if entry["observed"] == "pass" else f"still fails: `{entry.get('headline', '')[:100]}`"
-            lines.append(f"- {doc['set']} ({doc['machine']}), with the {len(doc.get('patches', []))} catalog patches "
-                         f"that apply there: {outcome}")
-    return ("With minrepro's fix prototypes applied (`minrepro check SCRIPT --set S --patched`):\n"
-            + "\n".join(lines)) if lines else ""
+            lines.append(
+                f"- {doc['set']} ({doc['machine']}), with the {len(doc.get('patches', []))} catalog patches "
+                f"that apply there: {outcome}"
+            )
+    return (
+        ("With minrepro's fix prototypes applied (`minrepro check SCRIPT --set S --patched`):\n" + "\n".join(lines))
+        if lines
+        else ""
+    )
 
 
 def _patches(case: Case, library: str) -> str:
@@ -412,14 +493,27 @@ def _patches(case: Case, library: str) -> str:
         if patch is None:
             continue
         if patch.library != library:  # the repository gets its own diff; another library's is a pointer
-            elsewhere.append(f"- {patch.library}: {patch.subject} (`patches/{patch.rel}`, applies to "
-                             f"{', '.join(patch.applies_to)})")
+            elsewhere.append(
+                f"- {patch.library}: {patch.subject} (`patches/{patch.rel}`, applies to {', '.join(patch.applies_to)})"
+            )
             continue
-        out += [f"**{patch.subject}** (made against {patch.made_against}; applies to {', '.join(patch.applies_to)}; "
-                f"with it the script passes: `minrepro patch prove`)", "", "<details><summary>diff</summary>", "",
-                "```diff", patch.path.read_text(encoding="utf-8").split("\n---\n", 1)[1].rstrip(), "```", "",
-                "</details>", ""]
+        out += [
+            f"**{patch.subject}** (made against {patch.made_against}; applies to {', '.join(patch.applies_to)}; "
+            f"with it the script passes: `minrepro patch prove`)",
+            "",
+            "<details><summary>diff</summary>",
+            "",
+            "```diff",
+            patch.path.read_text(encoding="utf-8").split("\n---\n", 1)[1].rstrip(),
+            "```",
+            "",
+            "</details>",
+            "",
+        ]
     if elsewhere:
-        out += ["minrepro's proof of this fix also stacks prototypes from other libraries, needed on some releases "
-                "(`minrepro patch prove` shows the chain):", *elsewhere]
+        out += [
+            "minrepro's proof of this fix also stacks prototypes from other libraries, needed on some releases "
+            "(`minrepro patch prove` shows the chain):",
+            *elsewhere,
+        ]
     return "\n".join(out)

@@ -30,7 +30,8 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 from ..catalog.manifest import Case, Catalog
 from ..harness.placement import dispatch_calls
@@ -42,11 +43,15 @@ from .withdrawn import HARNESS_FIXES, WITHDRAWN, withdrawn_of
 from .render import render
 from .spec import PlacementSpec, Scenario, scaled
 from .table import adapter_dispatch, digest, prebuild, run_rendered, use_checkpoint_cache
+import contextlib
 
 # Oracle violations are assertions the rendering adds; their messages say which oracle spoke.
-ORACLES = {"placement": r"placement changes the logits|^AssertionError: logits on",
-           "merge": r"merge into 4-bit diverges", "files": r"rewrote the base checkpoint",
-           "round-trip": r"save_pretrained wrote another adapter"}
+ORACLES = {
+    "placement": r"placement changes the logits|^AssertionError: logits on",
+    "merge": r"merge into 4-bit diverges",
+    "files": r"rewrote the base checkpoint",
+    "round-trip": r"save_pretrained wrote another adapter",
+}
 CRASH_KINDS = ("signal", "timeout", "cuda-error", "oom", "exit")
 TOLERANCE_FLOOR, TOLERANCE_FACTOR = 0.05, 3.0
 
@@ -106,10 +111,18 @@ def summarize(spec: Scenario, result: RunResult, catalog: Catalog) -> Run:
     adapter = adapter_dispatch(calls) or {}  # the Run's `peft_map` keeps its name: recorded reports use it
     oracle = oracle_of(sig, headline)
     as_dict = json.loads(spec.to_json())
-    return Run(as_dict, digest(render(spec)), oracle, headline if sig else "pass",
-               sig.to_dict() if sig else None, identify(sig, headline, as_dict, catalog) if oracle else None,
-               round(result.seconds, 1), dict(adapter.get("devices", {})), int(adapter.get("offloaded_quantized_weights", 0) or 0),
-               dict(calls[0].get("devices", {})) if calls else {})
+    return Run(
+        as_dict,
+        digest(render(spec)),
+        oracle,
+        headline if sig else "pass",
+        sig.to_dict() if sig else None,
+        identify(sig, headline, as_dict, catalog) if oracle else None,
+        round(result.seconds, 1),
+        dict(adapter.get("devices", {})),
+        int(adapter.get("offloaded_quantized_weights", 0) or 0),
+        dict(calls[0].get("devices", {})) if calls else {},
+    )
 
 
 @dataclass
@@ -149,9 +162,11 @@ class Exploration:
         new = {group_key(Signature.from_dict(r.signature)) for r in findings if not r.known}
         known = sorted({r.known for r in findings if r.known})
         spilled = sum(r.offloaded_quantized > 0 for r in self.runs)
-        return (f"{len(self.runs)} runs, {len(findings)} failing: {len(new)} new signature(s), known "
-                f"{', '.join(known) or 'none'}; {spilled} put quantized weights under offload hooks; "
-                f"{self.elapsed():.0f} s")
+        return (
+            f"{len(self.runs)} runs, {len(findings)} failing: {len(new)} new signature(s), known "
+            f"{', '.join(known) or 'none'}; {spilled} put quantized weights under offload hooks; "
+            f"{self.elapsed():.0f} s"
+        )
 
 
 class RunCache:
@@ -189,10 +204,22 @@ def controls(opts: ExploreOptions) -> dict[str, Scenario]:
     home = 0 if opts.device == "cuda" else "cpu"
     # a split every set loads: a text layer on cpu behind a GPU; on a CPU box the (tied, unquantized) lm_head on disk
     split = {"": 0, "model.language_model.layers.1": "cpu"} if opts.device == "cuda" else {"": "cpu", "lm_head": "disk"}
-    controls = {"placement": Scenario("control-placement", quant=None, placement=PlacementSpec(split, offload_folder=True),
-                                      action="placement", tolerance=1e9),
-                "merge": Scenario("control-merge", quant=None, placement=PlacementSpec({"": home} if home == 0 else "cpu"),
-                                  action="parity", tolerance=1e9)}
+    controls = {
+        "placement": Scenario(
+            "control-placement",
+            quant=None,
+            placement=PlacementSpec(split, offload_folder=True),
+            action="placement",
+            tolerance=1e9,
+        ),
+        "merge": Scenario(
+            "control-merge",
+            quant=None,
+            placement=PlacementSpec({"": home} if home == 0 else "cpu"),
+            action="parity",
+            tolerance=1e9,
+        ),
+    }
     return {name: scaled(spec, opts.scale) for name, spec in controls.items()}
 
 
@@ -203,18 +230,28 @@ def calibrate(specs: dict[str, Scenario], run_one: Callable[[Scenario, int], Run
     for name, spec in specs.items():
         result = run_one(spec, 0)
         errors = re.findall(r"relative error ([0-9.e+-]+)", result.stdout)
-        measured[name] = {"error": float(errors[-1]) if errors else None, "headline": result.raw_headline.split("\n")[0]}
+        measured[name] = {
+            "error": float(errors[-1]) if errors else None,
+            "headline": result.raw_headline.split("\n")[0],
+        }
     worst = max([m["error"] for m in measured.values() if m["error"] is not None] or [0.0])
-    return {"controls": measured, "tolerance": max(TOLERANCE_FLOOR, TOLERANCE_FACTOR * worst),
-            "key": calibration_key(specs)}
+    return {
+        "controls": measured,
+        "tolerance": max(TOLERANCE_FLOOR, TOLERANCE_FACTOR * worst),
+        "key": calibration_key(specs),
+    }
 
 
 def calibration_key(specs: dict[str, Scenario]) -> str:
     return digest(json.dumps([render(s) for s in specs.values()] + [TOLERANCE_FLOOR, TOLERANCE_FACTOR]))
 
 
-def explore(opts: ExploreOptions, catalog: Catalog, log: Callable[[str], None],
-            on_batch: Callable[[Exploration], None] = lambda _: None) -> Exploration:
+def explore(
+    opts: ExploreOptions,
+    catalog: Catalog,
+    log: Callable[[str], None],
+    on_batch: Callable[[Exploration], None] = lambda _: None,
+) -> Exploration:
     """Search until `opts.seconds` are spent; `on_batch` sees the state after every batch (a run killed from
     outside keeps the report written there)."""
     from hypothesis import HealthCheck, Phase, Verbosity, given, seed, settings, target
@@ -267,10 +304,16 @@ def explore(opts: ExploreOptions, catalog: Catalog, log: Callable[[str], None],
     strategy = scenarios(opts.device, opts.scale, opts.gpus).map(lambda s: replace(s, tolerance=tolerance))
 
     @seed(opts.seed)
-    @settings(database=DirectoryBasedExampleDatabase(str(opts.workdir / "hypothesis")), max_examples=opts.max_examples,
-              deadline=None, suppress_health_check=list(HealthCheck), derandomize=False, print_blob=False,
-              verbosity=Verbosity.quiet,
-              phases=[Phase.explicit, Phase.reuse, Phase.generate, Phase.target])
+    @settings(
+        database=DirectoryBasedExampleDatabase(str(opts.workdir / "hypothesis")),
+        max_examples=opts.max_examples,
+        deadline=None,
+        suppress_health_check=list(HealthCheck),
+        derandomize=False,
+        print_blob=False,
+        verbosity=Verbosity.quiet,
+        phases=[Phase.explicit, Phase.reuse, Phase.generate, Phase.target],
+    )
     @given(st.data())
     def search(data: st.DataObject) -> None:
         batch = [data.draw(strategy) for _ in range(opts.jobs)]  # before the check: a replay must draw alike
@@ -290,10 +333,8 @@ def explore(opts: ExploreOptions, catalog: Catalog, log: Callable[[str], None],
         log(state.line())
         on_batch(state)
 
-    try:
+    with contextlib.suppress(OutOfTime):
         search()
-    except OutOfTime:
-        pass
     return state
 
 
@@ -311,6 +352,7 @@ class OutOfTime(Exception):
 
 # --- the report -----------------------------------------------------------------------------------------
 
+
 def reduction_order(key: str, runs: list[Run]) -> tuple:
     """Which new findings to reduce first: oracle violations and crashes, then library errors other than a
     ValueError (often a deliberate refusal of a config), the most frequent first."""
@@ -327,29 +369,59 @@ def report_doc(state: Exploration, opts: ExploreOptions, versions: dict, reducti
     groups = []
     for key, runs in state.groups().items():
         witness = smallest(runs)
-        groups.append({"key": key, "known": witness.known, "oracle": witness.oracle, "count": len(runs),
-                       "headline": witness.headline, "witness": witness.__dict__,
-                       "reduction": reductions.get(key)})
+        groups.append(
+            {
+                "key": key,
+                "known": witness.known,
+                "oracle": witness.oracle,
+                "count": len(runs),
+                "headline": witness.headline,
+                "witness": witness.__dict__,
+                "reduction": reductions.get(key),
+            }
+        )
     groups.sort(key=lambda g: (g["known"] is not None, -g["count"]))
-    return {"device": opts.device, "scale": opts.scale, "gpus": opts.gpus, "seed": opts.seed, "jobs": opts.jobs,
-            "harness_fixes": [fix.id for fix in HARNESS_FIXES],
-            "seconds": round(state.elapsed()), "versions": versions, "calibration": state.calibration,
-            "runs": len(state.runs), "passing": sum(r.headline == "pass" for r in state.runs),
-            "reached_offloaded_quantized": sum(r.offloaded_quantized > 0 for r in state.runs),
-            # a run no oracle claims either passed or ended otherwise (the script's own error): never counted as passed
-            "by_oracle": _count(r.oracle or ("pass" if r.headline == "pass" else "unclaimed") for r in state.runs),
-            "groups": groups,
-            # every run, compactly: what was covered, so that "not found" can be read as "tried N times"
-            "every_run": [{"spec": _brief(r.spec), "end": r.headline[:100], "known": r.known, "peft_map": r.peft_map,
-                           "base_map": r.base_map, "offloaded_quantized": r.offloaded_quantized} for r in state.runs]}
+    return {
+        "device": opts.device,
+        "scale": opts.scale,
+        "gpus": opts.gpus,
+        "seed": opts.seed,
+        "jobs": opts.jobs,
+        "harness_fixes": [fix.id for fix in HARNESS_FIXES],
+        "seconds": round(state.elapsed()),
+        "versions": versions,
+        "calibration": state.calibration,
+        "runs": len(state.runs),
+        "passing": sum(r.headline == "pass" for r in state.runs),
+        "reached_offloaded_quantized": sum(r.offloaded_quantized > 0 for r in state.runs),
+        # a run no oracle claims either passed or ended otherwise (the script's own error): never counted as passed
+        "by_oracle": _count(r.oracle or ("pass" if r.headline == "pass" else "unclaimed") for r in state.runs),
+        "groups": groups,
+        # every run, compactly: what was covered, so that "not found" can be read as "tried N times"
+        "every_run": [
+            {
+                "spec": _brief(r.spec),
+                "end": r.headline[:100],
+                "known": r.known,
+                "peft_map": r.peft_map,
+                "base_map": r.base_map,
+                "offloaded_quantized": r.offloaded_quantized,
+            }
+            for r in state.runs
+        ],
+    }
 
 
 def _brief(spec: dict) -> str:
     q = spec.get("quant")
-    quant = "bf16" if not q else ("int8" if q["load_in_8bit"] else f"{q['quant_type']}{'+dq' if q['double_quant'] else ''}")
+    quant = (
+        "bf16" if not q else ("int8" if q["load_in_8bit"] else f"{q['quant_type']}{'+dq' if q['double_quant'] else ''}")
+    )
     quant += "+fp32off" if q and q["fp32_cpu_offload"] else ""
-    return (f"{quant} map={json.dumps(spec['placement']['device_map'])} mm={json.dumps(spec['placement']['max_memory'])} "
-            f"{spec['peft']['call']}{json.dumps(spec['peft']['kwargs'])} {spec['action']}")
+    return (
+        f"{quant} map={json.dumps(spec['placement']['device_map'])} mm={json.dumps(spec['placement']['max_memory'])} "
+        f"{spec['peft']['call']}{json.dumps(spec['peft']['kwargs'])} {spec['action']}"
+    )
 
 
 def _gpus(doc: dict) -> str:
@@ -365,23 +437,32 @@ def _count(items) -> dict[str, int]:
 
 
 def report_markdown(doc: dict) -> str:
-    lines = [f"## explore: {doc['device']}, {doc['scale']}{_gpus(doc)}, seed {doc['seed']}",
-             "", f"{doc['runs']} runs in {doc['seconds']} s; {doc['passing']} passed; "
-             f"{doc['reached_offloaded_quantized']} put quantized weights under offload hooks (PEFT's redispatch or the "
-             "script's own dispatch_model). "
-             f"Versions: {', '.join(f'{k} {v}' for k, v in doc['versions'].items())}. Logits tolerance "
-             f"{doc['calibration'].get('tolerance', 0):.3f} (unquantized controls: "
-             + ", ".join(f"{k} {v['error']}" for k, v in doc['calibration'].get('controls', {}).items()) + ").",
-             "", "| oracle | finding | catalog | runs | reduced repro |", "|---|---|---|---|---|"]
+    lines = [
+        f"## explore: {doc['device']}, {doc['scale']}{_gpus(doc)}, seed {doc['seed']}",
+        "",
+        f"{doc['runs']} runs in {doc['seconds']} s; {doc['passing']} passed; "
+        f"{doc['reached_offloaded_quantized']} put quantized weights under offload hooks (PEFT's redispatch or the "
+        "script's own dispatch_model). "
+        f"Versions: {', '.join(f'{k} {v}' for k, v in doc['versions'].items())}. Logits tolerance "
+        f"{doc['calibration'].get('tolerance', 0):.3f} (unquantized controls: "
+        + ", ".join(f"{k} {v['error']}" for k, v in doc["calibration"].get("controls", {}).items())
+        + ").",
+        "",
+        "| oracle | finding | catalog | runs | reduced repro |",
+        "|---|---|---|---|---|",
+    ]
     for g in doc["groups"]:
         red = g.get("reduction") or {}
         cell = f"`{red['script']}` ({red['lines']} lines)" if red.get("script") else red.get("error", "")
-        lines.append(f"| {g['oracle']} | {g['headline'][:110].replace('|', '/')} | {g['known'] or '**new**'} | "
-                     f"{g['count']} | {cell} |")
+        lines.append(
+            f"| {g['oracle']} | {g['headline'][:110].replace('|', '/')} | {g['known'] or '**new**'} | "
+            f"{g['count']} | {cell} |"
+        )
     return "\n".join(lines) + "\n"
 
 
 # --- new findings into candidate catalog cases ------------------------------------------------------------
+
 
 def slug(key: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", key.split(" @ ")[0].lower()).strip("-")[:48]
@@ -389,8 +470,14 @@ def slug(key: str) -> str:
 
 def candidate_entry(case: Case, outcomes: dict[str, str]) -> str:
     """The manifest entry a maintainer of the catalog would paste (family left to name)."""
-    lines = ["[[case]]", f'id = "{case.id}"', f'script = "{case.script.name}"', 'family = "?"',
-             f'device = "{case.device}"', f"signature = {json.dumps(case.signature)}"]
+    lines = [
+        "[[case]]",
+        f'id = "{case.id}"',
+        f'script = "{case.script.name}"',
+        'family = "?"',
+        f'device = "{case.device}"',
+        f"signature = {json.dumps(case.signature)}",
+    ]
     if case.owner:
         lines.append(f'owner = "{case.owner}"')
     lines += [f'{name} = "{outcome}"' for name, outcome in outcomes.items()]
@@ -400,7 +487,10 @@ def candidate_entry(case: Case, outcomes: dict[str, str]) -> str:
 
 # --- the README's summary of every recorded exploration ---------------------------------------------------
 
-BEGIN = "<!-- explore:begin (generated by `minrepro explore --readme docs/explore.md` from results/explore; do not edit) -->"
+BEGIN = (
+    "<!-- explore:begin (generated by `minrepro explore --readme docs/explore.md` from results/explore; "
+    "do not edit) -->"
+)
 END = "<!-- explore:end -->"
 
 
@@ -408,14 +498,17 @@ def summary(directory: Path, catalog: Catalog) -> str:
     """One table over every report.json under `directory`: per exploration (device, scale, GPUs, set), what each
     oracle found, the catalog family it is or "new", in how many runs, and whether it was reduced."""
     families = {case.id: case.family for case in catalog.cases}
-    lines = ["A family marked * was new when its exploration ran and has been catalogued since (same signature rule). "
-             "A refusal by design is a library rejecting what the spec asked for, as documented "
-             "(`minrepro/scenarios/refusals.py` says which and why); it is not a finding. A withdrawn finding was "
-             "the harness's error, in a rendering fixed since (`minrepro/scenarios/withdrawn.py`). \"By diagnosis\": "
-             "another signature, whose cause was read on the failing run and is a catalogued family "
-             "(`minrepro/scenarios/diagnosed.py` says what was seen and what was not run).",
-             "", "| exploration | runs (passed; reached offloaded 4-bit) | oracle | finding | family | runs | reduced |",
-             "|---|---|---|---|---|---|---|"]
+    lines = [
+        "A family marked * was new when its exploration ran and has been catalogued since (same signature rule). "
+        "A refusal by design is a library rejecting what the spec asked for, as documented "
+        "(`minrepro/scenarios/refusals.py` says which and why); it is not a finding. A withdrawn finding was "
+        'the harness\'s error, in a rendering fixed since (`minrepro/scenarios/withdrawn.py`). "By diagnosis": '
+        "another signature, whose cause was read on the failing run and is a catalogued family "
+        "(`minrepro/scenarios/diagnosed.py` says what was seen and what was not run).",
+        "",
+        "| exploration | runs (passed; reached offloaded 4-bit) | oracle | finding | family | runs | reduced |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for path in sorted(directory.glob("*/report.json")):
         doc = json.loads(path.read_text(encoding="utf-8"))
         where = f"{doc['device']}/{doc['scale']}{_gpus(doc)}, {doc.get('set', '?')}{unpatched_note(doc, catalog)}"
@@ -424,15 +517,16 @@ def summary(directory: Path, catalog: Catalog) -> str:
             cell = reduction_cell(g.get("reduction") or {})
             case = attributed_case(g, doc, path.parent.name, catalog)
             family = _family_cell(case, g["known"], families)
-            lines.append(f"| {where if i == 0 else ''} | {total if i == 0 else ''} | {g['oracle']} | "
-                         f"{g['headline'][:90].replace('|', '/')} | {family} | {g['count']} | {cell} |")
+            lines.append(
+                f"| {where if i == 0 else ''} | {total if i == 0 else ''} | {g['oracle']} | "
+                f"{g['headline'][:90].replace('|', '/')} | {family} | {g['count']} | {cell} |"
+            )
     return "\n".join(lines)
 
 
 def attributed_case(group: dict, doc: dict, exploration: str, catalog: Catalog) -> str | None:
     """What a finding is: its case then or now (same signature rule), a refusal, our withdrawn error, or a diagnosis."""
-    return (group["known"] or known_now(group, catalog) or withdrawn_of(group, doc)
-            or diagnosed_of(exploration, group))
+    return group["known"] or known_now(group, catalog) or withdrawn_of(group, doc) or diagnosed_of(exploration, group)
 
 
 def findings_of(case_id: str, directory: Path, catalog: Catalog) -> list[dict]:
@@ -443,10 +537,17 @@ def findings_of(case_id: str, directory: Path, catalog: Catalog) -> list[dict]:
         for group in doc["groups"]:
             case = attributed_case(group, doc, path.parent.name, catalog) or ""
             if case.removeprefix(DIAGNOSED) == case_id:
-                found.append({"exploration": path.parent.name, "where": f"{doc['device']}/{doc['scale']}{_gpus(doc)}",
-                              "set": doc.get("set", "?"), "headline": group["headline"], "runs": group["count"],
-                              "how": "by diagnosis" if case.startswith(DIAGNOSED) else "same signature",
-                              "spec": _brief(spec) if (spec := group.get("witness", {}).get("spec")) else ""})
+                found.append(
+                    {
+                        "exploration": path.parent.name,
+                        "where": f"{doc['device']}/{doc['scale']}{_gpus(doc)}",
+                        "set": doc.get("set", "?"),
+                        "headline": group["headline"],
+                        "runs": group["count"],
+                        "how": "by diagnosis" if case.startswith(DIAGNOSED) else "same signature",
+                        "spec": _brief(spec) if (spec := group.get("witness", {}).get("spec")) else "",
+                    }
+                )
     return found
 
 
@@ -479,8 +580,11 @@ def known_now(group: dict, catalog: Catalog) -> str | None:
     """The case a finding that was new when its exploration ran is today (catalogued since), by the same rule."""
     witness = group.get("witness", {})
     sig = witness.get("signature")
-    return (identify(Signature.from_dict(sig), group["headline"], witness.get("spec") or {}, catalog)
-            if sig and group["oracle"] else None)
+    return (
+        identify(Signature.from_dict(sig), group["headline"], witness.get("spec") or {}, catalog)
+        if sig and group["oracle"]
+        else None
+    )
 
 
 def unpatched_note(doc: dict, catalog: Catalog) -> str:
@@ -492,6 +596,13 @@ def unpatched_note(doc: dict, catalog: Catalog) -> str:
     if not applied:
         return ""
     # a family fixed in the explored set's releases (declared "pass" there) masks nothing: not "left unpatched"
-    left = sorted({c.family for c in catalog.cases if c.patches and c.declared(doc.get("set", "")) != "pass"
-                   and not set(needed(catalog, c, doc.get("set", ""))) <= applied})
+    left = sorted(
+        {
+            c.family
+            for c in catalog.cases
+            if c.patches
+            and c.declared(doc.get("set", "")) != "pass"
+            and not set(needed(catalog, c, doc.get("set", ""))) <= applied
+        }
+    )
     return f", patched (left unpatched: {', '.join(left) or 'none'})"

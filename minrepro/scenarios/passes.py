@@ -5,7 +5,7 @@ pass never judges: the driver renders each proposal and asks the oracle."""
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Callable, Iterator
+from collections.abc import Callable, Iterator
 
 from .spec import TINY_TEXT, TOYS, Scenario
 
@@ -26,7 +26,6 @@ def to_toy(s: Scenario) -> Iterator[Scenario]:
 def jump_to_tiny(s: Scenario) -> Iterator[Scenario]:
     """The biggest cut first: tiny dimensions in one step (an E2B checkpoint takes minutes to build; most
     failures do not depend on scale)."""
-
 
     if s.model.kind == "gemma4" and (s.model.text != TINY_TEXT or s.model.tower_scale != "tiny"):
         yield replace(s, model=replace(s.model, text=dict(TINY_TEXT), tower_scale="tiny"))
@@ -70,7 +69,9 @@ def ddmin_device_map(s: Scenario) -> Iterator[Scenario]:
     device_map = s.placement.device_map
     if isinstance(device_map, dict):
         for key in [k for k in device_map if k != ""]:
-            yield replace(s, placement=replace(s.placement, device_map={k: v for k, v in device_map.items() if k != key}))
+            yield replace(
+                s, placement=replace(s.placement, device_map={k: v for k, v in device_map.items() if k != key})
+            )
 
 
 def drop_memory_options(s: Scenario) -> Iterator[Scenario]:
@@ -110,6 +111,17 @@ def simpler_action(s: Scenario) -> Iterator[Scenario]:
 
 
 SCENARIO_PASSES: list[ScenarioPass] = [
-    to_toy, jump_to_tiny, drop_towers, shrink_towers, halve_layers, halve_vocab, halve_widths, ddmin_device_map,
-    drop_memory_options, drop_quant_options, raw_dispatch, drop_peft_kwargs, simpler_action,
+    to_toy,
+    jump_to_tiny,
+    drop_towers,
+    shrink_towers,
+    halve_layers,
+    halve_vocab,
+    halve_widths,
+    ddmin_device_map,
+    drop_memory_options,
+    drop_quant_options,
+    raw_dispatch,
+    drop_peft_kwargs,
+    simpler_action,
 ]

@@ -13,7 +13,7 @@ import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from collections.abc import Callable
 
 from ..dirs import cache
 from ..errors import MinreproError
@@ -29,8 +29,16 @@ from .passes import SCENARIO_PASSES
 from .presets import SEED_REPORTS, presets
 from .render import render
 from .spec import Scenario
-from .table import (CHECKPOINT_ENV, checkpoint_namespace, digest, prebuild, run_rendered, spec_namespace,
-                    use_checkpoint_cache, write_rendered)
+from .table import (
+    CHECKPOINT_ENV,
+    checkpoint_namespace,
+    digest,
+    prebuild,
+    run_rendered,
+    spec_namespace,
+    use_checkpoint_cache,
+    write_rendered,
+)
 
 
 # Of a time budget, what the spec passes may spend: the script phase establishes and guards again before its
@@ -60,9 +68,16 @@ def steps_file_of(out: Path) -> Path:
 
 
 def write_steps(path: Path, trip: ScenarioTrip, preset: str, scale: str, device: str) -> None:
-    steps = [{"pass": name, "headline": headline, "spec": json.loads(step.to_json())} for name, step, headline in trip.steps]
-    path.write_text(json.dumps({"preset": preset, "scale": scale, "device": device, "scenario_runs": trip.runs,
-                                "steps": steps}, indent=1) + "\n", encoding="utf-8")
+    steps = [
+        {"pass": name, "headline": headline, "spec": json.loads(step.to_json())} for name, step, headline in trip.steps
+    ]
+    path.write_text(
+        json.dumps(
+            {"preset": preset, "scale": scale, "device": device, "scenario_runs": trip.runs, "steps": steps}, indent=1
+        )
+        + "\n",
+        encoding="utf-8",
+    )
 
 
 def read_steps(path: Path) -> list[tuple[str, Scenario, str]]:
@@ -70,16 +85,31 @@ def read_steps(path: Path) -> list[tuple[str, Scenario, str]]:
     return [(s["pass"], Scenario.from_json(json.dumps(s["spec"])), s["headline"]) for s in doc["steps"]]
 
 
-def reduce_scenario(preset: str, scale: str, device: str, opts: ReduceOptions, keep_steps: bool,
-                    log: Callable[[str], None] = lambda _: None) -> tuple[ScenarioTrip, ReduceSummary]:
+def reduce_scenario(
+    preset: str,
+    scale: str,
+    device: str,
+    opts: ReduceOptions,
+    keep_steps: bool,
+    log: Callable[[str], None] = lambda _: None,
+) -> tuple[ScenarioTrip, ReduceSummary]:
     available = presets(device, scale)
     if preset not in available:
-        raise MinreproError(f"unknown scenario preset {preset!r} for {device} at {scale} (known: {', '.join(available)})")
+        raise MinreproError(
+            f"unknown scenario preset {preset!r} for {device} at {scale} (known: {', '.join(available)})"
+        )
     return reduce_spec(available[preset], preset, scale, device, opts, keep_steps, log)
 
 
-def reduce_spec(spec: Scenario, label: str, scale: str, device: str, opts: ReduceOptions, keep_steps: bool,
-                log: Callable[[str], None] = lambda _: None) -> tuple[ScenarioTrip, ReduceSummary]:
+def reduce_spec(
+    spec: Scenario,
+    label: str,
+    scale: str,
+    device: str,
+    opts: ReduceOptions,
+    keep_steps: bool,
+    log: Callable[[str], None] = lambda _: None,
+) -> tuple[ScenarioTrip, ReduceSummary]:
     """Reduce from any spec (a preset, a spec file, a finding of `explore`): spec passes, then the script.
     `opts.max_seconds` bounds the whole: the spec passes stop at it, the script phase gets what is left."""
     began = time.monotonic()
@@ -106,22 +136,29 @@ def reduce_spec(spec: Scenario, label: str, scale: str, device: str, opts: Reduc
     def judge(batch: list[tuple[Scenario, str]], keep_modules: bool = False) -> list[Signature | None]:
         """Each candidate's signature, the unjudged ones run `jobs` at a time (warm once the executor is up);
         `keep_modules`: also record what the run imported (the original's: what the executor preloads)."""
-        todo = list({digest(source): (candidate, source) for candidate, source in batch
-                     if digest(source) not in judged}.items())
+        todo = list(
+            {digest(source): (candidate, source) for candidate, source in batch if digest(source) not in judged}.items()
+        )
         for _, (candidate, _) in todo:
             prebuild(candidate, workdir / "candidates", python)
-        results = (executor.run_many([write_rendered(source, workdir / "candidates") for _, (_, source) in todo],
-                                     opts.timeout) if executor and todo else
-                   [run_rendered(source, workdir / "candidates", python, opts.timeout) for _, (_, source) in todo])
-        for (key, _), result in zip(todo, results):
-            judged[key] = {"signature": result.signature.to_dict() if result.signature else None,
-                           "headline": result.raw_headline.split("\n", 1)[0],
-                           **({"modules": list(result.modules)} if keep_modules else {})}
+        results = (
+            executor.run_many([write_rendered(source, workdir / "candidates") for _, (_, source) in todo], opts.timeout)
+            if executor and todo
+            else [run_rendered(source, workdir / "candidates", python, opts.timeout) for _, (_, source) in todo]
+        )
+        for (key, _), result in zip(todo, results, strict=False):
+            judged[key] = {
+                "signature": result.signature.to_dict() if result.signature else None,
+                "headline": result.raw_headline.split("\n", 1)[0],
+                **({"modules": list(result.modules)} if keep_modules else {}),
+            }
         trip.runs += len(todo)
         if todo:
             cache_path.write_text(json.dumps(judged))
-        return [Signature.from_dict(judged[digest(s)]["signature"]) if judged[digest(s)]["signature"] else None
-                for _, s in batch]
+        return [
+            Signature.from_dict(judged[digest(s)]["signature"]) if judged[digest(s)]["signature"] else None
+            for _, s in batch
+        ]
 
     current = render(spec)
     [target] = judge([(spec, current)], keep_modules=True)
@@ -130,15 +167,18 @@ def reduce_spec(spec: Scenario, label: str, scale: str, device: str, opts: Reduc
     if target.kind == "timeout":  # not cached: a later run with a longer --timeout must run it again
         judged.pop(digest(current))
         cache_path.write_text(json.dumps(judged))
-        raise MinreproError(f"scenario {label} ({scale}) timed out after {opts.timeout:.0f} s (its checkpoint build "
-                            "not counted); raise --timeout, or reduce a timeout with a script and --signature")
+        raise MinreproError(
+            f"scenario {label} ({scale}) timed out after {opts.timeout:.0f} s (its checkpoint build "
+            "not counted); raise --timeout, or reduce a timeout with a script and --signature"
+        )
     log(f"{label}: {target.headline}")
     trip.steps.append(("preset", spec, target.headline))
     # the spec passes ran each candidate cold, one at a time: a tiny Gemma 4 per candidate paid every import
     # (four explore findings stopped at 20-35 lines after 380 s of mostly that)
     if opts.executor != "cold":
-        executor = make_executor(opts.executor, python, module_imports(current), opts.jobs,
-                                 judged[digest(current)].get("modules", ()))
+        executor = make_executor(
+            opts.executor, python, module_imports(current), opts.jobs, judged[digest(current)].get("modules", ())
+        )
     try:
         changed = True
         while changed:
@@ -146,15 +186,24 @@ def reduce_spec(spec: Scenario, label: str, scale: str, device: str, opts: Reduc
             for scenario_pass in SCENARIO_PASSES:
                 if past_budget():
                     break
-                candidates = [(c, source) for c in scenario_pass(spec)
-                              if (source := _rendered(c)) is not None and source != current]  # a field it ignores
+                candidates = [
+                    (c, source)
+                    for c in scenario_pass(spec)
+                    if (source := _rendered(c)) is not None and source != current
+                ]  # a field it ignores
                 # in order, `jobs` at a time: the first interesting one wins, whatever the worker count
                 for start in range(0, len(candidates), max(1, opts.jobs)):
                     if past_budget():
                         break
-                    batch = candidates[start:start + max(1, opts.jobs)]
-                    hit = next(((c, source, sig) for (c, source), sig in zip(batch, judge(batch))
-                                if sig is not None and sig.is_tail_of(target)), None)
+                    batch = candidates[start : start + max(1, opts.jobs)]
+                    hit = next(
+                        (
+                            (c, source, sig)
+                            for (c, source), sig in zip(batch, judge(batch), strict=False)
+                            if sig is not None and sig.is_tail_of(target)
+                        ),
+                        None,
+                    )
                     if hit:
                         spec, current, changed = hit[0], hit[1], True
                         trip.steps.append((scenario_pass.__name__, spec, hit[2].headline))
@@ -164,8 +213,10 @@ def reduce_spec(spec: Scenario, label: str, scale: str, device: str, opts: Reduc
         if executor:
             executor.close()
     if stopped:
-        log(f"  spec passes stopped at their share of the time budget ({SPEC_SHARE * opts.max_seconds:g} of "
-            f"{opts.max_seconds:g} s)")
+        log(
+            f"  spec passes stopped at their share of the time budget ({SPEC_SHARE * opts.max_seconds:g} of "
+            f"{opts.max_seconds:g} s)"
+        )
     out = opts.out or Path(f"{label}.min.py")
     final = workdir / "final-spec.py"
     final.write_text(current, encoding="utf-8")
@@ -176,8 +227,19 @@ def reduce_spec(spec: Scenario, label: str, scale: str, device: str, opts: Reduc
     os.environ.pop(CHECKPOINT_ENV, None)
     # the spec passes already shrank the model: the script's own build is what a scale-down would redo
     left = None if opts.max_seconds is None else max(1.0, opts.max_seconds - (time.monotonic() - began))
-    summary = reduce_script(ReduceOptions(**{**opts.__dict__, "script": final, "out": out, "workdir": workdir / "script",
-                                             "scale_down": False, "max_seconds": left}), log)
+    summary = reduce_script(
+        ReduceOptions(
+            **{
+                **opts.__dict__,
+                "script": final,
+                "out": out,
+                "workdir": workdir / "script",
+                "scale_down": False,
+                "max_seconds": left,
+            }
+        ),
+        log,
+    )
     if keep_steps:
         record_equivalence(steps_file_of(out.resolve()), out, label, python, opts.timeout)
     return trip, summary
@@ -191,10 +253,14 @@ def record_equivalence(steps_file: Path, reduction: Path, preset: str, python: s
         return None
     [case] = load_catalog().select([report.case])
     ours, theirs = (run_script(path, python=python, timeout=timeout).signature for path in (reduction, case.script))
-    record = {"case": case.id, "python": python, "reduction": ours.to_dict() if ours else None,
-              "case_signature": theirs.to_dict() if theirs else None,
-              "same_signature": ours is not None and ours == theirs,
-              "same_owner": ours is not None and theirs is not None and ours.owner == theirs.owner}
+    record = {
+        "case": case.id,
+        "python": python,
+        "reduction": ours.to_dict() if ours else None,
+        "case_signature": theirs.to_dict() if theirs else None,
+        "same_signature": ours is not None and ours == theirs,
+        "same_owner": ours is not None and theirs is not None and ours.owner == theirs.owner,
+    }
     doc = json.loads(steps_file.read_text(encoding="utf-8")) if steps_file.is_file() else {}
     doc["catalog_case"] = record
     steps_file.write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Callable
+from collections.abc import Callable
 
 from ..harness.signature import Signature
 
@@ -28,13 +28,20 @@ def _quantized_without_fp32_offload(spec: dict) -> bool:
 
 
 REFUSALS = (
-    Refusal("bnb-offload-without-fp32-cpu-offload", r"^ValueError: Some modules are dispatched on the CPU or the disk",
-            r"transformers\.quantizers\.quantizer_bnb_(4|8)bit:Bnb(4|8)BitHfQuantizer\.validate_environment",
-            _quantized_without_fp32_offload,
-            "a quantized load with cpu or disk entries needs llm_int8_enable_fp32_cpu_offload=True (documented)"),
-    Refusal("whole-model-on-disk", r"^ValueError: You are trying to offload the whole model to the disk",
-            r"accelerate\.big_modeling:dispatch_model", lambda spec: True,
-            "accelerate before 1.15 sends a whole model on disk to `disk_offload` (1.15 supports it: family U)"),
+    Refusal(
+        "bnb-offload-without-fp32-cpu-offload",
+        r"^ValueError: Some modules are dispatched on the CPU or the disk",
+        r"transformers\.quantizers\.quantizer_bnb_(4|8)bit:Bnb(4|8)BitHfQuantizer\.validate_environment",
+        _quantized_without_fp32_offload,
+        "a quantized load with cpu or disk entries needs llm_int8_enable_fp32_cpu_offload=True (documented)",
+    ),
+    Refusal(
+        "whole-model-on-disk",
+        r"^ValueError: You are trying to offload the whole model to the disk",
+        r"accelerate\.big_modeling:dispatch_model",
+        lambda spec: True,
+        "accelerate before 1.15 sends a whole model on disk to `disk_offload` (1.15 supports it: family U)",
+    ),
 )
 
 

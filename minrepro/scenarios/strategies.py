@@ -15,19 +15,42 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from .spec import (ACTIONS, AUTO_MAPS, BROAD_TARGETS, SEEDS_INNER_LINEAR, AdapterSpec, ModelSpec, PeftCallSpec,
-                   PlacementSpec, QuantSpec, Scenario, scaled)
+from .spec import (
+    ACTIONS,
+    AUTO_MAPS,
+    BROAD_TARGETS,
+    SEEDS_INNER_LINEAR,
+    AdapterSpec,
+    ModelSpec,
+    PeftCallSpec,
+    PlacementSpec,
+    QuantSpec,
+    Scenario,
+    scaled,
+)
 
 # max_memory ladders per scale: from "nothing fits" to "everything fits" on each side
-BUDGET_LADDER = {"tiny": ["200KB", "1MB", "3MB", "8MB", "1GiB"], "e2b": ["1GiB", "3GiB", "6GiB", "12GiB", "100GiB"],
-                 "e4b": ["1GiB", "4GiB", "8GiB", "16GiB", "100GiB"]}
+BUDGET_LADDER = {
+    "tiny": ["200KB", "1MB", "3MB", "8MB", "1GiB"],
+    "e2b": ["1GiB", "3GiB", "6GiB", "12GiB", "100GiB"],
+    "e4b": ["1GiB", "4GiB", "8GiB", "16GiB", "100GiB"],
+}
 TOWER_CHOICES = [(), ("vision",), ("audio",), ("vision", "audio")]
 # the seeds' regex twice as often: plain name lists also hit the audio tower's clipped linears (family D, known)
-TARGET_CHOICES: list[Any] = [SEEDS_INNER_LINEAR, SEEDS_INNER_LINEAR, ["q_proj", "v_proj"], ["o_proj", "down_proj"],
-                             BROAD_TARGETS]
+TARGET_CHOICES: list[Any] = [
+    SEEDS_INNER_LINEAR,
+    SEEDS_INNER_LINEAR,
+    ["q_proj", "v_proj"],
+    ["o_proj", "down_proj"],
+    BROAD_TARGETS,
+]
 SUBMODULES = ["", ".self_attn", ".mlp", ".self_attn.q_proj", ".mlp.down_proj"]
-OTHER_MODULES = ["model.language_model.embed_tokens", "model.language_model.embed_tokens_per_layer",
-                 "model.language_model.norm", "lm_head"]
+OTHER_MODULES = [
+    "model.language_model.embed_tokens",
+    "model.language_model.embed_tokens_per_layer",
+    "model.language_model.norm",
+    "lm_head",
+]
 
 
 def devices(device: str, gpus: int) -> list[Any]:
@@ -51,8 +74,12 @@ def quants(draw: st.DrawFn) -> QuantSpec | None:
     offload = draw(st.sampled_from([True, True, True, False]))
     if kind == "8bit":
         return QuantSpec(load_in_4bit=False, load_in_8bit=True, double_quant=False, fp32_cpu_offload=offload)
-    return QuantSpec(quant_type=draw(st.sampled_from(["nf4", "fp4"])), double_quant=draw(st.booleans()),
-                     compute_dtype=draw(st.sampled_from(["bfloat16", "float16", "float32"])), fp32_cpu_offload=offload)
+    return QuantSpec(
+        quant_type=draw(st.sampled_from(["nf4", "fp4"])),
+        double_quant=draw(st.booleans()),
+        compute_dtype=draw(st.sampled_from(["bfloat16", "float16", "float32"])),
+        fp32_cpu_offload=offload,
+    )
 
 
 def budgets(device: str, scale: str, gpus: int) -> st.SearchStrategy[dict[Any, str]]:
@@ -74,20 +101,23 @@ def whole(home: Any) -> PlacementSpec:
 
 
 @st.composite
-def placements(draw: st.DrawFn, device: str, scale: str, towers: tuple[str, ...], layers: int,
-               gpus: int) -> PlacementSpec:
+def placements(
+    draw: st.DrawFn, device: str, scale: str, towers: tuple[str, ...], layers: int, gpus: int
+) -> PlacementSpec:
     home = draw(homes(device, gpus))
     shape = draw(st.sampled_from(["whole", "auto", "split", "split", "split"]))
     if shape == "whole":
         return whole(home)
     if shape == "auto":
-        return PlacementSpec(draw(st.sampled_from(AUTO_MAPS)), max_memory=draw(budgets(device, scale, gpus)),
-                             offload_folder=True)
+        return PlacementSpec(
+            draw(st.sampled_from(AUTO_MAPS)), max_memory=draw(budgets(device, scale, gpus)), offload_folder=True
+        )
     # disk in a base map mostly fails at load ("... is on the meta device"): rarer there, so that more runs get to
     # PEFT's redispatch, which is where the spilling happens
     where = [d for d in devices(device, gpus) if d != "disk"] * 2 + ["disk"]
-    moves = draw(st.dictionaries(st.sampled_from(module_paths(towers, layers)), st.sampled_from(where),
-                                 min_size=1, max_size=4))
+    moves = draw(
+        st.dictionaries(st.sampled_from(module_paths(towers, layers)), st.sampled_from(where), min_size=1, max_size=4)
+    )
     device_map = {"": home, **moves}
     return PlacementSpec(device_map, offload_folder="disk" in moves.values() or draw(st.booleans()))
 
@@ -95,14 +125,16 @@ def placements(draw: st.DrawFn, device: str, scale: str, towers: tuple[str, ...]
 def peft_module_maps(device: str, towers: tuple[str, ...], layers: int, gpus: int) -> st.SearchStrategy[dict[str, Any]]:
     """A device_map over a PeftModel's module names (`base_model.model.` + the base's), whole home plus moves."""
     home = 0 if device == "cuda" else "cpu"
-    moves = st.dictionaries(st.sampled_from(module_paths(towers, layers)), st.sampled_from(devices(device, gpus)),
-                            min_size=1, max_size=3)
+    moves = st.dictionaries(
+        st.sampled_from(module_paths(towers, layers)), st.sampled_from(devices(device, gpus)), min_size=1, max_size=3
+    )
     return moves.map(lambda m: {"": home, **{f"base_model.model.{k}": v for k, v in m.items()}})
 
 
 @st.composite
-def peft_calls(draw: st.DrawFn, device: str, scale: str, towers: tuple[str, ...], layers: int,
-               gpus: int) -> PeftCallSpec:
+def peft_calls(
+    draw: st.DrawFn, device: str, scale: str, towers: tuple[str, ...], layers: int, gpus: int
+) -> PeftCallSpec:
     kind = draw(st.integers(0, 5))
     if kind == 0:
         return PeftCallSpec("get_peft_model")
@@ -140,9 +172,19 @@ def scenarios(draw: st.DrawFn, device: str, scale: str, gpus: int = 1) -> Scenar
         action = "forward"  # the one-device reference loads the saved adapter: a fresh random LoRA is another model
     placement = draw(placements(device, scale, towers, layers, gpus))
     if peft.call == "dispatch_model" and draw(st.sampled_from([True, True, True, False])):
-        placement = whole(draw(homes(device, gpus)))  # who dispatches the wrapped model themselves mostly loaded it whole
-    spec = Scenario("explore", model=ModelSpec(towers=towers), quant=quant, placement=placement,
-                    adapter=AdapterSpec() if release else AdapterSpec(r=draw(st.sampled_from([1, 8, 16])), alpha=16,
-                                                                      targets=draw(st.sampled_from(TARGET_CHOICES))),
-                    peft=peft, action=action, checks=checks)
+        placement = whole(
+            draw(homes(device, gpus))
+        )  # who dispatches the wrapped model themselves mostly loaded it whole
+    spec = Scenario(
+        "explore",
+        model=ModelSpec(towers=towers),
+        quant=quant,
+        placement=placement,
+        adapter=AdapterSpec()
+        if release
+        else AdapterSpec(r=draw(st.sampled_from([1, 8, 16])), alpha=16, targets=draw(st.sampled_from(TARGET_CHOICES))),
+        peft=peft,
+        action=action,
+        checks=checks,
+    )
     return scaled(spec, scale)

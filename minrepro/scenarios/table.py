@@ -9,7 +9,8 @@ import hashlib
 import os
 import tempfile
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 from ..dirs import cache
 from ..harness.placement import dispatch_calls
@@ -33,7 +34,9 @@ def write_rendered(source: str, directory: Path) -> Path:
     return path
 
 
-def run_rendered(source: str, directory: Path, python: str, timeout: float, env: dict[str, str] | None = None) -> RunResult:
+def run_rendered(
+    source: str, directory: Path, python: str, timeout: float, env: dict[str, str] | None = None
+) -> RunResult:
     """Write one rendered scenario and run it, traced (the checkpoint cache is whatever MINREPRO_SCENARIO_CACHE
     says in this process; `env` adds variables, e.g. which GPUs it sees)."""
     return run_script(write_rendered(source, directory), python=python, timeout=timeout, trace=True, env=env)
@@ -95,17 +98,27 @@ def describe_placement(calls: list[dict[str, Any]]) -> str:
     if call is None:
         return "no PEFT redispatch" + (f" (base: {_devices(calls[0])})" if calls else "")
     done = "" if call["status"] == "returned" else "; dispatch raised"
-    return (f"peft map: {_devices(call)}, main {call.get('main_device')} (quantized offloaded: "
-            f"{call.get('offloaded_quantized_weights', '?')}{done})")
+    return (
+        f"peft map: {_devices(call)}, main {call.get('main_device')} (quantized offloaded: "
+        f"{call.get('offloaded_quantized_weights', '?')}{done})"
+    )
 
 
 def _devices(call: dict[str, Any]) -> str:
     return ", ".join(f"{device}×{count}" for device, count in call.get("devices", {}).items()) or "empty"
 
 
-def scenario_table(names: list[str], scale: str, device: str, python: str, timeout: float,
-                   on_row: Callable[[list[dict]], None], measured: list[dict] = (), namespace: str = "default",
-                   patches: list[str] = ()) -> list[dict]:
+def scenario_table(
+    names: list[str],
+    scale: str,
+    device: str,
+    python: str,
+    timeout: float,
+    on_row: Callable[[list[dict]], None],
+    measured: list[dict] = (),
+    namespace: str = "default",
+    patches: list[str] = (),
+) -> list[dict]:
     """Run each preset once: outcome, signature headline, owner, seconds, placement. `on_row` sees the rows so
     far after every preset (a table cut short keeps what it measured); a preset with a row in `measured` (a
     table cut short before, same environment) keeps that row instead of running again."""
@@ -122,10 +135,20 @@ def scenario_table(names: list[str], scale: str, device: str, python: str, timeo
             build = prebuild(spec, Path(tmp), python)
             result = run_rendered(render(spec), Path(tmp), python, timeout)
             sig, calls = result.signature, dispatch_calls(result.trace)
-            rows.append({"preset": name, "scale": scale, "device": device, "outcome": "fail" if sig else "pass",
-                         "headline": result.raw_headline.split("\n", 1)[0], "owner": str(sig.owner) if sig else "",
-                         "seconds": round(result.seconds, 1), "build_seconds": round(build, 1),
-                         "placement": calls, "reached": reached_offloaded_quantized(calls),
-                         "traceback": traceback_tail(result.stderr) if sig else ""})
+            rows.append(
+                {
+                    "preset": name,
+                    "scale": scale,
+                    "device": device,
+                    "outcome": "fail" if sig else "pass",
+                    "headline": result.raw_headline.split("\n", 1)[0],
+                    "owner": str(sig.owner) if sig else "",
+                    "seconds": round(result.seconds, 1),
+                    "build_seconds": round(build, 1),
+                    "placement": calls,
+                    "reached": reached_offloaded_quantized(calls),
+                    "traceback": traceback_tail(result.stderr) if sig else "",
+                }
+            )
             on_row(rows)
     return rows

@@ -6,7 +6,7 @@ after the fix are judged as they are."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
+from collections.abc import Callable
 
 WITHDRAWN = "withdrawn:"  # the prefix the README's explore table gives such a group
 
@@ -20,21 +20,37 @@ class HarnessFix:
 
 
 HARNESS_FIXES = (
-    HarnessFix("round-trip-of-a-new-adapter", "round-trip", lambda group, report: _spec(group)["peft"]["call"] != "from_pretrained",
-               "the adapter round trip of a get_peft_model adapter compared what was saved with the checkpoint's other, "
-               "random adapter (fixed 2026-11-24: it compares with the adapter the model held before any dispatch)"),
-    HarnessFix("merge-parity-patch-dtype", "library error",
-               lambda group, report: _spec(group)["action"] == "parity" and "to have the same dtype" in group["headline"]
-               and any("lora-4bit-merge-parity" in p for p in report.get("patches") or ()),
-               "F's patch (merge_and_unload(dequantize=True)) returned a float32 nn.Linear for a bf16 model with a "
-               "float32 compute dtype, and the merged model crashed at its next layer (fixed 2026-11-24: the layer "
-               "keeps the 4-bit layer's dtype contract)"),
-    HarnessFix("placement-reference-inputs", "library error",
-               lambda group, report: _spec(group)["action"] == "placement" and _on_one_other_gpu(_spec(group))
-               and "index is on cuda" in group["headline"],
-               "a placement check of a load on one GPU other than cuda:0 (`{\"\": 1}`) made its ids on that GPU before "
-               "the one-device reference, which is on cuda:0 (fixed 2026-11-23: each gets its own ids; "
-               "tests/test_explore.py, witness one_device_map_placement)"),
+    HarnessFix(
+        "round-trip-of-a-new-adapter",
+        "round-trip",
+        lambda group, report: _spec(group)["peft"]["call"] != "from_pretrained",
+        "the adapter round trip of a get_peft_model adapter compared what was saved with the checkpoint's other, "
+        "random adapter (fixed 2026-11-24: it compares with the adapter the model held before any dispatch)",
+    ),
+    HarnessFix(
+        "merge-parity-patch-dtype",
+        "library error",
+        lambda group, report: (
+            _spec(group)["action"] == "parity"
+            and "to have the same dtype" in group["headline"]
+            and any("lora-4bit-merge-parity" in p for p in report.get("patches") or ())
+        ),
+        "F's patch (merge_and_unload(dequantize=True)) returned a float32 nn.Linear for a bf16 model with a "
+        "float32 compute dtype, and the merged model crashed at its next layer (fixed 2026-11-24: the layer "
+        "keeps the 4-bit layer's dtype contract)",
+    ),
+    HarnessFix(
+        "placement-reference-inputs",
+        "library error",
+        lambda group, report: (
+            _spec(group)["action"] == "placement"
+            and _on_one_other_gpu(_spec(group))
+            and "index is on cuda" in group["headline"]
+        ),
+        'a placement check of a load on one GPU other than cuda:0 (`{"": 1}`) made its ids on that GPU before '
+        "the one-device reference, which is on cuda:0 (fixed 2026-11-23: each gets its own ids; "
+        "tests/test_explore.py, witness one_device_map_placement)",
+    ),
 )
 
 
