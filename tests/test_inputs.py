@@ -470,3 +470,18 @@ def test_prepared_scripts_go_to_the_cache_not_beside_the_input(tmp_path):
         "job.py",
     ]
     assert code_lines(prepared.source) == 4
+
+
+def test_the_header_names_no_path_of_the_machine_the_run_was_on(tmp_path):
+    # a reduced E4B job's header said `Original command: python /tmp/w/reduce/.../eval_gemma4_gpu.py` and
+    # `The run also had: CUDA_HOME=/usr/local/cuda`
+    from minrepro.inputs import Prepared
+
+    home = tmp_path / "job"
+    prepared = Prepared("eval.py", tmp_path / "p.py", "", home, tmp_path / "eval.min.py",
+                        f"python {home / 'eval.py'} --config {home / 'cfg' / 'a.yaml'} --steps 2",
+                        held={"CUDA_HOME": "/usr/local/cuda", "OMP_NUM_THREADS": "4"})
+    header = "\n".join(prepared.header("x = 1\n"))
+    assert "Original command: python eval.py --config cfg/a.yaml --steps 2" in header
+    assert "CUDA_HOME," in header + "," and "/usr/local/cuda" not in header and "OMP_NUM_THREADS=4" in header
+    assert str(tmp_path) not in header

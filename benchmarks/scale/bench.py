@@ -29,6 +29,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
 sys.path.insert(0, str(ROOT))
+from minrepro.dirs import scrubbed  # noqa: E402
 from minrepro.harness.runner import run_script  # noqa: E402
 from minrepro.reducers.source import code_lines, code_tokens  # noqa: E402
 
@@ -123,6 +124,7 @@ def main() -> int:
     row = {
         "case": case,
         "env": args.label,
+        "box": _box(),
         "flags": " ".join(args.reduce_args) or "defaults",
         "executor": summary.get("executor"),
         "jobs": summary.get("jobs"),
@@ -152,8 +154,26 @@ def main() -> int:
     print_tables([row])
     if args.results:
         with open(args.results, "a") as fh:
-            fh.write(json.dumps(row) + "\n")
+            fh.write(json.dumps(scrubbed(row)) + "\n")  # a record names no path of the machine it was made on
     return 0 if proc.returncode == 0 else 1
+
+
+def _box() -> str:
+    """What the reduction ran on: its cores and the GPU it saw."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    try:
+        names = subprocess.run(
+            ["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=20,
+            check=True,
+        ).stdout.split("\n")
+        visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+        names = [n for i, n in enumerate(names) if n and (not visible or str(i) in visible.split(","))]
+    except (OSError, subprocess.SubprocessError):
+        names = []
+    return f"{cores} cores" + (f", {len(names)} x {names[0]}" if names else ", no GPU")
 
 
 def _first_line(run) -> str:
@@ -163,13 +183,14 @@ def _first_line(run) -> str:
 def print_tables(rows: list[dict]) -> None:
     """The row per reduction, then per phase, then what each pass removed per minute (all rows together)."""
     print(
-        "| case | env | flags | total s | lines in -> out | verified | maybe not minimal | output fails the same "
+        "| case | env | box | flags | total s | lines in -> out | verified | maybe not minimal | output fails the same "
         "| output where fixed | at once |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for row in rows:
         print(
-            f"| {row['case']} | {row.get('env', '')} | {row.get('flags', '')} | {row['seconds']:.0f} | "
+            f"| {row['case']} | {row.get('env', '')} | {row.get('box', '')} | {row.get('flags', '')} | "
+            f"{row['seconds']:.0f} | "
             f"{row['input_lines']} -> {row['output_lines']} | {_yes(row['verified'])} | "
             f"{_yes(row.get('maybe_not_minimal'))} | {_yes(row['output_fails_same'])} | "
             f"{row.get('output_in_fixed_env') or 'not run'} | {row.get('jobs')} |"

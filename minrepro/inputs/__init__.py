@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from collections.abc import Mapping, Sequence
 
-from ..dirs import cache
+from ..dirs import cache, without_local_paths
 from ..errors import MinreproError
 from ..harness.runner import RunResult, resolve_python
 
@@ -120,14 +120,37 @@ class Prepared:
     files: list[str] = field(default_factory=list)  # the user's files the source names (absolute)
     original: Path = Path()  # the user's file (a script, a notebook, a module's source): never written
 
+    def portable(self, command: str) -> str:
+        """A command line as its user reads it anywhere: paths under the run's folder relative to it, others of this
+        machine as placeholders."""
+
+        def token(text: str) -> str:
+            path = Path(text)
+            if not path.is_absolute():
+                return text
+            try:
+                return str(path.relative_to(self.home))
+            except ValueError:
+                return without_local_paths(text)
+
+        try:
+            return shlex.join(token(t) for t in shlex.split(command))
+        except ValueError:  # unbalanced quotes: as given, less what a placeholder hides
+            return without_local_paths(command)
+
     def header(self, body: str) -> list[str]:
         """The output header's lines about the input: the command line, the variables the run had that the output
         does not set, what a notebook lost, and the user's files the output still opens."""
-        lines = [f"Original command: {self.command}"] if self.command else []
+        lines = [f"Original command: {self.portable(self.command)}"] if self.command else []
         kept = set(re.findall(r"os\.environ\[['\"](\w+)['\"]\]\s*=", body))
         others = {**{k: v for k, v in self.env.items() if k not in kept}, **self.held}
-        if others:
-            lines.append("The run also had: " + ", ".join(f"{k}={v}" for k, v in sorted(others.items())))
+        if others:  # a place on this machine is named, not shown: the output names no path of the machine it ran on
+            lines.append(
+                "The run also had: "
+                + ", ".join(
+                    k if k in ENV_PLACES else f"{k}={without_local_paths(v)}" for k, v in sorted(others.items())
+                )
+            )
         lines += [n for n in self.notes if n != DISPLAY_NOTE or "display = print" in body]
         still = [f for f in self.files if repr(f)[1:-1] in body]
         if still:
