@@ -126,7 +126,8 @@ def run_row(name: str, python: str, good: str | None, work: Path) -> dict:
     row = {
         "name": name,
         "what": what,
-        "command": "minrepro reduce " + " ".join(argv) + " --python PINNED",
+        # minrepro's options go before `--`: what follows belongs to the user's run
+        "command": " ".join(["minrepro reduce", *argv[:split], "--python PINNED", *argv[split:]]),
         "input_lines": input_lines(files),
         "seconds": round(seconds, 1),
         "exit": done.returncode,
