@@ -1,11 +1,12 @@
 """Benchmark: `minrepro reduce` with default settings on inputs written as users run them: an argparse job that needs
 its arguments, a job whose settings are in a YAML file, a notebook exported from Colab, a module run
-with `-m`, and a script meant for `accelerate launch` with one process. Each fails on the pinned set with a library
+with `-m`, a script meant for `accelerate launch` with one process, and a chat job that loads a tokenizer from its
+local checkpoint. Each fails on the pinned set with a library
 bug on CPU (family C: Gemma 4's shared-KV KeyError after PEFT's redispatch), at tiny size.
 
     python benchmarks/inputs.py run --python PINNED/bin/python --good-python NEWEST/bin/python [--rows a,b]
-        [--results benchmarks/results/DATE/DATE-cpu-inputs.json]
-    python benchmarks/inputs.py table --results benchmarks/results/DATE/DATE-cpu-inputs.json
+        [--results benchmarks/results/inputs/cpu.json]
+    python benchmarks/inputs.py table --results benchmarks/results/inputs/cpu.json
 
 `run` reduces each row one at a time (`python -m minrepro reduce ... --python PINNED --json`, nothing else), from
 benchmarks/inputs/ as the working folder, writing each output into a scratch folder; then judges each output cold:
@@ -74,7 +75,14 @@ ROWS = {
         ["launch_eval.py"],
         ["--", "accelerate", "launch", "--cpu", "--num_processes", "1", "launch_eval.py", "--tokens", "2"],
     ),
+    "tokenizer": (
+        "a local checkpoint with its tokenizer (made first by make_chat_checkpoint.py)",
+        ["chat_eval.py"],
+        ["chat_eval.py", "--", "--checkpoint", "chat_ckpt"],
+    ),
 }
+# rows whose input needs files made first, in its folder, with the env it fails in
+SETUP = {"tokenizer": ["make_chat_checkpoint.py", "--out", "chat_ckpt"]}
 
 
 def input_lines(files: list[str]) -> int:
@@ -100,6 +108,8 @@ def run_row(name: str, python: str, good: str | None, work: Path) -> dict:
     folder = work / name
     shutil.rmtree(folder, ignore_errors=True)
     shutil.copytree(INPUTS, folder, ignore=shutil.ignore_patterns("__pycache__", "*.min.py"))
+    if name in SETUP:
+        subprocess.run([python, *SETUP[name]], cwd=folder, check=True, capture_output=True)
     out = folder / f"{name}.min.py"
     split = argv.index("--") if "--" in argv else len(argv)
     command = [

@@ -478,9 +478,15 @@ def test_the_header_names_no_path_of_the_machine_the_run_was_on(tmp_path):
     from minrepro.inputs import Prepared
 
     home = tmp_path / "job"
-    prepared = Prepared("eval.py", tmp_path / "p.py", "", home, tmp_path / "eval.min.py",
-                        f"python {home / 'eval.py'} --config {home / 'cfg' / 'a.yaml'} --steps 2",
-                        held={"CUDA_HOME": "/usr/local/cuda", "OMP_NUM_THREADS": "4"})
+    prepared = Prepared(
+        "eval.py",
+        tmp_path / "p.py",
+        "",
+        home,
+        tmp_path / "eval.min.py",
+        f"python {home / 'eval.py'} --config {home / 'cfg' / 'a.yaml'} --steps 2",
+        held={"CUDA_HOME": "/usr/local/cuda", "OMP_NUM_THREADS": "4"},
+    )
     header = "\n".join(prepared.header("x = 1\n"))
     assert "Original command: python eval.py --config cfg/a.yaml --steps 2" in header
     assert "CUDA_HOME," in header + "," and "/usr/local/cuda" not in header and "OMP_NUM_THREADS=4" in header
