@@ -491,3 +491,31 @@ def test_the_header_names_no_path_of_the_machine_the_run_was_on(tmp_path):
     assert "Original command: python eval.py --config cfg/a.yaml --steps 2" in header
     assert "CUDA_HOME," in header + "," and "/usr/local/cuda" not in header and "OMP_NUM_THREADS=4" in header
     assert str(tmp_path) not in header
+
+
+@pytest.mark.libs
+def test_a_load_keeps_its_script_line_when_the_script_sets_its_own_argv(tmp_path):
+    # a prepared script begins with `sys.argv = [...]`: the trace looked for sys.argv[0]'s frames, found none, and the
+    # scale-down had no line to rewrite (no twin; the output kept opening the user's checkpoint)
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from minrepro.harness.runner import run_script
+
+    LlamaForCausalLM(
+        LlamaConfig(
+            hidden_size=32,
+            intermediate_size=64,
+            num_hidden_layers=1,
+            num_attention_heads=2,
+            num_key_value_heads=1,
+            vocab_size=64,
+        )
+    ).save_pretrained(tmp_path / "ckpt")
+    script = tmp_path / "job.py"
+    script.write_text(
+        f"import sys\nsys.argv = ['job.py', '--x', '1']\nfrom transformers import AutoModelForCausalLM\n"
+        f"model = AutoModelForCausalLM.from_pretrained({str(tmp_path / 'ckpt')!r})\n"
+    )
+    run = run_script(script, trace=True, timeout=300)
+    loads = [r for r in run.trace if r.get("event") == "from_pretrained"]
+    assert loads and all(r["line"] == 4 for r in loads), loads

@@ -261,10 +261,14 @@ def _hooks(model):
     }
 
 
+_RUNNING = [None]  # the script this process runs (set by `prepare`)
+
+
 def _script_line():
     """The line of the script's own innermost frame on the current stack (None if the script is not on it): which
     statement of the script a load or a dispatch came from, for the scale-down phase's rewrites."""
-    script, frame = os.path.abspath(sys.argv[0]), sys._getframe(1)
+    # the path the bootstrap ran, not sys.argv[0]: a prepared script sets sys.argv to its user's command line
+    script, frame = _RUNNING[0] or os.path.abspath(sys.argv[0]), sys._getframe(1)
     while frame is not None:
         if os.path.abspath(frame.f_code.co_filename) == script:
             return frame.f_lineno
@@ -894,6 +898,7 @@ def prepare(script, args, path0=None):
     """The process as a script expects it: argv, its directory first on sys.path, stacks on crashes and on the
     runner's SIGUSR1, and the placement trace when asked for."""
     sys.argv = [script, *args]
+    _RUNNING[0] = os.path.abspath(script)
     sys.path.insert(0, path0 or os.path.dirname(os.path.abspath(script)))
     faulthandler.enable()  # segfaults and aborts leave a Python stack on stderr
     emulate_absent(os.environ.get("MINREPRO_EMULATE_ABSENT", ""))

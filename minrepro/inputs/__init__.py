@@ -89,7 +89,9 @@ ENV_PLACES = {
 SECRET = re.compile(r"(?:^|_)(?:TOKEN|KEY)(?:_|$)|SECRET|PASSWORD|CREDENTIAL")  # never written anywhere; named only
 # Files a script reads as its settings or data (their relative paths are made absolute), and checkpoint folders.
 READ_SUFFIXES = {".yaml", ".yml", ".json", ".jsonl", ".toml", ".ini", ".cfg", ".conf", ".txt", ".csv", ".tsv"}
-CHECKPOINT_MARKS = ("config.json", "adapter_config.json")
+# A checkpoint folder holds one of these, or has a subfolder that does (`ckpt/base`, `ckpt/adapter`, beside the
+# tokenizer's files at its top)
+CHECKPOINT_MARKS = ("config.json", "adapter_config.json", "tokenizer_config.json", "tokenizer.json")
 # A failure the script's own text raises before any library runs: not a library bug to reduce.
 DISPLAY_NOTE = "Jupyter's display() is print() here."
 OWN_FAILURES = {
@@ -464,6 +466,17 @@ def absolute_paths(source: str, base: Path) -> tuple[str, list[str]]:
     return "".join(lines), [found for *_, found in spots]
 
 
+def _subfolders(path: Path, most: int = 16) -> list[Path]:
+    """A folder's first subfolders (a checkpoint's `base/` and `adapter/`), not a walk of a large tree."""
+    found = []
+    for entry in sorted(path.iterdir()):
+        if entry.is_dir():
+            found.append(entry)
+            if len(found) == most:
+                break
+    return found
+
+
 def _user_path(text: str, base: Path) -> str | None:
     if not text or "\n" in text or len(text) > 400 or os.path.isabs(text) or "://" in text:
         return None
@@ -471,7 +484,9 @@ def _user_path(text: str, base: Path) -> str | None:
     try:
         if path.is_file() and path.suffix.lower() in READ_SUFFIXES:
             return str(path.resolve())
-        if path.is_dir() and any((path / mark).is_file() for mark in CHECKPOINT_MARKS):
+        if path.is_dir() and any(
+            (folder / mark).is_file() for folder in (path, *_subfolders(path)) for mark in CHECKPOINT_MARKS
+        ):
             return str(path.resolve())
     except OSError:
         return None
