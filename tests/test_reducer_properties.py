@@ -768,3 +768,56 @@ def test_the_runs_environment_goes_in_one_candidate_and_what_the_failure_needs_s
     greedy(drop_environment_settings, chain=True)(problem)
     assert problem.current == "import os\nos.environ['NEEDED'] = '1'\nraise RuntimeError(os.environ.get('NEEDED'))\n"
     assert "os.environ" not in batches[0][0].split("raise")[0]  # all at once was the first candidate
+
+
+def _deterministic_oracle(needles: set[str], log: list[list[str]]):
+    def oracle(batch: list[str]) -> list[bool]:
+        log.append(list(batch))
+        return [needles <= _statements(s) for s in batch]
+
+    return oracle
+
+
+@settings(max_examples=25, deadline=None)
+@given(programs, st.data(), st.integers(2, 8))
+def test_spare_slots_change_no_decision_of_the_search(lines, data, jobs):
+    """Proposals of later passes judged in a batch's spare slots only answer early: with a deterministic oracle the
+    search ends where it ends one candidate at a time."""
+    needles = set(data.draw(st.lists(st.sampled_from(lines), min_size=1, max_size=3, unique=True)))
+    source = "\n".join(lines) + "\n"
+    one, many = [], []
+    alone = reduce_source(source, _deterministic_oracle(needles, one), PASSES, FINAL_PASSES, jobs=1)
+    side_by_side = reduce_source(source, _deterministic_oracle(needles, many), PASSES, FINAL_PASSES, jobs=jobs)
+    assert side_by_side == alone
+    assert all(len(batch) <= jobs for batch in many)
+    assert len(many) <= len(one)
+
+
+def test_passes_of_one_candidate_each_share_a_batch():
+    """Three passes that each propose one edit, on a box of four: one batch judges all three (the first pass's, and
+    the two later ones' in its spare slots), and the later passes find their answers without a run."""
+    source = "import os\nimport sys\nwith open('f') as fh:\n    x = 1\nraise RuntimeError(x)\n"
+    batches: list[list[str]] = []
+
+    def oracle(batch):
+        batches.append(list(batch))
+        return [False] * len(batch)
+
+    from minrepro.reducers.passes import drop_unused_imports, greedy
+
+    records: dict = {}
+    reduce_source(source, oracle, [drop_unused_imports, greedy(unwrap_with)], [], jobs=4, records=records)
+    assert len(batches[0]) == 2  # the imports pass's one candidate and, beside it, the `with` pass's
+    assert sum(len(b) for b in batches) == len({s for b in batches for s in b})  # nothing judged twice
+    assert records["unwrap_with"].candidates >= 1  # it asked, and was answered from the spare slot
+
+
+def test_a_pass_that_accepts_without_asking_is_not_speculated_on():
+    from minrepro.reducers.search import first_proposals
+
+    def accepts(problem: Problem) -> None:
+        problem.accept(problem.current.replace("1", "2"))
+
+    problem = Problem("x = 1\n", lambda batch: [True] * len(batch), jobs=4)
+    assert first_proposals(accepts, problem) == []
+    assert problem.current == "x = 1\n"

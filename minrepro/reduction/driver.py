@@ -27,7 +27,7 @@ from collections.abc import Callable
 
 from ..dirs import cache
 from ..errors import MinreproError
-from ..harness.executors import ColdExecutor, Executor, make_executor
+from ..harness.executors import ColdExecutor, Executor, WarmPoolExecutor, make_executor
 from ..harness.oracle import Cache, CommandOracle, SignatureOracle, same_failure
 from ..harness.probe import probe
 from ..harness.resources import (
@@ -292,6 +292,7 @@ class Reduction:
     guard: Guard = UNGUARDED
     good_timeout: float | None = None
     started: list[Future] = field(default_factory=list)
+    cuda_first: bool = False  # warm workers initialize CUDA before they take a candidate (`cuda_first`)
     executor: Executor | None = None
     guard_executors: list[Executor] = field(default_factory=list)
     oracle: Any = None
@@ -545,11 +546,11 @@ def guard_phase(r: Reduction) -> None:
     starting = ThreadPoolExecutor(1 + len(opts.good_pythons))
     # the bad env judges every candidate: its warm workers are kept one batch ahead where the cores allow
     spares = min(r.jobs, max(0, _cores() - r.jobs))
-    r.started.append(
-        starting.submit(_start_executor, opts, r.python, r.source, r.first_run.modules, r.jobs, r.notes, "", spares)
-    )
+    r.cuda_first = cuda_first(r.first_run, r.source, r.jobs + spares + r.jobs * max(1, len(opts.good_pythons)))
+    start = functools.partial(_start_executor, opts, source=r.source, recorded=r.first_run.modules, jobs=r.jobs)
+    r.started.append(starting.submit(start, r.python, notes=r.notes, spares=spares, cuda_first=r.cuda_first))
     r.started += [
-        starting.submit(_start_executor, opts, py, r.source, r.first_run.modules, r.jobs, r.notes, f"guard env {py}: ")
+        starting.submit(start, py, notes=r.notes, where=f"guard env {py}: ", cuda_first=r.cuda_first)
         for py in opts.good_pythons
     ]
     starting.shutdown(wait=False)
@@ -610,13 +611,21 @@ def _open_search(r: Reduction) -> None:
     r.guard_executors = [
         early[py].result()
         if py in early
-        else _start_executor(opts, py, r.source, r.first_run.modules, r.jobs, r.notes, f"guard env {py}: ")
+        else _start_executor(
+            opts, py, r.source, r.first_run.modules, r.jobs, r.notes, f"guard env {py}: ", cuda_first=r.cuda_first
+        )
         for py in r.guard.pythons
     ]
     stand_on = (r.scaled.source, r.scaled.path) if r.scaled else (r.source, r.script)
     r.executor, baseline = _warm_executor(
         r.started[0].result(), r.original, stand_on[1], r.notes, r.log, r.timeout, r.home
     )
+    if r.cuda_first and not getattr(r.executor, "cuda_first", False):  # the script minds CUDA started before it
+        r.cuda_first = False
+        for i, guard in enumerate(r.guard_executors):
+            if getattr(guard, "cuda_first", False):
+                guard.close()
+                r.guard_executors[i] = WarmPoolExecutor(guard.python, (), guard.jobs, guard.preload)
     r.measured_on = stand_on[0] if baseline is not None else r.source
     budget = _budget(baseline if baseline is not None else r.first_run.seconds)
     # a candidate past the budget is uninteresting anyway: stop it there, not at the timeout
@@ -782,6 +791,22 @@ def choose_jobs(given: int | None, runs: list[RunResult], what: str) -> tuple[in
     limits = [n for n in (cores, MAX_AUTO_JOBS, ram, gpu) if n is not None]
     jobs = max(1, min(limits))
     return jobs, f"{cores} cores, at most {MAX_AUTO_JOBS}; {why_memory}"
+
+
+# What one warm worker's CUDA context, cuBLAS workspace and first kernels hold on the GPU, rounded up (about 0.5 GB on
+# an H100): workers initialize CUDA ahead of their candidate only where the free memory holds all of them.
+CUDA_CONTEXT_MB = 1024.0
+
+
+def cuda_first(first_run: RunResult, source: str, workers: int) -> bool:
+    """Whether warm workers should initialize CUDA before they take a candidate: the original used the GPU, the
+    script sets no environment variable (CUDA reads `CUDA_VISIBLE_DEVICES` and `PYTORCH_CUDA_ALLOC_CONF` when it
+    starts, too late for a script's own setting once a worker has started it), and the GPU holds a context per
+    worker."""
+    if not first_run.peak_gpu_mb or re.search(r"\benviron\b|\bputenv\b", source):
+        return False
+    free = free_gpu_mb()
+    return free is not None and free >= CUDA_CONTEXT_MB * workers
 
 
 def _cores() -> int:
@@ -1100,6 +1125,7 @@ def _start_executor(
     notes: list[str],
     where: str = "",
     spares: int = 0,
+    cuda_first: bool = False,
 ) -> Executor:
     """The requested executor, started (a fork server imports the libraries first: 25 s on the GPU box), or cold
     runs where it cannot start. `recorded`: the bad env's modules (one the env lacks is skipped by the server);
@@ -1107,7 +1133,7 @@ def _start_executor(
     if opts.executor == "cold":
         return ColdExecutor(python, jobs)
     try:
-        return make_executor(opts.executor, python, module_imports(source), jobs, recorded, spares)
+        return make_executor(opts.executor, python, module_imports(source), jobs, recorded, spares, cuda_first)
     except MinreproError as exc:
         notes.append(f"{where}{opts.executor} unavailable ({exc}); cold runs used" + (" there" if where else ""))
         return ColdExecutor(python, jobs)
@@ -1128,6 +1154,12 @@ def _warm_executor(
     if executor.name == "cold":
         return executor, None
     warm = executor.run_many([script] * max(2, executor.jobs), timeout, home or script.parent)
+    if any(run.signature != original for run in warm) and getattr(executor, "cuda_first", False):
+        # the script minds CUDA being started before it runs: workers that leave it to the script
+        executor.close()
+        executor = WarmPoolExecutor(executor.python, (), executor.jobs, executor.preload, executor.spares)
+        notes.append("warm pool: the script fails otherwise once CUDA is initialized before it; workers leave it")
+        warm = executor.run_many([script] * max(2, executor.jobs), timeout, home or script.parent)
     if any(run.signature != original for run in warm):
         executor.close()
         seen = "; ".join(sorted({run.signature.headline if run.signature else "passes" for run in warm}))
@@ -1141,7 +1173,11 @@ def _warm_executor(
         notes.append(f"fork server: {', '.join(executor.skipped)} imported by each candidate (it initializes CUDA)")
     if getattr(executor, "chosen_because", ""):
         notes.append(f"warm pool: {executor.chosen_because}")
-    log(f"executor: {executor.name} (original runs in {warm[0].seconds:.2f} s there)")
+    log(
+        f"executor: {executor.name}"
+        + (", CUDA initialized by each worker ahead of its candidate" if getattr(executor, "cuda_first", False) else "")
+        + f" (original runs in {warm[0].seconds:.2f} s there)"
+    )
     return executor, max(run.seconds for run in warm)
 
 
