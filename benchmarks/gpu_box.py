@@ -347,8 +347,12 @@ def run_step(step: Step, env: dict[str, str], work: Path, clock: Clock) -> list[
             print(f"[{step.name}] {command.log}: {outcome} ({time.monotonic() - began:.0f} s)", flush=True)
 
     lanes = step.lanes
-    if step.name == "reduce-round":  # its first lane makes the envs every other lane runs in
-        lane_runner(lanes[0])
+    if step.name == "reduce-round":  # its first lane makes the envs every other lane runs in, side by side
+        setup = [threading.Thread(target=lane_runner, args=([command],)) for command in lanes[0]]
+        for thread in setup:
+            thread.start()
+        for thread in setup:
+            thread.join()
         lanes = lanes[1:]
     threads = [threading.Thread(target=lane_runner, args=(lane,)) for lane in lanes]
     for thread in threads:

@@ -517,10 +517,30 @@ def test_establish_runs_the_traced_run_beside_its_confirmations_where_memory_hol
         f"import pathlib\nm = pathlib.Path({str(marker)!r})\nif not m.exists():\n"
         "    m.touch()\n    raise ValueError('boom')\n"
     )
-    called = []
     with pytest.raises(MinreproError, match="flakily"):
-        driver.establish(script, sys.executable, 60, tmp_path, 3, beside=called.append)
-    assert not called
+        driver.establish(script, sys.executable, 60, tmp_path, 3, beside=lambda timeout: None)
+
+
+def test_a_traced_run_that_fails_the_same_way_counts_as_a_confirmation(tmp_path):
+    """The original runs three times in all where the traced run agrees (at E4B each is a 40-50 s load), four where
+    it does not (a plain run takes its place)."""
+    from minrepro.harness.executors import ColdExecutor
+    from minrepro.reduction import driver
+
+    counter = tmp_path / "runs.txt"
+    script = tmp_path / "job.py"
+    script.write_text(f"with open({str(counter)!r}, 'a') as fh:\n    fh.write('x')\nraise ValueError('boom')\n")
+    other = tmp_path / "other.py"
+    other.write_text(f"with open({str(counter)!r}, 'a') as fh:\n    fh.write('x')\nraise KeyError('other')\n")
+
+    def traced(path):
+        return lambda timeout: ColdExecutor(sys.executable, 1).run_many([path], timeout, tmp_path)[0]
+
+    _, _, runs, traced_run = driver.establish(script, sys.executable, 60, tmp_path, 3, beside=traced(script))
+    assert len(runs) == 3 and runs[-1] is traced_run and len(counter.read_text()) == 3
+    counter.unlink()
+    _, _, runs, _ = driver.establish(script, sys.executable, 60, tmp_path, 3, beside=traced(other))
+    assert len(runs) == 3 and all(r.signature.type == "ValueError" for r in runs) and len(counter.read_text()) == 4
 
 
 def test_the_cold_verification_runs_the_bad_and_the_good_runs_side_by_side(tmp_path, monkeypatch):

@@ -11,11 +11,13 @@ the row as a JSON line, and `--table FILE...` prints the tables again from recor
 
 The checkpoint is built once per --workdir (by the case's setup, with --python). The user's script is copied, never
 edited; minrepro's output goes beside the copy. The output is then run cold where it was reduced (it must fail the
-same way) and, with --fixed-python (an env where the bug is fixed), there too: it must pass (exit 0)."""
+same way) and, with --fixed-python (an env where the bug is fixed), there too: it must pass (exit 0). Those runs
+go side by side with a cold run of the original as it is, which the output's failure is compared with."""
 
 from __future__ import annotations
 
 import argparse
+import fcntl
 import hashlib
 import json
 import os
@@ -24,6 +26,7 @@ import shutil
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -74,19 +77,22 @@ def main() -> int:
     arch, script_name, env_var, user_env = CASES[case]
     work = Path(args.workdir).resolve()
     checkpoint = work / arch
-    if not (checkpoint / "adapter" / "adapter_config.json").exists():
-        began = time.monotonic()
-        subprocess.run(
-            [args.python, str(HERE / "make_checkpoint.py"), "--arch", arch, "--out", str(checkpoint)], check=True
-        )
-        print(f"checkpoint {arch} built in {time.monotonic() - began:.0f} s", file=sys.stderr)
+    work.mkdir(parents=True, exist_ok=True)
+    with open(work / f"{arch}.lock", "w") as lock:  # two cases on one checkpoint, side by side: one builds it
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (checkpoint / "adapter" / "adapter_config.json").exists():
+            began = time.monotonic()
+            subprocess.run(
+                [args.python, str(HERE / "make_checkpoint.py"), "--arch", arch, "--out", str(checkpoint)], check=True
+            )
+            print(f"checkpoint {arch} built in {time.monotonic() - began:.0f} s", file=sys.stderr)
     job = work / "jobs" / f"{case}-{hashlib.sha256(args.python.encode()).hexdigest()[:8]}"
     job.mkdir(parents=True, exist_ok=True)
     script = job / script_name
     shutil.copy(HERE / script_name, script)
     os.environ.update({env_var: str(checkpoint), **user_env})
-    original = _original(script, args.python, job)
     if args.setup:
+        original = _original(script, args.python, job)
         print(f"original: {_first_line(original)} in {original.seconds:.0f} s")
         return 0
     command = [
@@ -115,12 +121,17 @@ def main() -> int:
     summary = next((json.loads(line) for line in reversed(stdout.splitlines()) if line.startswith("{")), {})
     out = script.with_name(f"{script.stem}.min.py")
     reduced = out.read_text() if out.exists() else ""
-    rerun = run_script(out, python=args.python, timeout=1800, isolated=True) if reduced else None
-    fixed = (
-        run_script(out, python=args.fixed_python, timeout=1800, isolated=True)
-        if reduced and args.fixed_python
-        else None
-    )
+    # the checks after the reduce, side by side: the original as it is (what the output must fail like), the output
+    # cold where it was reduced, and where the bug is fixed
+    with ThreadPoolExecutor(3) as pool:
+        checks = [
+            pool.submit(_original, script, args.python, job),
+            pool.submit(run_script, out, python=args.python, timeout=1800, isolated=True) if reduced else None,
+            pool.submit(run_script, out, python=args.fixed_python, timeout=1800, isolated=True)
+            if reduced and args.fixed_python
+            else None,
+        ]
+        original, rerun, fixed = (None if check is None else check.result() for check in checks)
     row = {
         "case": case,
         "env": args.label,
