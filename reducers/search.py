@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 
 from .source import code_lines, normalize
 
-TestMany = Callable[[list[str]], list[bool]]
+TestMany = Callable[[list[str]], list[bool | None]]  # None: not judged yet (ask again)
 MAX_ROUNDS = 50
 # A pass whose turns cost candidates and changed nothing this many times in a row is retired for the rest of the
 # search: on the CPU eval job the dictionary and argument passes spent 124 s of 177 on three fruitless turns each.
@@ -212,7 +212,7 @@ class Problem:
                 self._judge(unknown)
             for index, source in pending[start:end]:
                 self.asked += 1
-                if self.known[source]:
+                if self.known.get(source):
                     return index
             start = end
         return None
@@ -230,7 +230,10 @@ class Problem:
         batch = [*sources, *fill]
         self.tried += len(batch)
         self.speculated += len(fill)
-        self.known.update(zip(batch, self.test_many(batch), strict=True))
+        # an oracle may leave a candidate unjudged (None) once an earlier one in the batch is interesting: asked again
+        self.known.update(
+            (source, answer) for source, answer in zip(batch, self.test_many(batch), strict=True) if answer is not None
+        )
 
     def accept(self, source: str) -> None:
         self.current = normalize(source)

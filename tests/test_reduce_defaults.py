@@ -338,3 +338,67 @@ def test_a_script_that_minds_cuda_started_before_it_gets_workers_that_leave_it(m
     )
     assert made == [True, False] and not executor.cuda_first and seconds == 1.0
     assert any("CUDA is initialized before it" in n for n in notes)
+
+
+class _Counting(_Table):
+    def __init__(self, table):
+        super().__init__(table)
+        self.ran: list[str] = []
+
+    def run_many(self, scripts, timeout, home=None):
+        self.ran += [Path(s).read_text() for s in scripts]
+        return super().run_many(scripts, timeout, home)
+
+
+def test_only_the_first_interesting_candidate_of_a_batch_runs_where_the_bug_is_fixed(tmp_path):
+    """A search takes a batch's first interesting candidate: the others' good runs wait until one is asked for
+    again (None meanwhile), and then run without another bad run. A refusal where the bug is fixed moves on to the
+    next in the batch's order."""
+    sources = [f"c = {i}\n" for i in range(4)]
+    bad = _Counting({s: SIG for s in sources})
+    good = _Counting({sources[0]: SIG, sources[1]: None, sources[2]: None, sources[3]: None})
+    oracle = SignatureOracle(
+        Cache(tmp_path / "c.jsonl", "k"), tmp_path, 10, executor=bad, original=SIG, good=[good], good_runs=2
+    )
+    assert oracle.test_many(sources) == [False, True, None, None]  # the first fails there too: not the bug
+    assert sorted(bad.ran) == sorted(sources) and good.ran == [sources[0]] * 2 + [sources[1]] * 2
+    assert oracle.test_many([sources[3]]) == [True]
+    assert sorted(bad.ran) == sorted(sources) and good.ran[-2:] == [sources[3]] * 2  # no second bad run
+    assert [a for a, _ in oracle.outcomes(sources)] == [False, True, True, True]
+
+
+def test_a_search_over_an_oracle_that_defers_decides_as_one_that_does_not(tmp_path):
+    """Deferred answers change when a good run happens, never what the search decides."""
+    from minrepro.reducers import FINAL_PASSES, PASSES, reduce_source
+
+    source = "import os\nimport sys\nx = 1\ny = 2\nraise RuntimeError(x)\n"
+
+    def keeps(text: str) -> bool:
+        return "raise RuntimeError(x)" in text and "x = 1" in text
+
+    class Judge:
+        name = "judge"
+
+        def __init__(self, good: bool):
+            self.good = good
+
+        def run_many(self, scripts, timeout, home=None):
+            runs = []
+            for s in scripts:
+                sig = SIG if keeps(Path(s).read_text()) and not self.good else None
+                runs.append(RunResult(1 if sig else 0, "", "", 0.1, sig, ""))
+            return runs
+
+    results = []
+    for deferring in (True, False):
+        oracle = SignatureOracle(
+            Cache(tmp_path / f"{deferring}.jsonl", "k"),
+            tmp_path,
+            10,
+            executor=Judge(False),
+            original=SIG,
+            good=[Judge(True)],
+        )
+        test_many = oracle.test_many if deferring else (lambda batch, o=oracle: [o.test_many([b])[0] for b in batch])
+        results.append(reduce_source(source, test_many, PASSES, FINAL_PASSES, jobs=4))
+    assert results[0] == results[1] == "x = 1\nraise RuntimeError(x)\n"

@@ -87,13 +87,7 @@ class _Base:
         todo = {d: s for d, s in zip(digests, sources, strict=False) if d not in self.cache.answers}
         self.stats.cache_hits += len(sources) - len(todo)
         if todo:
-            paths = []
-            folder = self.workdir / "candidates"
-            folder.mkdir(parents=True, exist_ok=True)
-            for digest, source in todo.items():
-                path = folder / f"{digest[:16]}.py"
-                path.write_text(source, encoding="utf-8")
-                paths.append(path)
+            paths = self._write(todo)
             start = time.monotonic()
             answers = self._judge(paths)
             self.stats.seconds += time.monotonic() - start
@@ -103,9 +97,24 @@ class _Base:
                 path.unlink(missing_ok=True)
         return [self.cache.answers[d] for d in digests]
 
+    def _write(self, todo: dict[str, str]) -> list[Path]:
+        """Each candidate as a file to run, named by its hash."""
+        folder = self.workdir / "candidates"
+        folder.mkdir(parents=True, exist_ok=True)
+        paths = []
+        for digest, source in todo.items():
+            path = folder / f"{digest[:16]}.py"
+            path.write_text(source, encoding="utf-8")
+            paths.append(path)
+        return paths
+
     def outcomes(self, sources: list[str]) -> list[tuple[bool, str]]:
-        """(interesting, what the run did: "pass" or the failure's headline) for each source."""
+        """(interesting, what the run did: "pass" or the failure's headline) for each source, every one judged."""
         answers = self.test_many(sources)
+        while None in answers:  # each call judges at least the first of those left
+            left = [s for s, a in zip(sources, answers, strict=True) if a is None]
+            settled = iter(self.test_many(left))
+            answers = [next(settled) if a is None else a for a in answers]
         return [(a, self.cache.notes.get(self.cache.hash(s), "")) for a, s in zip(answers, sources, strict=False)]
 
     def _judge(self, paths: list[Path]) -> list[Answer]:
@@ -149,6 +158,8 @@ class SignatureOracle(_Base):
     good_timeout: float | None = None
     # each judged candidate's run in the bad env, by its cache hash (in memory: what a chosen twin cost, its peak RAM)
     runs: dict[str, RunResult] = field(default_factory=dict)
+    # candidates that fail the same way here and have not run where the bug is fixed yet (see `test_many`), by hash
+    deferred: dict[str, Answer] = field(default_factory=dict)
 
     def matches(self, result: RunResult) -> bool:
         return same_failure(self.original, self.regex, result)
@@ -163,7 +174,59 @@ class SignatureOracle(_Base):
             return "also in a good env: not the bug"
         return f"fails where the bug is fixed ({good_run.signature.headline}), where the original passes"
 
+    def test_many(self, sources: list[str]) -> list[bool | None]:
+        """With good environments, a batch's candidates run where the script fails, side by side; then, in the batch's
+        order, only the first that fails the same way runs where the bug is fixed (the next one if that refuses it):
+        a search takes the first interesting candidate of a batch, so the good runs of the rest would be spent (at E4B
+        a batch of 8 with spare slots filled ran 2 good runs per such candidate: 40-50 s a batch). Those after the
+        first interesting one are answered None (not judged yet); their runs here are kept, and asked again, they run
+        only where the bug is fixed."""
+        if not self.good or self.neutralise is not None:
+            return super().test_many(sources)
+        digests = [self.cache.hash(s) for s in sources]
+        fresh = {
+            d: s
+            for d, s in zip(digests, sources, strict=True)
+            if d not in self.cache.answers and d not in self.deferred
+        }
+        self.stats.cache_hits += sum(d in self.cache.answers for d in digests)
+        if fresh:
+            paths = self._write(fresh)
+            start = time.monotonic()
+            for (digest, _), path, answer in zip(fresh.items(), paths, self._judge_bad(paths), strict=True):
+                if answer.interesting:
+                    self.deferred[digest] = answer
+                else:
+                    self.cache.store(digest, False, answer.note, answer.seconds)
+                path.unlink(missing_ok=True)
+            self.stats.seconds += time.monotonic() - start
+            self.stats.calls += len(paths)
+        by_digest = dict(zip(digests, sources, strict=True))
+        for digest in dict.fromkeys(digests):
+            if self.cache.answers.get(digest):
+                break
+            if digest not in self.deferred:
+                continue
+            answer = self.deferred.pop(digest)
+            path = self._write({digest: by_digest[digest]})[0]
+            start = time.monotonic()
+            self._judge_good([path], [answer])
+            self.stats.seconds += time.monotonic() - start
+            path.unlink(missing_ok=True)
+            self.cache.store(digest, answer.interesting, answer.note, answer.seconds)
+            if answer.interesting:
+                break
+        return [self.cache.answers.get(d) for d in digests]
+
     def _judge(self, paths: list[Path]) -> list[Answer]:
+        answers = self._judge_bad(paths)
+        self._judge_good(paths, answers)
+        if self.neutralise is not None:
+            self._necessity(paths, [self.runs[path.stem] for path in paths], answers)
+        return answers
+
+    def _judge_bad(self, paths: list[Path]) -> list[Answer]:
+        """Each candidate where the script fails: the same failure, within the time budget, no litter."""
         results = self.executor.run_many(paths, self.timeout, self.home)
         # a slow run is confirmed before it refuses a candidate: on 2 busy cores a run of the CPU bench's twin took
         # 0.6 s or 2.7 s, and the slow ones refused candidates that were no slower (the faster of the two counts)
@@ -184,6 +247,10 @@ class SignatureOracle(_Base):
         answers = [self._answer(r) for r in results]
         for i, answer in enumerate(answers):
             answer.seconds += spent[i]
+        return answers
+
+    def _judge_good(self, paths: list[Path], answers: list[Answer]) -> None:
+        """Where the bug is fixed, each candidate still interesting must pass (`not_passing`)."""
         for guard in self.good:  # only what is still interesting runs there
             # all of a candidate's good runs at once: one accepted candidate's two runs used one core of two, in turn
             alive = [i for i, a in enumerate(answers) if a.interesting for _ in range(self.good_runs)]
@@ -195,9 +262,6 @@ class SignatureOracle(_Base):
                 answers[i].seconds += run.seconds
                 if answers[i].interesting and (why := self.not_passing(run)):
                     answers[i].refuse(why)
-        if self.neutralise is not None:
-            self._necessity(paths, results, answers)
-        return answers
 
     def _necessity(self, paths: list[Path], results: list[RunResult], answers: list[Answer]) -> None:
         controls = {}
