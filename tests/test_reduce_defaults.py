@@ -400,5 +400,5 @@ def test_a_search_over_an_oracle_that_defers_decides_as_one_that_does_not(tmp_pa
             good=[Judge(True)],
         )
         test_many = oracle.test_many if deferring else (lambda batch, o=oracle: [o.test_many([b])[0] for b in batch])
-        results.append(reduce_source(source, test_many, PASSES, FINAL_PASSES, jobs=4))
+        results.append(reduce_source(source, test_many, PASSES, FINAL_PASSES, jobs=4, speculate=True))
     assert results[0] == results[1] == "x = 1\nraise RuntimeError(x)\n"

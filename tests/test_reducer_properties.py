@@ -787,7 +787,9 @@ def test_spare_slots_change_no_decision_of_the_search(lines, data, jobs):
     source = "\n".join(lines) + "\n"
     one, many = [], []
     alone = reduce_source(source, _deterministic_oracle(needles, one), PASSES, FINAL_PASSES, jobs=1)
-    side_by_side = reduce_source(source, _deterministic_oracle(needles, many), PASSES, FINAL_PASSES, jobs=jobs)
+    side_by_side = reduce_source(
+        source, _deterministic_oracle(needles, many), PASSES, FINAL_PASSES, jobs=jobs, speculate=True
+    )
     assert side_by_side == alone
     assert all(len(batch) <= jobs for batch in many)
     assert len(many) <= len(one)
@@ -806,7 +808,9 @@ def test_passes_of_one_candidate_each_share_a_batch():
     from minrepro.reducers.passes import drop_unused_imports, greedy
 
     records: dict = {}
-    reduce_source(source, oracle, [drop_unused_imports, greedy(unwrap_with)], [], jobs=4, records=records)
+    reduce_source(
+        source, oracle, [drop_unused_imports, greedy(unwrap_with)], [], jobs=4, records=records, speculate=True
+    )
     assert len(batches[0]) == 2  # the imports pass's one candidate and, beside it, the `with` pass's
     assert sum(len(b) for b in batches) == len({s for b in batches for s in b})  # nothing judged twice
     assert records["unwrap_with"].candidates >= 1  # it asked, and was answered from the spare slot
@@ -821,3 +825,17 @@ def test_a_pass_that_accepts_without_asking_is_not_speculated_on():
     problem = Problem("x = 1\n", lambda batch: [True] * len(batch), jobs=4)
     assert first_proposals(accepts, problem) == []
     assert problem.current == "x = 1\n"
+
+
+def test_without_speculation_a_batch_holds_only_the_running_passes_candidates():
+    source = "import os\nimport sys\nwith open('f') as fh:\n    x = 1\nraise RuntimeError(x)\n"
+    batches: list[list[str]] = []
+
+    def oracle(batch):
+        batches.append(list(batch))
+        return [False] * len(batch)
+
+    from minrepro.reducers.passes import drop_unused_imports, greedy
+
+    reduce_source(source, oracle, [drop_unused_imports, greedy(unwrap_with)], [], jobs=4)
+    assert len(batches[0]) == 1

@@ -92,6 +92,7 @@ class ReduceOptions:
     good_runs: int | None = None  # None: default_good_runs
     triggers: bool = True
     scale_down: bool = True  # rebuild loaded checkpoints as tiny twins before the text passes
+    speculate: bool = False  # fill a batch's spare slots with later passes' first proposals (`reduce_source`)
     # the whole reduce's time budget: no candidate runs past it less the verification's share; the best is verified
     max_seconds: float | None = None
     argv: list[str] | None = None  # the command line as given (default: this process's): what a resume repeats
@@ -555,7 +556,9 @@ def guard_phase(r: Reduction) -> None:
     starting = ThreadPoolExecutor(1 + len(opts.good_pythons))
     # the bad env judges every candidate: its warm workers are kept one batch ahead where the cores allow
     spares = min(r.jobs, max(0, _cores() - r.jobs))
-    r.cuda_first = cuda_first(r.first_run, r.source, r.jobs + spares + r.jobs * max(1, len(opts.good_pythons)))
+    # what the search runs decides: a twin whose maps place nothing on the GPU never starts CUDA itself
+    subject_run = r.scaled.bad_run if r.scaled is not None and r.scaled.bad_run is not None else r.first_run
+    r.cuda_first = cuda_first(subject_run, r.source, r.jobs + spares + r.jobs * max(1, len(opts.good_pythons)))
     start = functools.partial(_start_executor, opts, source=r.source, recorded=r.first_run.modules, jobs=r.jobs)
     r.started.append(starting.submit(start, r.python, notes=r.notes, spares=spares, cuda_first=r.cuda_first))
     r.started += [
@@ -706,6 +709,7 @@ def search_phase(r: Reduction) -> None:
         facts=measure,
         keep_seeds=r.keep_seeds,
         records=r.pass_records,
+        speculate=opts.speculate,
     )
     r.unjudged = unjudged[0]
     if r.unjudged:
@@ -807,12 +811,12 @@ def choose_jobs(given: int | None, runs: list[RunResult], what: str) -> tuple[in
 CUDA_CONTEXT_MB = 1024.0
 
 
-def cuda_first(first_run: RunResult, source: str, workers: int) -> bool:
-    """Whether warm workers should initialize CUDA before they take a candidate: the original used the GPU, the
-    script sets no environment variable (CUDA reads `CUDA_VISIBLE_DEVICES` and `PYTORCH_CUDA_ALLOC_CONF` when it
-    starts, too late for a script's own setting once a worker has started it), and the GPU holds a context per
-    worker."""
-    if not first_run.peak_gpu_mb or re.search(r"\benviron\b|\bputenv\b", source):
+def cuda_first(run: RunResult, source: str, workers: int) -> bool:
+    """Whether warm workers should initialize CUDA before they take a candidate: `run` (the twin's, or the
+    original's where there is none) used the GPU, the script sets no environment variable (CUDA reads
+    `CUDA_VISIBLE_DEVICES` and `PYTORCH_CUDA_ALLOC_CONF` when it starts, too late for a script's own setting once a
+    worker has started it), and the GPU holds a context per worker."""
+    if not run.peak_gpu_mb or re.search(r"\benviron\b|\bputenv\b", source):
         return False
     free = free_gpu_mb()
     return free is not None and free >= CUDA_CONTEXT_MB * workers
