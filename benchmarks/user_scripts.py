@@ -50,13 +50,13 @@ def tiny_checkpoint():  # added by minrepro's benchmarks/user_scripts.py: a rand
 
 
 def checkpoint_source(arch: str) -> str:
-    from minrepro.scenarios.render import _text_config
+    from minrepro.scenarios.spec import text_config
     from minrepro.scenarios.spec import TINY_TEXT, VISION
 
     if arch == "gemma4":
         classes = "Gemma4Config, Gemma4ForConditionalGeneration, Gemma4TextConfig, Gemma4VisionConfig"
         build = (
-            f"config = Gemma4Config(text_config=Gemma4TextConfig(**{_text_config(TINY_TEXT)!r}), "
+            f"config = Gemma4Config(text_config=Gemma4TextConfig(**{text_config(TINY_TEXT)!r}), "
             f"vision_config=Gemma4VisionConfig(**{VISION['tiny']!r}))\n"
             "    Gemma4ForConditionalGeneration(config).to(torch.bfloat16).save_pretrained(root)"
         )

@@ -6,7 +6,6 @@ so executors, caching and parallelism change without touching a pass (the Lithiu
 from __future__ import annotations
 
 import ast
-import copy
 import hashlib
 import random
 import time
@@ -16,7 +15,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 
 from .source import code_lines, normalize
 
-TestMany = Callable[[list[str]], list[bool | None]]  # None: not judged yet (ask again)
+TestMany = Callable[[list[str]], list[bool]]
 MAX_ROUNDS = 50
 # A pass whose turns cost candidates and changed nothing this many times in a row is retired for the rest of the
 # search: on the CPU eval job the dictionary and argument passes spent 124 s of 177 on three fruitless turns each.
@@ -124,11 +123,6 @@ class Problem:
         # fixed and failed there one run in two cold). Every seeding call stays (inlining may copy one: >=).
         self.seeds = seeding_calls(source) if keep_seeds else Counter()
         self.tried = 0  # candidates sent to the oracle (progress)
-        self.speculated = 0  # of them, proposals of later passes judged in a batch's spare slots
-        self.asked = 0  # candidates whose answer a pass needed (judged then, or earlier in a spare slot)
-        self.known: dict[str, bool] = {}  # every answer so far, by normalized program
-        # what the passes after the running one would propose first, for the current program (see `_judge`)
-        self.spares: Callable[[], Iterable[str]] | None = None
         # What a run of the current program showed, as plain data (the driver measures it; see `Facts`):
         # "failing_statement" (the top-level statement the failure went through, as unparsed), "values"
         # ({"args.steps": "3"}: reads that always had that literal value), "heavy" (slow top-level statements),
@@ -190,49 +184,17 @@ class Problem:
         ]
 
     def first_interesting(self, candidates: Sequence[str]) -> int | None:
-        """Index of the first interesting candidate, in order, judging ``jobs`` unknown ones at a time. Where `spares`
-        is set, a batch with slots to spare fills them with what the passes after this one would propose first; the
-        answers are kept, and a later pass that proposes one of them has it at once."""
+        """Index of the first interesting candidate, testing ``jobs`` at a time in order."""
         normalized = ((i, _normalized(c)) for i, c in enumerate(candidates))
         pending = [(i, n) for i, n in normalized if n is not None and self.admissible(n)]
-        start = 0
-        while start < len(pending):
-            while start < len(pending) and pending[start][1] in self.known:  # answered already: in order
-                self.asked += 1
-                if self.known[pending[start][1]]:
-                    return pending[start][0]
-                start += 1
-            end, unknown = start, []
-            while end < len(pending) and len(unknown) < self.jobs:
-                if pending[end][1] not in self.known and pending[end][1] not in unknown:
-                    unknown.append(pending[end][1])
-                end += 1
-            if unknown:
-                self._judge(unknown)
-            for index, source in pending[start:end]:
-                self.asked += 1
-                if self.known.get(source):
+        for start in range(0, len(pending), self.jobs):
+            batch = pending[start : start + self.jobs]
+            self.tried += len(batch)
+            answers = self.test_many([source for _, source in batch])
+            for (index, _), interesting in zip(batch, answers, strict=False):
+                if interesting:
                     return index
-            start = end
         return None
-
-    def _judge(self, sources: list[str]) -> None:
-        fill = []
-        if self.spares is not None and len(sources) < self.jobs:
-            taken = set(sources)
-            for spare in self.spares():
-                if len(sources) + len(fill) >= self.jobs:
-                    break
-                if spare not in taken and spare not in self.known and self.admissible(spare):
-                    fill.append(spare)
-                    taken.add(spare)
-        batch = [*sources, *fill]
-        self.tried += len(batch)
-        self.speculated += len(fill)
-        # an oracle may leave a candidate unjudged (None) once an earlier one in the batch is interesting: asked again
-        self.known.update(
-            (source, answer) for source, answer in zip(batch, self.test_many(batch), strict=True) if answer is not None
-        )
 
     def accept(self, source: str) -> None:
         self.current = normalize(source)
@@ -241,47 +203,6 @@ class Problem:
         self.unbound = unbound_names(self.current)
         self.checks = assert_conditions(self.current)
         self.on_accept(self.current)
-
-
-class _Proposed(Exception):
-    """Ends a pass's dry run at its first proposal (see `first_proposals`)."""
-
-
-def first_proposals(reduction: Callable[[Problem], None], problem: Problem) -> list[str]:
-    """What `reduction` would send first from the current program (normalized, admissible), without a run and without
-    changing `problem`: the pass runs on a copy whose `first_interesting` records its candidates and stops it."""
-    shadow = copy.copy(problem)
-    proposed: list[str] = []
-
-    def record(candidates: Sequence[str]) -> int | None:
-        proposed.extend(n for n in map(_normalized, candidates) if n is not None and problem.admissible(n))
-        raise _Proposed
-
-    def refuse(_source: str) -> None:  # a pass that accepts without asking: nothing to speculate on
-        raise _Proposed
-
-    shadow.first_interesting, shadow.accept, shadow.spares = record, refuse, None
-    try:
-        reduction(shadow)
-    except _Proposed:
-        pass
-    except Exception:  # speculation must never break the search: the pass itself will say what is wrong
-        return []
-    return list(dict.fromkeys(proposed))
-
-
-def _spares(problem: Problem, later: Sequence[Callable[[Problem], None]]) -> Callable[[], Iterator[str]]:
-    """The first proposals of the passes in `later`, in their order, worked out once per current program."""
-    memo: dict[str, list[list[str] | None]] = {}
-
-    def spares() -> Iterator[str]:
-        found = memo.setdefault(problem.current, [None] * len(later))
-        for i, reduction in enumerate(later):
-            if found[i] is None:
-                found[i] = first_proposals(reduction, problem)
-            yield from found[i]
-
-    return spares
 
 
 Facts = Callable[[str], dict]  # current program -> what a run of it showed (the driver runs it; the search never does)
@@ -311,7 +232,6 @@ def reduce_source(
     facts: Facts | None = None,
     keep_seeds: bool = False,
     records: dict[str, PassRecord] | None = None,
-    speculate: bool = False,
 ) -> str:
     """Apply the passes in order, then the final passes, until a whole round changes nothing. Before each round
     `facts` (if given) says what a run of the current program showed; fact-driven passes use it.
@@ -320,9 +240,7 @@ def reduce_source(
     of the productive passes changes nothing (then every pass gets a turn, and a round where none changes anything
     ends the search). A pass that sent candidates and changed nothing on FRUITLESS_TURNS turns in a row is retired:
     the result is a fixpoint of the passes still running. `records` (by pass name) collects what each pass cost and
-    removed. With `speculate`, a batch's spare slots judge the first proposals of the passes after the running one
-    (`Problem._judge`); off by default: where each candidate costs a fresh worker (the warm pool on a GPU box), full
-    batches of 8 took 26-53 s each against 10-26 s for one candidate, and the E4B eval job ended 7 lines longer."""
+    removed."""
     problem = Problem(normalize(source), test_many, jobs, seed, on_accept, freeze_check_data, keep_seeds)
     everything = [*passes, *final_passes]
     records = records if records is not None else {}
@@ -338,21 +256,15 @@ def reduce_source(
             name = reduction.__name__
             on_pass(name)
             record = records.setdefault(name, PassRecord(name))
-            current, lines, asked, began = problem.current, problem.lines, problem.asked, time.monotonic()
-            later = [
-                p
-                for i, p in enumerate(everything[index + 1 :], index + 1)
-                if not ((i in idle and not every_pass) or fruitless.get(i, 0) >= FRUITLESS_TURNS)
-            ]
-            problem.spares = _spares(problem, later) if speculate and problem.jobs > 1 else None
+            current, lines, tried, began = problem.current, problem.lines, problem.tried, time.monotonic()
             reduction(problem)
             record.turns += 1
             record.seconds += time.monotonic() - began
-            record.candidates += problem.asked - asked
+            record.candidates += problem.tried - tried
             record.lines_removed += lines - problem.lines
             changed = problem.current != current
             (idle.discard if changed else idle.add)(index)
-            fruitless[index] = 0 if changed else fruitless.get(index, 0) + (problem.asked > asked)
+            fruitless[index] = 0 if changed else fruitless.get(index, 0) + (problem.tried > tried)
         if problem.current == before:
             if every_pass:
                 break

@@ -9,47 +9,15 @@ input scripts load these; minrepro never sees this file."""
 
 import argparse
 import os
+import sys
+from pathlib import Path
 
 import torch
 from peft import LoraConfig, get_peft_model
 
-E2B_TEXT = dict(
-    hidden_size=1536,
-    intermediate_size=6144,
-    num_hidden_layers=35,
-    num_attention_heads=8,
-    num_key_value_heads=1,
-    head_dim=256,
-    global_head_dim=512,
-    sliding_window=512,
-    hidden_size_per_layer_input=256,
-    vocab_size=262144,
-    vocab_size_per_layer_input=262144,
-    num_kv_shared_layers=20,
-    use_double_wide_mlp=True,
-    final_logit_softcapping=30.0,
-    layer_types=(["sliding_attention"] * 4 + ["full_attention"]) * 7,
-)
-E4B_TEXT = dict(
-    E2B_TEXT,
-    hidden_size=2560,
-    intermediate_size=10240,
-    num_hidden_layers=42,
-    num_key_value_heads=2,
-    num_kv_shared_layers=18,
-    layer_types=(["sliding_attention"] * 5 + ["full_attention"]) * 7,
-)
-VISION = dict(
-    hidden_size=768,
-    intermediate_size=3072,
-    num_hidden_layers=16,
-    num_attention_heads=12,
-    num_key_value_heads=12,
-    head_dim=64,
-)
-AUDIO = dict(
-    hidden_size=1024, num_hidden_layers=12, num_attention_heads=8, use_clipped_linears=True, output_proj_dims=1536
-)
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+# the released checkpoints' dimensions, as the scenarios know them (standard library only: any env imports it)
+from minrepro.scenarios.spec import AUDIO, E2B_TEXT, E4B_TEXT, VISION, text_config
 
 
 def gemma3_100m():
@@ -78,9 +46,9 @@ def gemma4(text):
     )
 
     config = Gemma4Config(
-        text_config=Gemma4TextConfig(**text),
-        vision_config=Gemma4VisionConfig(**VISION),
-        audio_config=Gemma4AudioConfig(**AUDIO),
+        text_config=Gemma4TextConfig(**text_config(text)),
+        vision_config=Gemma4VisionConfig(**VISION["e2b"]),
+        audio_config=Gemma4AudioConfig(**AUDIO["e2b"]),
     )
     return Gemma4ForConditionalGeneration(config), r".*language_model.*\.(q_proj|v_proj)"
 

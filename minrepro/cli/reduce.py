@@ -139,7 +139,6 @@ def cmd_reduce(args: argparse.Namespace) -> int:
         good_runs=args.good_runs,
         triggers=not args.no_triggers,
         scale_down=not args.no_scale_down,
-        speculate=args.speculate,
         max_seconds=DEFAULT_BUDGET if args.max_seconds is None else args.max_seconds,
         argv=getattr(args, "argv", None),
         prepared=prepared,
@@ -281,12 +280,6 @@ def register(sub: argparse._SubParsersAction) -> None:
         help=f"a SCRIPT's reduction ends within S seconds (default {DEFAULT_BUDGET:g}; 'inf' for no "
         "limit): the cold verification's time is kept from the search, whose best by then is "
         "verified and written, marked 'maybe not minimal' if the search was cut",
-    )
-    reduce.add_argument(
-        "--speculate",
-        action="store_true",
-        help="fill each batch's spare slots with what the next passes would propose first (off: on a GPU box, where "
-        "each candidate takes a fresh warm worker, full batches were slower per step)",
     )
     reduce.add_argument(
         "--executor",

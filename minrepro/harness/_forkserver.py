@@ -414,34 +414,13 @@ def single():
         _run_job(json.loads(line))
 
 
-def _initialize_cuda():
-    """A warm worker's CUDA context, cuBLAS handle and first kernels, made before it takes its candidate (a worker
-    never forks): on a GPU box these cost each candidate seconds of its run otherwise. The peak statistics start
-    again, so the run's report counts only what the script used."""
-    torch = sys.modules.get("torch")
-    if torch is None or not torch.cuda.is_available():
-        return False
-    try:
-        warm = torch.ones((64, 64), device="cuda")
-        (warm @ warm).sum().item()
-        del warm
-        torch.cuda.empty_cache()
-        torch.cuda.reset_peak_memory_stats()
-    except Exception:  # the script will meet whatever is wrong with CUDA itself, and report it
-        return False
-    return True
-
-
 def main():
     mode, modules = sys.argv[1], sys.argv[2]
     if modules.startswith("@"):  # a run's recorded modules: too many for one argument
         with open(modules[1:], encoding="utf-8") as fh:
             modules = fh.read()
     modules = [m for m in modules.replace("\n", ",").split(",") if m]
-    ready = _preload(modules, trials=mode == "fork")
-    if os.environ.pop("MINREPRO_CUDA_FIRST", "") == "1" and mode == "single":
-        ready["cuda_first"] = _initialize_cuda()
-    _emit(ready)
+    _emit(_preload(modules, trials=mode == "fork"))
     serve(on_eof=_close_snapshots) if mode == "fork" else single()
 
 

@@ -44,7 +44,6 @@ import contextlib
 
 FORKSERVER = Path(__file__).with_name("_forkserver.py")
 WARMUP_TIMEOUT = 300.0
-CUDA_FIRST = "MINREPRO_CUDA_FIRST"  # a warm worker initializes CUDA before it says it is ready (see `_forkserver`)
 
 
 class Executor(Protocol):
@@ -219,9 +218,7 @@ def _await_ready(lines: _Lines, what: str) -> dict:
     raise MinreproError(f"{what} did not start in time")
 
 
-def _start_worker(
-    python: str, mode: str, preload: Sequence[str], log, jobs: int, cuda_first: bool = False
-) -> subprocess.Popen:
+def _start_worker(python: str, mode: str, preload: Sequence[str], log, jobs: int) -> subprocess.Popen:
     names = "\n".join(preload)
     if len(names) > 8192:  # a run's recorded modules (thousands) exceed what one argument may hold
         listing = Path(log.name).with_name(f"preload-{hashlib.sha1(names.encode()).hexdigest()[:12]}.txt")
@@ -235,7 +232,7 @@ def _start_worker(
         stdout=subprocess.PIPE,
         stderr=log,
         start_new_session=True,
-        env={**os.environ, **thread_cap(jobs), **({CUDA_FIRST: "1"} if cuda_first else {})},
+        env={**os.environ, **thread_cap(jobs)},
     )
 
 
@@ -443,10 +440,8 @@ class WarmPoolExecutor(_WarmExecutor):
         jobs: int = 1,
         recorded: Sequence[str] = (),
         spares: int = 0,
-        cuda_first: bool = False,
     ):
         self.python, self.jobs, self.spares = resolve_python(python), max(1, jobs), max(0, spares)
-        self.cuda_first = cuda_first
         self.preload = list(dict.fromkeys([*preload, *recorded]))  # each worker may initialize CUDA: it never forks
         self.chosen_because = ""  # why "auto" took it over the fork server, if it did
         self._tmp = _scratch("pool")
@@ -454,7 +449,7 @@ class WarmPoolExecutor(_WarmExecutor):
         self._idle = [self._spawn() for _ in range(self.jobs + self.spares)]
 
     def _spawn(self) -> tuple[subprocess.Popen, _Lines]:
-        proc = _start_worker(self.python, "single", self.preload, self._log, self.jobs, self.cuda_first)
+        proc = _start_worker(self.python, "single", self.preload, self._log, self.jobs)
         return proc, _Lines(proc.stdout.fileno())
 
     def _take(self) -> subprocess.Popen:
@@ -507,12 +502,7 @@ def _cuda_visible_in(python: str) -> bool:
 
 
 def _auto(
-    python: str | None,
-    preload: Sequence[str],
-    jobs: int,
-    recorded: Sequence[str] = (),
-    spares: int = 0,
-    cuda_first: bool = False,
+    python: str | None, preload: Sequence[str], jobs: int, recorded: Sequence[str] = (), spares: int = 0
 ) -> Executor:
     """The warm pool where CUDA is visible, else the fork server. On a GPU the fork server's prefix snapshots stop at
     the first CUDA initialization, and its children were slower: the E2B twin of eval_gemma4_gpu.py (pinned, two
@@ -535,7 +525,7 @@ def _auto(
                 "(importing it initializes CUDA)"
             )
             server.close()
-    pool = WarmPoolExecutor(python, preload, jobs, recorded, spares, cuda_first)
+    pool = WarmPoolExecutor(python, preload, jobs, recorded, spares)
     pool.chosen_because = why
     return pool
 
@@ -544,21 +534,14 @@ EXECUTORS = {"cold": ColdExecutor, "forkserver": ForkServerExecutor, "warm-pool"
 
 
 def make_executor(
-    kind: str,
-    python: str | None,
-    preload: Sequence[str],
-    jobs: int,
-    recorded: Sequence[str] = (),
-    spares: int = 0,
-    cuda_first: bool = False,
+    kind: str, python: str | None, preload: Sequence[str], jobs: int, recorded: Sequence[str] = (), spares: int = 0
 ) -> Executor:
     """``preload``: the script's own imports; ``recorded``: every module a run of it imported (what the libraries
-    import lazily), preloaded after them by the warm executors. ``cuda_first``: warm-pool workers also initialize
-    CUDA before they take a candidate. "auto": see `_auto`."""
+    import lazily), preloaded after them by the warm executors. "auto": see `_auto`."""
     if kind == "cold":
         return ColdExecutor(python, jobs)
     if kind not in EXECUTORS:
         raise MinreproError(f"unknown executor {kind!r} (known: {', '.join(EXECUTORS)})")
     if kind in ("auto", "warm-pool"):  # workers warming ahead of need: only the warm pool keeps spares
-        return EXECUTORS[kind](python, preload, jobs, recorded, spares=spares, cuda_first=cuda_first)
+        return EXECUTORS[kind](python, preload, jobs, recorded, spares=spares)
     return EXECUTORS[kind](python, preload, jobs, recorded)

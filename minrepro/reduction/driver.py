@@ -27,7 +27,7 @@ from collections.abc import Callable
 
 from ..dirs import cache
 from ..errors import MinreproError
-from ..harness.executors import ColdExecutor, Executor, WarmPoolExecutor, make_executor
+from ..harness.executors import ColdExecutor, Executor, make_executor
 from ..harness.oracle import Cache, CommandOracle, SignatureOracle, same_failure
 from ..harness.probe import probe
 from ..harness.resources import (
@@ -92,7 +92,6 @@ class ReduceOptions:
     good_runs: int | None = None  # None: default_good_runs
     triggers: bool = True
     scale_down: bool = True  # rebuild loaded checkpoints as tiny twins before the text passes
-    speculate: bool = False  # fill a batch's spare slots with later passes' first proposals (`reduce_source`)
     # the whole reduce's time budget: no candidate runs past it less the verification's share; the best is verified
     max_seconds: float | None = None
     argv: list[str] | None = None  # the command line as given (default: this process's): what a resume repeats
@@ -162,12 +161,10 @@ def establish(
     """Run the original `runs` times, cold: its signature if every run agrees, else a one-line error. The first run
     goes alone (under --timeout, or FIRST_RUN_TIMEOUT: nothing is known of its cost yet); the others as many at
     once as its memory allows, under a timeout that follows its time. `beside(timeout)` (the scale-down's traced
-    run, at E4B a 40 s load of its own) goes with them where memory holds it, else after them, and counts as one of
-    the runs where it fails the same way (else one more plain run takes its place)."""
+    run) goes with them where memory holds one run more, else after them: at E4B it is a 40 s load of its own."""
     results = ColdExecutor(python, 1).run_many([script], timeout or FIRST_RUN_TIMEOUT, home)
     on_first(results[0])
-    plain = runs - 1 - (beside is not None)
-    at_once = parallel_runs(results, runs - 1)
+    at_once = parallel_runs(results, runs - 1 + (beside is not None))
     log(
         f"establish: run 1 of {runs} took {results[0].seconds:.1f} s"
         + (
@@ -178,22 +175,13 @@ def establish(
             else ""
         )
         + f"; {runs - 1} more, {min(at_once, runs - 1)} at once"
-        + (", the traced run one of them" if beside is not None else "")
+        + (", the traced run beside them" if beside is not None and at_once >= runs else "")
     )
     later = timeout_for(results, timeout)
     with ThreadPoolExecutor(1) as pool:
-        extra = pool.submit(beside, later) if beside is not None and at_once > plain else None
-        if plain:
-            results += ColdExecutor(python, max(1, min(at_once, plain))).run_many([script] * plain, later, home)
+        extra = pool.submit(beside, later) if beside is not None and at_once >= runs else None
+        results += ColdExecutor(python, min(at_once, runs - 1)).run_many([script] * (runs - 1), later, home)
         beside_result = extra.result() if extra is not None else None
-    if beside is not None and extra is None:
-        beside_result = beside(later)
-    if beside is not None:
-        first = next((r.signature for r in results if r.signature is not None), None)
-        if isinstance(beside_result, RunResult) and beside_result.signature == first:
-            results.append(beside_result)
-        else:  # the trace's run is no confirmation: a plain one
-            results += ColdExecutor(python, 1).run_many([script], later, home)
     failing = [r for r in results if r.signature is not None]
     if not failing:
         raise MinreproError(f"nothing to reduce: {script} does not fail (passed {runs} of {runs} runs)")
@@ -204,6 +192,8 @@ def establish(
             f"{script} fails flakily: '{first.headline}' in {same} of {runs} runs (n={runs}, "
             "all must agree); make it deterministic, or reduce with --oracle and your own retries"
         )
+    if beside is not None and extra is None:
+        beside_result = beside(later)
     return first, failing[0], results, beside_result
 
 
@@ -302,7 +292,6 @@ class Reduction:
     guard: Guard = UNGUARDED
     good_timeout: float | None = None
     started: list[Future] = field(default_factory=list)
-    cuda_first: bool = False  # warm workers initialize CUDA before they take a candidate (`cuda_first`)
     executor: Executor | None = None
     guard_executors: list[Executor] = field(default_factory=list)
     oracle: Any = None
@@ -556,13 +545,11 @@ def guard_phase(r: Reduction) -> None:
     starting = ThreadPoolExecutor(1 + len(opts.good_pythons))
     # the bad env judges every candidate: its warm workers are kept one batch ahead where the cores allow
     spares = min(r.jobs, max(0, _cores() - r.jobs))
-    # what the search runs decides: a twin whose maps place nothing on the GPU never starts CUDA itself
-    subject_run = r.scaled.bad_run if r.scaled is not None and r.scaled.bad_run is not None else r.first_run
-    r.cuda_first = cuda_first(subject_run, r.source, r.jobs + spares + r.jobs * max(1, len(opts.good_pythons)))
-    start = functools.partial(_start_executor, opts, source=r.source, recorded=r.first_run.modules, jobs=r.jobs)
-    r.started.append(starting.submit(start, r.python, notes=r.notes, spares=spares, cuda_first=r.cuda_first))
+    r.started.append(
+        starting.submit(_start_executor, opts, r.python, r.source, r.first_run.modules, r.jobs, r.notes, "", spares)
+    )
     r.started += [
-        starting.submit(start, py, notes=r.notes, where=f"guard env {py}: ", cuda_first=r.cuda_first)
+        starting.submit(_start_executor, opts, py, r.source, r.first_run.modules, r.jobs, r.notes, f"guard env {py}: ")
         for py in opts.good_pythons
     ]
     starting.shutdown(wait=False)
@@ -623,21 +610,13 @@ def _open_search(r: Reduction) -> None:
     r.guard_executors = [
         early[py].result()
         if py in early
-        else _start_executor(
-            opts, py, r.source, r.first_run.modules, r.jobs, r.notes, f"guard env {py}: ", cuda_first=r.cuda_first
-        )
+        else _start_executor(opts, py, r.source, r.first_run.modules, r.jobs, r.notes, f"guard env {py}: ")
         for py in r.guard.pythons
     ]
     stand_on = (r.scaled.source, r.scaled.path) if r.scaled else (r.source, r.script)
     r.executor, baseline = _warm_executor(
         r.started[0].result(), r.original, stand_on[1], r.notes, r.log, r.timeout, r.home
     )
-    if r.cuda_first and not getattr(r.executor, "cuda_first", False):  # the script minds CUDA started before it
-        r.cuda_first = False
-        for i, guard in enumerate(r.guard_executors):
-            if getattr(guard, "cuda_first", False):
-                guard.close()
-                r.guard_executors[i] = WarmPoolExecutor(guard.python, (), guard.jobs, guard.preload)
     r.measured_on = stand_on[0] if baseline is not None else r.source
     budget = _budget(baseline if baseline is not None else r.first_run.seconds)
     # a candidate past the budget is uninteresting anyway: stop it there, not at the timeout
@@ -709,7 +688,6 @@ def search_phase(r: Reduction) -> None:
         facts=measure,
         keep_seeds=r.keep_seeds,
         records=r.pass_records,
-        speculate=opts.speculate,
     )
     r.unjudged = unjudged[0]
     if r.unjudged:
@@ -804,22 +782,6 @@ def choose_jobs(given: int | None, runs: list[RunResult], what: str) -> tuple[in
     limits = [n for n in (cores, MAX_AUTO_JOBS, ram, gpu) if n is not None]
     jobs = max(1, min(limits))
     return jobs, f"{cores} cores, at most {MAX_AUTO_JOBS}; {why_memory}"
-
-
-# What one warm worker's CUDA context, cuBLAS workspace and first kernels hold on the GPU, rounded up (about 0.5 GB on
-# an H100): workers initialize CUDA ahead of their candidate only where the free memory holds all of them.
-CUDA_CONTEXT_MB = 1024.0
-
-
-def cuda_first(run: RunResult, source: str, workers: int) -> bool:
-    """Whether warm workers should initialize CUDA before they take a candidate: `run` (the twin's, or the
-    original's where there is none) used the GPU, the script sets no environment variable (CUDA reads
-    `CUDA_VISIBLE_DEVICES` and `PYTORCH_CUDA_ALLOC_CONF` when it starts, too late for a script's own setting once a
-    worker has started it), and the GPU holds a context per worker."""
-    if not run.peak_gpu_mb or re.search(r"\benviron\b|\bputenv\b", source):
-        return False
-    free = free_gpu_mb()
-    return free is not None and free >= CUDA_CONTEXT_MB * workers
 
 
 def _cores() -> int:
@@ -1138,7 +1100,6 @@ def _start_executor(
     notes: list[str],
     where: str = "",
     spares: int = 0,
-    cuda_first: bool = False,
 ) -> Executor:
     """The requested executor, started (a fork server imports the libraries first: 25 s on the GPU box), or cold
     runs where it cannot start. `recorded`: the bad env's modules (one the env lacks is skipped by the server);
@@ -1146,7 +1107,7 @@ def _start_executor(
     if opts.executor == "cold":
         return ColdExecutor(python, jobs)
     try:
-        return make_executor(opts.executor, python, module_imports(source), jobs, recorded, spares, cuda_first)
+        return make_executor(opts.executor, python, module_imports(source), jobs, recorded, spares)
     except MinreproError as exc:
         notes.append(f"{where}{opts.executor} unavailable ({exc}); cold runs used" + (" there" if where else ""))
         return ColdExecutor(python, jobs)
@@ -1167,12 +1128,6 @@ def _warm_executor(
     if executor.name == "cold":
         return executor, None
     warm = executor.run_many([script] * max(2, executor.jobs), timeout, home or script.parent)
-    if any(run.signature != original for run in warm) and getattr(executor, "cuda_first", False):
-        # the script minds CUDA being started before it runs: workers that leave it to the script
-        executor.close()
-        executor = WarmPoolExecutor(executor.python, (), executor.jobs, executor.preload, executor.spares)
-        notes.append("warm pool: the script fails otherwise once CUDA is initialized before it; workers leave it")
-        warm = executor.run_many([script] * max(2, executor.jobs), timeout, home or script.parent)
     if any(run.signature != original for run in warm):
         executor.close()
         seen = "; ".join(sorted({run.signature.headline if run.signature else "passes" for run in warm}))
@@ -1186,11 +1141,7 @@ def _warm_executor(
         notes.append(f"fork server: {', '.join(executor.skipped)} imported by each candidate (it initializes CUDA)")
     if getattr(executor, "chosen_because", ""):
         notes.append(f"warm pool: {executor.chosen_because}")
-    log(
-        f"executor: {executor.name}"
-        + (", CUDA initialized by each worker ahead of its candidate" if getattr(executor, "cuda_first", False) else "")
-        + f" (original runs in {warm[0].seconds:.2f} s there)"
-    )
+    log(f"executor: {executor.name} (original runs in {warm[0].seconds:.2f} s there)")
     return executor, max(run.seconds for run in warm)
 
 

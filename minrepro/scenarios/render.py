@@ -11,7 +11,7 @@ from dataclasses import asdict
 from typing import Any
 
 from .presets import BUDGET_PREFIX, resolve_budget
-from .spec import AUDIO, TINY_TEXT, VISION, Scenario, scale_of
+from .spec import AUDIO, TINY_TEXT, VISION, Scenario, scale_of, text_config
 
 
 def render(scenario: Scenario) -> str:
@@ -48,13 +48,6 @@ def _header(scenario: Scenario, deps: list[str], summary: str) -> list[str]:
         "# ///",
         f'"""Scenario {scenario.name} (rendered by minrepro from a scenario spec): {summary}"""',
     ]
-
-
-def _text_config(text: dict[str, Any]) -> dict[str, Any]:
-    cfg = {k: v for k, v in text.items() if k not in ("layer_types", "layer_repeat")}
-    cfg["layer_types"] = list(text["layer_types"]) * text["layer_repeat"]
-    cfg["num_hidden_layers"] = len(cfg["layer_types"])
-    return cfg
 
 
 def _gemma4_build_lines(s: Scenario) -> list[str]:
@@ -97,7 +90,7 @@ def _gemma4_build_lines(s: Scenario) -> list[str]:
         towers.append(f"audio_config=Gemma4AudioConfig(**{AUDIO[m.tower_scale]!r})")
     key = checkpoint_key(s)
     lines += [
-        f"config = Gemma4Config(text_config=Gemma4TextConfig(**{_text_config(m.text)!r}), {', '.join(towers)})".replace(
+        f"config = Gemma4Config(text_config=Gemma4TextConfig(**{text_config(m.text)!r}), {', '.join(towers)})".replace(
             ", )", ")"
         ),
         f"lora = LoraConfig(r={s.adapter.r}, lora_alpha={s.adapter.alpha}, target_modules={s.adapter.targets!r}, init_lora_weights=False)",

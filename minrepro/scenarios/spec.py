@@ -203,6 +203,14 @@ class Scenario:
         return isinstance(self.placement.device_map, str) and self.placement.device_map in AUTO_MAPS
 
 
+def text_config(text: dict[str, Any]) -> dict[str, Any]:
+    """A spec's text dimensions as `Gemma4TextConfig` keywords: the layer pattern repeated, the layer count from it."""
+    cfg = {k: v for k, v in text.items() if k not in ("layer_types", "layer_repeat")}
+    cfg["layer_types"] = list(text["layer_types"]) * text["layer_repeat"]
+    cfg["num_hidden_layers"] = len(cfg["layer_types"])
+    return cfg
+
+
 def _device_keys(mapping: dict[str, Any]) -> dict[Any, Any]:
     # JSON keys are strings; max_memory names GPUs by index
     return {int(k) if k.isdigit() else k: v for k, v in mapping.items()}
