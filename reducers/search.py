@@ -15,7 +15,8 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 
 from .source import code_lines, normalize
 
-TestMany = Callable[[list[str]], list[bool]]
+# an answer may be None (not judged yet) after an interesting one in the same batch: asked again, it is judged
+TestMany = Callable[[list[str]], list[bool | None]]
 MAX_ROUNDS = 50
 # A pass whose turns cost candidates and changed nothing this many times in a row is retired for the rest of the
 # search: on the CPU eval job the dictionary and argument passes spent 124 s of 177 on three fruitless turns each.

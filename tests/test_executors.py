@@ -477,7 +477,7 @@ def test_auto_takes_the_warm_pool_where_cuda_is_visible_or_the_fork_server_canno
     class Pool:
         name = "warm-pool"
 
-        def __init__(self, python, preload, jobs, recorded, spares=0, cuda_first=False):
+        def __init__(self, python, preload, jobs, recorded, spares=0):
             self.chosen_because = ""
 
     monkeypatch.setattr(executors, "_cuda_visible_in", lambda python: cuda)
@@ -519,34 +519,3 @@ def test_cuda_visibility_is_the_envs_probe_where_the_driver_is(monkeypatch, answ
     monkeypatch.setattr(executors.Path, "exists", lambda self: True)
     monkeypatch.setattr(executors, "probe", probe)
     assert executors._cuda_visible_in(sys.executable) is expected
-
-
-def test_a_worker_told_to_start_cuda_first_keeps_the_setting_from_the_script(tmp_path):
-    """The variable that tells a warm worker to initialize CUDA is the worker's, not the script's; without a GPU (or
-    torch) the worker starts as it would, and the script runs."""
-    script = tmp_path / "env.py"
-    script.write_text("import os\nprint(os.environ.get('MINREPRO_CUDA_FIRST', 'unset'))\n")
-    pool = WarmPoolExecutor(None, [], 1, cuda_first=True)
-    try:
-        run = pool.run_many([script], 60)[0]
-    finally:
-        pool.close()
-    assert run.returncode == 0 and run.stdout.strip() == "unset"
-
-
-@pytest.mark.gpu
-def test_a_worker_that_starts_cuda_first_hands_the_script_an_initialized_gpu(tmp_path):
-    torch = pytest.importorskip("torch")
-    if not torch.cuda.is_available():
-        pytest.skip("needs a CUDA device")
-    script = tmp_path / "cuda.py"
-    script.write_text(
-        "import torch\nprint(torch.cuda.is_initialized(), torch.cuda.max_memory_allocated())\n"
-        "torch.ones(1, device='cuda')\n"
-    )
-    pool = WarmPoolExecutor(None, ["torch"], 1, cuda_first=True)
-    try:
-        run = pool.run_many([script], 120)[0]
-    finally:
-        pool.close()
-    assert run.returncode == 0 and run.stdout.split() == ["True", "0"]  # started, its warm-up not counted

@@ -292,54 +292,6 @@ def test_the_warm_pool_keeps_spare_workers_warming_beyond_its_jobs():
         pool.close()
 
 
-@pytest.mark.parametrize(
-    "gpu, source, free, expected",
-    [
-        (600.0, "import torch\n", 80_000.0, True),
-        (0.0, "import torch\n", 80_000.0, False),  # a CPU job: nothing to start
-        (600.0, "import os\nos.environ['CUDA_VISIBLE_DEVICES'] = '1'\n", 80_000.0, False),  # read at CUDA's start
-        (600.0, "import torch\n", 4_000.0, False),  # a context per worker does not fit
-        (600.0, "import torch\n", None, False),
-    ],
-)
-def test_warm_workers_start_cuda_first_only_where_nothing_of_the_script_can_mind(
-    monkeypatch, gpu, source, free, expected
-):
-    from minrepro.reduction import driver
-
-    monkeypatch.setattr(driver, "free_gpu_mb", lambda: free)
-    assert driver.cuda_first(_run(500.0, gpu), source, workers=16) is expected
-
-
-def test_a_script_that_minds_cuda_started_before_it_gets_workers_that_leave_it(monkeypatch, tmp_path):
-    from minrepro.reduction import driver
-
-    other = Signature("exception", "RuntimeError", "CUDA already initialized", raised_by="library")
-    made: list[bool] = []
-
-    class Pool:
-        name, python, jobs, spares, preload = "warm-pool", "py", 2, 0, ["torch"]
-
-        def __init__(self, python, preload, jobs, recorded, spares=0, cuda_first=False):
-            self.cuda_first = cuda_first
-            made.append(cuda_first)
-
-        def run_many(self, scripts, timeout, home=None):
-            sig = other if self.cuda_first else SIG
-            return [RunResult(1, "", "", 1.0, sig, "") for _ in scripts]
-
-        def close(self):
-            pass
-
-    monkeypatch.setattr(driver, "WarmPoolExecutor", Pool)
-    notes: list[str] = []
-    executor, seconds = driver._warm_executor(
-        Pool("py", (), 2, (), cuda_first=True), SIG, tmp_path / "s.py", notes, lambda _: None, 30.0
-    )
-    assert made == [True, False] and not executor.cuda_first and seconds == 1.0
-    assert any("CUDA is initialized before it" in n for n in notes)
-
-
 class _Counting(_Table):
     def __init__(self, table):
         super().__init__(table)
@@ -400,5 +352,5 @@ def test_a_search_over_an_oracle_that_defers_decides_as_one_that_does_not(tmp_pa
             good=[Judge(True)],
         )
         test_many = oracle.test_many if deferring else (lambda batch, o=oracle: [o.test_many([b])[0] for b in batch])
-        results.append(reduce_source(source, test_many, PASSES, FINAL_PASSES, jobs=4, speculate=True))
+        results.append(reduce_source(source, test_many, PASSES, FINAL_PASSES, jobs=4))
     assert results[0] == results[1] == "x = 1\nraise RuntimeError(x)\n"

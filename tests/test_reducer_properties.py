@@ -780,62 +780,14 @@ def _deterministic_oracle(needles: set[str], log: list[list[str]]):
 
 @settings(max_examples=25, deadline=None)
 @given(programs, st.data(), st.integers(2, 8))
-def test_spare_slots_change_no_decision_of_the_search(lines, data, jobs):
-    """Proposals of later passes judged in a batch's spare slots only answer early: with a deterministic oracle the
-    search ends where it ends one candidate at a time."""
+def test_batches_change_no_decision_of_the_search(lines, data, jobs):
+    """Judging `jobs` candidates at a time only answers early: with a deterministic oracle the search ends where it
+    ends one candidate at a time, and sends no more batches."""
     needles = set(data.draw(st.lists(st.sampled_from(lines), min_size=1, max_size=3, unique=True)))
     source = "\n".join(lines) + "\n"
     one, many = [], []
     alone = reduce_source(source, _deterministic_oracle(needles, one), PASSES, FINAL_PASSES, jobs=1)
-    side_by_side = reduce_source(
-        source, _deterministic_oracle(needles, many), PASSES, FINAL_PASSES, jobs=jobs, speculate=True
-    )
+    side_by_side = reduce_source(source, _deterministic_oracle(needles, many), PASSES, FINAL_PASSES, jobs=jobs)
     assert side_by_side == alone
     assert all(len(batch) <= jobs for batch in many)
     assert len(many) <= len(one)
-
-
-def test_passes_of_one_candidate_each_share_a_batch():
-    """Three passes that each propose one edit, on a box of four: one batch judges all three (the first pass's, and
-    the two later ones' in its spare slots), and the later passes find their answers without a run."""
-    source = "import os\nimport sys\nwith open('f') as fh:\n    x = 1\nraise RuntimeError(x)\n"
-    batches: list[list[str]] = []
-
-    def oracle(batch):
-        batches.append(list(batch))
-        return [False] * len(batch)
-
-    from minrepro.reducers.passes import drop_unused_imports, greedy
-
-    records: dict = {}
-    reduce_source(
-        source, oracle, [drop_unused_imports, greedy(unwrap_with)], [], jobs=4, records=records, speculate=True
-    )
-    assert len(batches[0]) == 2  # the imports pass's one candidate and, beside it, the `with` pass's
-    assert sum(len(b) for b in batches) == len({s for b in batches for s in b})  # nothing judged twice
-    assert records["unwrap_with"].candidates >= 1  # it asked, and was answered from the spare slot
-
-
-def test_a_pass_that_accepts_without_asking_is_not_speculated_on():
-    from minrepro.reducers.search import first_proposals
-
-    def accepts(problem: Problem) -> None:
-        problem.accept(problem.current.replace("1", "2"))
-
-    problem = Problem("x = 1\n", lambda batch: [True] * len(batch), jobs=4)
-    assert first_proposals(accepts, problem) == []
-    assert problem.current == "x = 1\n"
-
-
-def test_without_speculation_a_batch_holds_only_the_running_passes_candidates():
-    source = "import os\nimport sys\nwith open('f') as fh:\n    x = 1\nraise RuntimeError(x)\n"
-    batches: list[list[str]] = []
-
-    def oracle(batch):
-        batches.append(list(batch))
-        return [False] * len(batch)
-
-    from minrepro.reducers.passes import drop_unused_imports, greedy
-
-    reduce_source(source, oracle, [drop_unused_imports, greedy(unwrap_with)], [], jobs=4)
-    assert len(batches[0]) == 1

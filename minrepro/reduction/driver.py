@@ -161,10 +161,12 @@ def establish(
     """Run the original `runs` times, cold: its signature if every run agrees, else a one-line error. The first run
     goes alone (under --timeout, or FIRST_RUN_TIMEOUT: nothing is known of its cost yet); the others as many at
     once as its memory allows, under a timeout that follows its time. `beside(timeout)` (the scale-down's traced
-    run) goes with them where memory holds one run more, else after them: at E4B it is a 40 s load of its own."""
+    run, at E4B a 40 s load of its own) goes with them where memory holds it, else after them, and counts as one of
+    the runs where it fails the same way (else one more plain run takes its place)."""
     results = ColdExecutor(python, 1).run_many([script], timeout or FIRST_RUN_TIMEOUT, home)
     on_first(results[0])
-    at_once = parallel_runs(results, runs - 1 + (beside is not None))
+    plain = runs - 1 - (beside is not None)
+    at_once = parallel_runs(results, runs - 1)
     log(
         f"establish: run 1 of {runs} took {results[0].seconds:.1f} s"
         + (
@@ -175,13 +177,22 @@ def establish(
             else ""
         )
         + f"; {runs - 1} more, {min(at_once, runs - 1)} at once"
-        + (", the traced run beside them" if beside is not None and at_once >= runs else "")
+        + (", the traced run one of them" if beside is not None else "")
     )
     later = timeout_for(results, timeout)
     with ThreadPoolExecutor(1) as pool:
-        extra = pool.submit(beside, later) if beside is not None and at_once >= runs else None
-        results += ColdExecutor(python, min(at_once, runs - 1)).run_many([script] * (runs - 1), later, home)
+        extra = pool.submit(beside, later) if beside is not None and at_once > plain else None
+        if plain:
+            results += ColdExecutor(python, max(1, min(at_once, plain))).run_many([script] * plain, later, home)
         beside_result = extra.result() if extra is not None else None
+    if beside is not None and extra is None:
+        beside_result = beside(later)
+    if beside is not None:
+        first = next((r.signature for r in results if r.signature is not None), None)
+        if isinstance(beside_result, RunResult) and beside_result.signature == first:
+            results.append(beside_result)
+        else:  # the trace's run is no confirmation: a plain one
+            results += ColdExecutor(python, 1).run_many([script], later, home)
     failing = [r for r in results if r.signature is not None]
     if not failing:
         raise MinreproError(f"nothing to reduce: {script} does not fail (passed {runs} of {runs} runs)")
@@ -192,8 +203,6 @@ def establish(
             f"{script} fails flakily: '{first.headline}' in {same} of {runs} runs (n={runs}, "
             "all must agree); make it deterministic, or reduce with --oracle and your own retries"
         )
-    if beside is not None and extra is None:
-        beside_result = beside(later)
     return first, failing[0], results, beside_result
 
 
