@@ -296,7 +296,6 @@ class Reduction:
     # scale-down
     scale_dir: Path | None = None
     scaled: ScaleDown | None = None
-    twin_seconds: float | None = None  # a cold run of the twin where it fails (what verifying it will cost)
     # guard and search set-up
     guard: Guard = UNGUARDED
     good_timeout: float | None = None
@@ -307,7 +306,6 @@ class Reduction:
     workdir: Path | None = None
     state_path: Path | None = None
     resumed: bool = False
-    begin: str = ""
     measured_on: str = ""
     keep_seeds: bool = False
     # search and after
@@ -316,7 +314,6 @@ class Reduction:
     pass_records: dict[str, PassRecord] = field(default_factory=dict)
     unjudged: int = 0
     found: list[triggers.Trigger] = field(default_factory=list)
-    verified: bool = False
     good_pass: bool | None = None
     good_said: str = ""  # what the good runs of the result did
     phases: list[dict] = field(default_factory=list)
@@ -449,8 +446,12 @@ def establish_failure(r: Reduction) -> None:
     opts = r.opts
     r.scale_dir, memo = _scale_workdir(opts, r.script, r.source, r.python) if opts.scale_down else (None, None)
     r.scaled = memo
+    # the bad env's probe (a process that imports torch) goes while the original runs, and serves the guard's envs too
+    background = ThreadPoolExecutor(1)
+    probing = background.submit(probe, r.python)
     if not opts.good_pythons and opts.guard == "auto":
-        r.good_envs = ThreadPoolExecutor(1).submit(_make_guard_envs, r.python, r.source, r.notes)
+        r.good_envs = background.submit(_make_guard_envs, probing, r.source, r.notes)
+    background.shutdown(wait=False)
     remembered = _remembered_runs(r)
     if remembered is not None:
         r.cold, r.traced = remembered
@@ -488,7 +489,7 @@ def establish_failure(r: Reduction) -> None:
             f"which does not match --signature {opts.signature!r}"
         )
     r.headline, r.owner = r.original.headline, str(r.original.owner or "")
-    r.env = probe(r.python)
+    r.env = probing.result()
     r.versions, r.loaded = r.env.versions, r.first_run.loaded
     r.matcher = functools.partial(same_failure, r.original, opts.signature)
     r.jobs, r.jobs_why = choose_jobs(opts.jobs, r.cold, "the original")
@@ -534,8 +535,6 @@ def scale_down_phase(r: Reduction) -> None:
             r.say,
             None if until is None else until - VERIFY_FACTOR * r.first_run.seconds,
         )
-    if r.scaled is not None and r.scaled.bad_run is not None:
-        r.twin_seconds = r.scaled.bad_run.seconds
     if r.scaled is not None:
         twin_runs = list(r.scaled.good_runs.values())
         r.jobs, r.jobs_why = choose_jobs(
@@ -592,7 +591,8 @@ def guard_phase(r: Reduction) -> None:
         + (f" (a passing run took {search.passing_seconds:.0f} s)" if search.passing_seconds else "")
     )
     # the cold verification's time is kept from the search: a bad run and the good runs, side by side
-    bad_seconds = r.twin_seconds if r.scaled is not None and r.twin_seconds else r.first_run.seconds
+    twin = r.scaled.bad_run if r.scaled is not None else None
+    bad_seconds = twin.seconds if twin is not None else r.first_run.seconds
     r.deadline.reserve = (
         VERIFY_FACTOR * max(bad_seconds, search.passing_seconds if r.guard.pythons else 0.0) + VERIFY_GRACE
     )
@@ -729,7 +729,7 @@ def verify_phase(r: Reduction) -> None:
     )
     if not verified:
         raise MinreproError(f"the reduced script {why}; kept in {r.state_path}")
-    r.loaded, r.verified = loaded, True
+    r.loaded = loaded
 
 
 PHASES: list[Phase] = [
@@ -797,13 +797,13 @@ def _cores() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
-def _make_guard_envs(python: str, source: str, notes: list[str]) -> None:
+def _make_guard_envs(probing: Future, source: str, notes: list[str]) -> None:
     """The envs the guard may try, made in the cache while the original's cold runs go (a minute or more each, the
     first time)."""
     from .guard import make_guard_envs
 
     with contextlib.suppress(Exception):  # the guard makes them itself, and says why, if this fails
-        make_guard_envs(python, source, notes.append)
+        make_guard_envs(probing.result().versions, source, notes.append)
 
 
 def _remembered_runs(r: Reduction) -> tuple[list[RunResult], RunResult | None] | None:

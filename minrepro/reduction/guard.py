@@ -189,16 +189,14 @@ def version_set_envs(search: GuardSearch) -> list[tuple[str, Guard]]:
     return found
 
 
-def make_guard_envs(python: str, source: str, note: Callable[[str], None]) -> None:
+def make_guard_envs(versions: dict[str, str | None], source: str, note: Callable[[str], None]) -> None:
     """Make, in the order the guard tries them, the envs it may need: the other version sets, then the current set
     patched. The driver runs this while the original's cold runs go: on a fresh box each env takes a minute or more
-    to make, which the guard would otherwise wait for one after another."""
+    to make, which the guard would otherwise wait for one after another. `versions`: the bad env's (its probe)."""
     if not imported_modules(source) & HF_LIBRARIES:
         return
-    from ..harness.probe import probe
-
     catalog = load_catalog()
-    current = catalog.detect_set(probe(python).versions)
+    current = catalog.detect_set(versions)
     for name in _other_sets(catalog, current):
         set_env(catalog, name, False, note)
     if current is not None:
