@@ -20,6 +20,7 @@ from minrepro.harness._bootstrap import read_key, reads_input  # the profile's r
 from .scale import SHRINK, TOKEN_ID, VOCABULARY
 from .ddmin import ddmin
 from .search import Problem, seeding_calls
+from .source import header_end, replace_node
 
 Generator = Callable[[ast.Module], Iterator[ast.Module]]
 Pass = Callable[[Problem], None]
@@ -38,27 +39,12 @@ def _edits(
         for choice in range(len(rewrite(original))):
             new = copy.deepcopy(tree)
             node = _nth(new, wanted, target)
-            if _replace(new, node, rewrite(node)[choice]):
+            if replace_node(new, node, rewrite(node)[choice]):
                 yield new
 
 
 def _nth(tree: ast.AST, wanted, index: int) -> ast.AST:
     return [n for n in ast.walk(tree) if isinstance(n, wanted)][index]
-
-
-def _replace(tree: ast.AST, old: ast.AST, new) -> bool:
-    for parent in ast.walk(tree):
-        for name, value in ast.iter_fields(parent):
-            if isinstance(value, list) and any(v is old for v in value):
-                i = next(i for i, v in enumerate(value) if v is old)
-                value[i : i + 1] = new if isinstance(new, list) else [new]
-                if not value and name == "body" and not isinstance(parent, ast.Module):
-                    value.append(ast.Pass())
-                return True
-            if value is old and not isinstance(new, list):
-                setattr(parent, name, new)
-                return True
-    return False
 
 
 def _names_loaded(tree: ast.AST) -> set[str]:
@@ -285,7 +271,7 @@ def _inline_nested(tree: ast.Module, name: str) -> ast.Module | None:
         binds = _bind(func, call)
         if binds is None:
             return None
-        _replace(stmt, call, ast.Name(ret.value.id, ast.Load()))
+        replace_node(stmt, call, ast.Name(ret.value.id, ast.Load()))
         block[index:index] = binds + body[:-1]
         tree.body.remove(func)
         return tree
@@ -591,7 +577,7 @@ def simplify_constants(tree: ast.Module) -> Iterator[ast.Module]:
         for _choice, replacement in enumerate(smaller(original)):
             new = copy.deepcopy(tree)
             node = _nth(new, ast.Constant, target)
-            if _replace(new, node, replacement):
+            if replace_node(new, node, replacement):
                 yield new
 
 
@@ -845,7 +831,7 @@ def fewer_layers(tree: ast.Module) -> Iterator[ast.Module]:
                 renamed[key] = device
             elif int(match[2]) in keep:
                 renamed[f"{prefix}layers.{keep.index(int(match[2]))}{match[3] or ''}"] = device
-        if _replace(new, _nth(new, ast.Dict, index), ast.parse(repr(renamed), mode="eval").body):
+        if replace_node(new, _nth(new, ast.Dict, index), ast.parse(repr(renamed), mode="eval").body):
             yield new
 
 
@@ -910,7 +896,7 @@ def shorten_device_maps(tree: ast.Module) -> Iterator[ast.Module]:
         best = min((f for f in forms if f is not None), key=lambda f: len(ast.unparse(f)))
         if len(ast.unparse(best)) < len(ast.unparse(node)):
             new = copy.deepcopy(tree)
-            if _replace(new, [n for n in ast.walk(new) if isinstance(n, ast.expr)][index], best):
+            if replace_node(new, [n for n in ast.walk(new) if isinstance(n, ast.expr)][index], best):
                 yield new
 
 
@@ -1518,7 +1504,7 @@ def _with_inlined(source: str, names: list[str]) -> str | None:
         )
         tree.body.remove(assign)
         use = next(n for n in ast.walk(tree) if isinstance(n, ast.Name) and n.id == name)
-        if not _replace(tree, use, copy.deepcopy(assign.value)):
+        if not replace_node(tree, use, copy.deepcopy(assign.value)):
             return None
     return _render(tree)
 
@@ -1602,7 +1588,7 @@ def _without_imports(source: str, names: set[str]) -> str | None:
             if kept:
                 stmt.names = kept
             else:
-                _replace(tree, stmt, [])
+                replace_node(tree, stmt, [])
     return _render(tree) if changed else None
 
 
@@ -1655,7 +1641,7 @@ def _drop_repeated(tree: ast.Module, stmt: ast.Import | ast.ImportFrom, seen: se
     if kept:
         stmt.names = kept
     else:
-        _replace(tree, stmt, [])
+        replace_node(tree, stmt, [])
     return True
 
 
@@ -1743,9 +1729,9 @@ def _without_stores(source: str, batch: list[str]) -> str | None:
     for name, stmt in _dead_stores(tree):
         how = wanted.get(name)
         if how == "drop":
-            changed |= _replace(tree, stmt, [])
+            changed |= replace_node(tree, stmt, [])
         elif how == "call":
-            changed |= _replace(tree, stmt, ast.Expr(stmt.value) if _has_call(stmt.value) else [])
+            changed |= replace_node(tree, stmt, ast.Expr(stmt.value) if _has_call(stmt.value) else [])
     return _render(tree) if changed else None
 
 
@@ -1773,21 +1759,10 @@ def machine_paths(tree: ast.Module) -> Iterator[ast.Module]:
     for index in targets:
         new = copy.deepcopy(tree)
         fresh = ast.Call(ast.Attribute(ast.Name("tempfile", ast.Load()), "mkdtemp", ast.Load()), [], [])
-        if _replace(new, _nth(new, ast.Constant, index), fresh):
+        if replace_node(new, _nth(new, ast.Constant, index), fresh):
             if not has_tempfile:
-                new.body.insert(_future_end(new), ast.Import([ast.alias("tempfile")]))
+                new.body.insert(header_end(new.body), ast.Import([ast.alias("tempfile")]))
             yield new
-
-
-def _future_end(tree: ast.Module) -> int:
-    """Where a statement may go first: after the docstring and `from __future__` imports."""
-    index = 0
-    while index < len(tree.body) and (
-        (isinstance(tree.body[index], ast.Expr) and index == 0 and isinstance(tree.body[index].value, ast.Constant))
-        or (isinstance(tree.body[index], ast.ImportFrom) and tree.body[index].module == "__future__")
-    ):
-        index += 1
-    return index
 
 
 # --- the registry ------------------------------------------------------------------------------------

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .ddmin import ddmin
+from .source import header_end, replace_node
 
 Path_ = tuple[str, ...]  # a field's place in a nested config: ("text_config", "hidden_size")
 
@@ -590,17 +591,6 @@ def _insert_at(body: list[ast.stmt], first_line: int | None = None) -> int:
     return index
 
 
-def _first_import(body: list[ast.stmt]) -> int:
-    """Where the import block starts: after the module docstring and `__future__` imports."""
-    index = 0
-    docstring = bool(body) and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant)
-    while index < len(body) and (
-        (index == 0 and docstring) or (isinstance(body[index], ast.ImportFrom) and body[index].module == "__future__")
-    ):
-        index += 1
-    return index
-
-
 def _replace_tokenizers(tree: ast.Module, plan: Plan, mapping: dict[int, int]) -> None:
     """Each tokenizer call whose result the run recorded becomes that result as a literal, its ids mapped; each read
     of a tokenizer's special id (`tok.pad_token_id`) becomes the mapped id. What is left of the tokenizer (its load)
@@ -609,7 +599,7 @@ def _replace_tokenizers(tree: ast.Module, plan: Plan, mapping: dict[int, int]) -
     for tokenized in plan.replaceable:
         call = _tokenizer_call(tree, tokenized, names)
         if call is not None:
-            _replace_expression(tree, call, ast.parse(result_expression(tokenized.result, mapping), mode="eval").body)
+            replace_node(tree, call, ast.parse(result_expression(tokenized.result, mapping), mode="eval").body)
     special = {}
     for line, ids in plan.tokenizers:
         special.setdefault(_bound_target(tree, line), {}).update(ids)
@@ -620,7 +610,7 @@ def _replace_tokenizers(tree: ast.Module, plan: Plan, mapping: dict[int, int]) -
             and isinstance(node.ctx, ast.Load)
             and node.attr in special.get(node.value.id, {})
         ):
-            _replace_expression(
+            replace_node(
                 tree,
                 node,
                 ast.Constant(mapping.get(special[node.value.id][node.attr], special[node.value.id][node.attr])),
@@ -659,18 +649,6 @@ def _tokenizer_call(tree: ast.Module, tokenized: Tokenized, names: set[str]) -> 
     return calls[0] if len(calls) == 1 else None
 
 
-def _replace_expression(tree: ast.AST, old: ast.AST, new: ast.expr) -> bool:
-    for parent in ast.walk(tree):
-        for name, value in ast.iter_fields(parent):
-            if value is old:
-                setattr(parent, name, new)
-                return True
-            if isinstance(value, list) and any(v is old for v in value):
-                value[next(i for i, v in enumerate(value) if v is old)] = new
-                return True
-    return False
-
-
 def twin_source(source: str, plan: Plan, shrunk: set[Path_], literal_maps: bool = True) -> str | None:
     """The script loading tiny twins instead of its checkpoints, or None where a recorded call is not found. With
     the vocabularies shrunk (`VOCAB_FIELD`), the script's token ids are mapped into them and its tokenizer calls
@@ -702,7 +680,7 @@ def twin_source(source: str, plan: Plan, shrunk: set[Path_], literal_maps: bool 
     first_load = min((load.line for load in plan.loads), default=None)
     end = _insert_at(tree.body, first_load)  # the twin is built right after the script's imports, with those it adds
     tree.body[end:end] = [s for s in imports if s.names[0].name != "tempfile"] + statements
-    tree.body[_first_import(tree.body) : 0] = [s for s in imports if s.names[0].name == "tempfile"]  # stdlib first
+    tree.body[header_end(tree.body) : 0] = [s for s in imports if s.names[0].name == "tempfile"]  # stdlib first
     return ast.unparse(ast.fix_missing_locations(tree)) + "\n"
 
 

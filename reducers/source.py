@@ -64,3 +64,31 @@ def module_imports(source: str) -> list[str]:
 def imported_modules(source: str) -> set[str]:
     """Top-level names of every module the script imports."""
     return {name.split(".")[0] for name in module_imports(source)}
+
+
+def replace_node(tree: ast.AST, old: ast.AST, new: ast.AST | list[ast.stmt]) -> bool:
+    """Put `new` (a node, or statements: none deletes `old`) where `old` is in `tree`; False where it is not there. A
+    block left empty gets `pass`."""
+    for parent in ast.walk(tree):
+        for name, value in ast.iter_fields(parent):
+            if isinstance(value, list) and any(v is old for v in value):
+                i = next(i for i, v in enumerate(value) if v is old)
+                value[i : i + 1] = new if isinstance(new, list) else [new]
+                if not value and name == "body" and not isinstance(parent, ast.Module):
+                    value.append(ast.Pass())
+                return True
+            if value is old and not isinstance(new, list):
+                setattr(parent, name, new)
+                return True
+    return False
+
+
+def header_end(body: list[ast.stmt]) -> int:
+    """Where a statement may go first: after the module docstring and the `from __future__` imports."""
+    index = 0
+    docstring = bool(body) and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant)
+    while index < len(body) and (
+        (index == 0 and docstring) or (isinstance(body[index], ast.ImportFrom) and body[index].module == "__future__")
+    ):
+        index += 1
+    return index
