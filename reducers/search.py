@@ -192,7 +192,9 @@ class Problem:
             batch = pending[start : start + self.jobs]
             self.tried += len(batch)
             answers = self.test_many([source for _, source in batch])
-            for (index, _), interesting in zip(batch, answers, strict=False):
+            for (index, source), interesting in zip(batch, answers, strict=False):
+                if interesting is None:  # not judged yet: an oracle says so only after an interesting one, read first
+                    interesting = self.test_many([source])[0]
                 if interesting:
                     return index
         return None

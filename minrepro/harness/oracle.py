@@ -87,26 +87,26 @@ class _Base:
         todo = {d: s for d, s in zip(digests, sources, strict=False) if d not in self.cache.answers}
         self.stats.cache_hits += len(sources) - len(todo)
         if todo:
-            paths = self._write(todo)
-            start = time.monotonic()
-            answers = self._judge(paths)
-            self.stats.seconds += time.monotonic() - start
-            self.stats.calls += len(paths)
-            for (digest, _), path, answer in zip(todo.items(), paths, answers, strict=False):
+            self.stats.calls += len(todo)
+            for digest, answer in zip(todo, self._run(todo, self._judge), strict=True):
                 self.cache.store(digest, answer.interesting, answer.note, answer.seconds)
-                path.unlink(missing_ok=True)
         return [self.cache.answers[d] for d in digests]
 
-    def _write(self, todo: dict[str, str]) -> list[Path]:
-        """Each candidate as a file to run, named by its hash."""
+    def _run(self, todo: dict[str, str], judge: Callable[[list[Path]], list[Answer]]) -> list[Answer]:
+        """`judge` over the candidates (hash -> source), each written to a file named by its hash for the run, and
+        removed after it; the time it took is counted."""
         folder = self.workdir / "candidates"
         folder.mkdir(parents=True, exist_ok=True)
-        paths = []
-        for digest, source in todo.items():
-            path = folder / f"{digest[:16]}.py"
+        paths = [folder / f"{digest[:16]}.py" for digest in todo]
+        for path, source in zip(paths, todo.values(), strict=True):
             path.write_text(source, encoding="utf-8")
-            paths.append(path)
-        return paths
+        start = time.monotonic()
+        try:
+            return judge(paths)
+        finally:
+            self.stats.seconds += time.monotonic() - start
+            for path in paths:
+                path.unlink(missing_ok=True)
 
     def outcomes(self, sources: list[str]) -> list[tuple[bool, str]]:
         """(interesting, what the run did: "pass" or the failure's headline) for each source, every one judged."""
@@ -177,42 +177,29 @@ class SignatureOracle(_Base):
     def test_many(self, sources: list[str]) -> list[bool | None]:
         """With good environments, a batch's candidates run where the script fails, side by side; then, in the batch's
         order, only the first that fails the same way runs where the bug is fixed (the next one if that refuses it):
-        a search takes the first interesting candidate of a batch, so the good runs of the rest would be spent (at E4B
-        a batch of 8 with spare slots filled ran 2 good runs per such candidate: 40-50 s a batch). Those after the
-        first interesting one are answered None (not judged yet); their runs here are kept, and asked again, they run
-        only where the bug is fixed."""
+        a search takes the first interesting candidate of a batch, so the good runs of the rest would be spent. Those
+        after the first interesting one are answered None (not judged yet); their runs here are kept, and asked again,
+        they run only where the bug is fixed."""
         if not self.good or self.neutralise is not None:
             return super().test_many(sources)
         digests = [self.cache.hash(s) for s in sources]
-        fresh = {
-            d: s
-            for d, s in zip(digests, sources, strict=True)
-            if d not in self.cache.answers and d not in self.deferred
-        }
+        by_digest = dict(zip(digests, sources, strict=True))
+        fresh = {d: s for d, s in by_digest.items() if d not in self.cache.answers and d not in self.deferred}
         self.stats.cache_hits += sum(d in self.cache.answers for d in digests)
         if fresh:
-            paths = self._write(fresh)
-            start = time.monotonic()
-            for (digest, _), path, answer in zip(fresh.items(), paths, self._judge_bad(paths), strict=True):
+            self.stats.calls += len(fresh)
+            for digest, answer in zip(fresh, self._run(fresh, self._judge_bad), strict=True):
                 if answer.interesting:
                     self.deferred[digest] = answer
                 else:
                     self.cache.store(digest, False, answer.note, answer.seconds)
-                path.unlink(missing_ok=True)
-            self.stats.seconds += time.monotonic() - start
-            self.stats.calls += len(paths)
-        by_digest = dict(zip(digests, sources, strict=True))
-        for digest in dict.fromkeys(digests):
+        for digest in by_digest:  # in the batch's order, up to the first interesting one
             if self.cache.answers.get(digest):
                 break
             if digest not in self.deferred:
                 continue
             answer = self.deferred.pop(digest)
-            path = self._write({digest: by_digest[digest]})[0]
-            start = time.monotonic()
-            self._judge_good([path], [answer])
-            self.stats.seconds += time.monotonic() - start
-            path.unlink(missing_ok=True)
+            self._run({digest: by_digest[digest]}, lambda paths, answer=answer: self._judge_good(paths, [answer]))
             self.cache.store(digest, answer.interesting, answer.note, answer.seconds)
             if answer.interesting:
                 break
