@@ -86,7 +86,7 @@ def _run(rss=0.0, gpu=0.0):
 def test_runs_side_by_side_follow_the_cores_and_the_memory_unless_given(monkeypatch):
     from minrepro.reduction import driver
 
-    monkeypatch.setattr(driver.os, "sched_getaffinity", lambda pid: set(range(16)))
+    monkeypatch.setattr(driver, "cores", lambda: 16)
     monkeypatch.setattr(driver, "available_ram_mb", lambda: 100_000.0)
     monkeypatch.setattr(driver, "free_gpu_mb", lambda: 80_000.0)
     jobs, why = driver.choose_jobs(None, [_run(2_000.0, 600.0)], "the twin")
@@ -94,7 +94,7 @@ def test_runs_side_by_side_follow_the_cores_and_the_memory_unless_given(monkeypa
     # an E4B original holds 30 GB of RAM: two at once
     jobs, why = driver.choose_jobs(None, [_run(30_000.0, 20_000.0)], "the original")
     assert jobs == 2 and "RAM holds 2" in why
-    monkeypatch.setattr(driver.os, "sched_getaffinity", lambda pid: {0, 1})
+    monkeypatch.setattr(driver, "cores", lambda: 2)
     assert driver.choose_jobs(None, [_run(500.0)], "the twin")[0] == 2  # the 2-core box
     jobs, why = driver.choose_jobs(6, [_run(30_000.0)], "the original")
     assert jobs == 2 and why.startswith("--jobs 6, lowered")

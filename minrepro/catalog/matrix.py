@@ -24,14 +24,19 @@ def columns(catalog: Catalog) -> list[tuple[str, str]]:
     return [(s, m) for m in MACHINES for s in catalog.sets]
 
 
+def read_results_file(path: Path) -> dict[str, Any]:
+    """One results document, or a one-line error naming the file."""
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except ValueError as exc:
+        raise MinreproError(f"unreadable results file {path}: {exc}") from None
+
+
 def load_results(directory: Path) -> dict[tuple[str, str], dict[str, Any]]:
     """{(set, machine): results document} for every `<set>-<machine>.json` in ``directory``."""
     found = {}
     for path in sorted(directory.glob("*.json")):
-        try:
-            doc = json.loads(path.read_text(encoding="utf-8"))
-        except ValueError as exc:
-            raise MinreproError(f"unreadable results file {path}: {exc}") from None
+        doc = read_results_file(path)
         if doc.get("set"):
             found[(doc["set"], doc["machine"])] = doc
     return found

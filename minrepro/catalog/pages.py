@@ -6,7 +6,6 @@ the libraries at their main). `minrepro docs` writes them; `minrepro docs --chec
 
 from __future__ import annotations
 
-import json
 import os
 import shlex
 from pathlib import Path
@@ -21,6 +20,7 @@ from minrepro.catalog.matrix import (
     _run_skipped,
     load_results,
     load_single_cases,
+    read_results_file,
     readme_with_matrices,
     replace_block,
 )
@@ -122,7 +122,7 @@ class Records:
     def load(cls, root: Path) -> Records:
         patched = root / "patched"
         main_dir = root / "main"
-        main = [_json(p) for p in sorted(main_dir.glob("*.json"))] if main_dir.is_dir() else []
+        main = [read_results_file(p) for p in sorted(main_dir.glob("*.json"))] if main_dir.is_dir() else []
         return cls(
             root,
             load_results(root),
@@ -148,13 +148,6 @@ class Records:
     def file(self, *parts: str) -> Path | None:
         path = self.root.joinpath(*parts)
         return path if path.is_file() else None
-
-
-def _json(path: Path) -> dict[str, Any]:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except ValueError as exc:
-        raise MinreproError(f"unreadable results file {path}: {exc}") from None
 
 
 # --- docs/catalog.md's index -------------------------------------------------------------------------------
@@ -283,7 +276,7 @@ def _bisection(case: Case, records: Records) -> list[str]:
     lines = []
     release = records.file("bisect", f"{case.id}.json")
     if release:
-        doc = _json(release)
+        doc = read_results_file(release)
         for row in doc.get("packages", []):
             base = ", ".join(f"{k} {v}" for k, v in doc.get("base", {}).items() if k != row["package"])
             found = (
@@ -296,7 +289,7 @@ def _bisection(case: Case, records: Records) -> list[str]:
                 f"({len(row.get('judged', {}))} judged; the others at {base})"
             )
     for commits in sorted(records.root.glob(f"bisect/{case.id}-*-commits.json")):
-        doc = _json(commits)
+        doc = read_results_file(commits)
         verb = "broke" if doc.get("direction") == "broke" else "fixed it"
         lines.append(
             f"- {doc['library']} commits {doc['older']}..{doc['newer']}: `{doc['commit'][:8]}` {verb}, "
@@ -372,7 +365,7 @@ def _kit(case: Case, records: Records, page_dir: Path) -> list[str]:
     proof = records.file("kits", case.id, "proof.json")
     if not proof:
         return []
-    doc = _json(proof)
+    doc = read_results_file(proof)
     base = doc.get("base", {})
     counts = doc.get("file_counts", {})
     before, after = counts.get("main") or counts.get("before") or {}, counts.get("after", {})
@@ -435,7 +428,7 @@ def _seconds(value: float | None) -> str:
 
 def main_page(main_dir: Path) -> str:
     """Every record of the catalog with the libraries at their main (`minrepro run --set newest --repo ...`)."""
-    docs = [_json(p) for p in sorted(main_dir.glob("*.json"))] if main_dir.is_dir() else []
+    docs = [read_results_file(p) for p in sorted(main_dir.glob("*.json"))] if main_dir.is_dir() else []
     docs = [d for d in docs if d.get("refs")]
     if not docs:
         return ""

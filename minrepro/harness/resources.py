@@ -65,11 +65,16 @@ def parallel_runs(runs: list[RunResult], wanted: int) -> int:
     return max(1, min(n for n in limits if n is not None))
 
 
+def cores() -> int:
+    """The cores this process may run on (its affinity: a `taskset` share of a box counts, not the whole box)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
 def thread_cap(jobs: int) -> dict[str, str]:
     """The environment that gives each of `jobs` runs at once its share of the cores. Unset, every torch process
     starts one intra-op thread per core: eight candidates on 16 cores run 128 threads, and two runs of the E4B twin
     at once took twice as long as one alone. A share the user set (OMP_NUM_THREADS) is theirs and stays."""
     if jobs <= 1 or any(name in os.environ for name in THREAD_VARIABLES):
         return {}
-    share = max(1, len(os.sched_getaffinity(0)) // jobs)
+    share = max(1, cores() // jobs)
     return {name: str(share) for name in THREAD_VARIABLES}

@@ -14,7 +14,6 @@ import contextlib
 import functools
 import hashlib
 import json
-import os
 import re
 import shlex
 import sys
@@ -31,6 +30,7 @@ from ..harness.executors import ColdExecutor, Executor, make_executor
 from ..harness.oracle import Cache, CommandOracle, SignatureOracle, same_failure
 from ..harness.probe import probe
 from ..harness.resources import (
+    cores,
     FIRST_RUN_TIMEOUT,
     TIMEOUT_FACTOR,
     available_ram_mb,
@@ -552,7 +552,7 @@ def guard_phase(r: Reduction) -> None:
     subject, subject_path = (r.scaled.source, r.scaled.path) if r.scaled else (r.source, r.script)
     starting = ThreadPoolExecutor(1 + len(opts.good_pythons))
     # the bad env judges every candidate: its warm workers are kept one batch ahead where the cores allow
-    spares = min(r.jobs, max(0, _cores() - r.jobs))
+    spares = min(r.jobs, max(0, cores() - r.jobs))
     r.started.append(
         starting.submit(_start_executor, opts, r.python, r.source, r.first_run.modules, r.jobs, r.notes, "", spares)
     )
@@ -771,7 +771,7 @@ def choose_jobs(given: int | None, runs: list[RunResult], what: str) -> tuple[in
     """Runs side by side: `given` (--jobs) where memory holds them, else as many as the cores, the RAM and the GPU
     memory hold for runs like `runs` (at most MAX_AUTO_JOBS: the passes take the first interesting candidate of each
     batch, so a wider batch is mostly spent). What was chosen and why, in words."""
-    cores = _cores()
+    available = cores()
     measured = [run for run in runs if run.peak_rss_mb or run.peak_gpu_mb]
     peak_ram = max((run.peak_rss_mb for run in measured), default=0.0)
     peak_gpu = max((run.peak_gpu_mb for run in measured), default=0.0)
@@ -788,13 +788,9 @@ def choose_jobs(given: int | None, runs: list[RunResult], what: str) -> tuple[in
     if given is not None:
         jobs = max(1, min([given] + [n for n in (ram, gpu) if n is not None]))
         return jobs, f"--jobs {given}" + ("" if jobs == given else f", lowered: {why_memory}")
-    limits = [n for n in (cores, MAX_AUTO_JOBS, ram, gpu) if n is not None]
+    limits = [n for n in (available, MAX_AUTO_JOBS, ram, gpu) if n is not None]
     jobs = max(1, min(limits))
-    return jobs, f"{cores} cores, at most {MAX_AUTO_JOBS}; {why_memory}"
-
-
-def _cores() -> int:
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return jobs, f"{available} cores, at most {MAX_AUTO_JOBS}; {why_memory}"
 
 
 def _make_guard_envs(probing: Future, source: str, notes: list[str]) -> None:
