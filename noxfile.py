@@ -62,6 +62,22 @@ def _torch(session: nox.Session) -> None:
     session.log(f"torch from {site}")
 
 
+def _regenerate_docs(session: nox.Session, where: Path, env: dict[str, str]) -> None:
+    """Where the run recorded into results/, the catalog's pages follow it (`minrepro docs`)."""
+    if where == ROOT / "results":
+        session.run(
+            "python",
+            "-m",
+            "minrepro",
+            "docs",
+            "--results",
+            str(ROOT / "results"),
+            "--docs",
+            str(ROOT / "docs"),
+            env=env,
+        )
+
+
 @nox.session(venv_params=VENV_PARAMS)
 @nox.parametrize("vset", list(SETS), ids=list(SETS))
 def minrepro(session: nox.Session, vset: str) -> None:
@@ -87,18 +103,7 @@ def minrepro(session: nox.Session, vset: str) -> None:
         *args,
         env=env,
     )
-    if where == ROOT / "results":
-        session.run(
-            "python",
-            "-m",
-            "minrepro",
-            "docs",
-            "--results",
-            str(ROOT / "results"),
-            "--docs",
-            str(ROOT / "docs"),
-            env=env,
-        )
+    _regenerate_docs(session, where, env)
 
 
 @nox.session(venv_params=VENV_PARAMS)
@@ -129,18 +134,7 @@ def patched(session: nox.Session, vset: str) -> None:
         *args,
         env=env,
     )
-    if where == ROOT / "results":
-        session.run(
-            "python",
-            "-m",
-            "minrepro",
-            "docs",
-            "--results",
-            str(ROOT / "results"),
-            "--docs",
-            str(ROOT / "docs"),
-            env=env,
-        )
+    _regenerate_docs(session, where, env)
 
 
 TEST_SET = "pinned"  # the libraries the `libs` tests run against (the seeds' stack: most families fail there)

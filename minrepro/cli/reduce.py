@@ -122,21 +122,12 @@ def cmd_reduce(args: argparse.Namespace) -> int:
     prepared = prepare(args.script, args.script_args, args.module, args.python)
     take_env(prepared)
     options = ReduceOptions(
+        **_shared_options(args),
         script=prepared.path if prepared else Path(args.script),
-        out=Path(args.out) if args.out else None,
         signature=args.signature,
         oracle=args.oracle,
-        python=args.python,
-        jobs=args.jobs,
         timeout=args.timeout,
-        seed=args.seed,
-        executor=args.executor,
-        workdir=Path(args.workdir) if args.workdir else None,
-        fresh=args.fresh,
-        good_pythons=list(args.good_python),
-        guard=args.guard,
         confirm_runs=args.confirm_runs,
-        good_runs=args.good_runs,
         triggers=not args.no_triggers,
         scale_down=not args.no_scale_down,
         max_seconds=DEFAULT_BUDGET if args.max_seconds is None else args.max_seconds,
@@ -150,24 +141,27 @@ def cmd_reduce(args: argparse.Namespace) -> int:
     return 0
 
 
+def _shared_options(args: argparse.Namespace) -> dict:
+    """The options a script's and a scenario's reduction read alike."""
+    return {
+        "out": Path(args.out) if args.out else None,
+        "python": args.python,
+        "jobs": args.jobs,
+        "seed": args.seed,
+        "executor": args.executor,
+        "workdir": Path(args.workdir) if args.workdir else None,
+        "fresh": args.fresh,
+        "good_pythons": list(args.good_python),
+        "guard": args.guard,
+        "good_runs": args.good_runs,
+    }
+
+
 def _reduce_scenario(args: argparse.Namespace) -> int:
     from minrepro.reduction.driver import ReduceOptions, print_summary
     from minrepro.scenarios.reduce import reduce_scenario
 
-    options = ReduceOptions(
-        script=Path("-"),
-        out=Path(args.out) if args.out else None,
-        python=args.python,
-        jobs=args.jobs,
-        timeout=args.timeout or DEFAULT_TIMEOUT,
-        seed=args.seed,
-        executor=args.executor,
-        workdir=Path(args.workdir) if args.workdir else None,
-        fresh=args.fresh,
-        good_pythons=list(args.good_python),
-        guard=args.guard,
-        good_runs=args.good_runs,
-    )
+    options = ReduceOptions(**_shared_options(args), script=Path("-"), timeout=args.timeout or DEFAULT_TIMEOUT)
     log = _progress if args.verbose else lambda _: None
     if args.spec is not None:  # a spec file: what `explore` writes for a finding
         from minrepro.scenarios.reduce import reduce_spec
