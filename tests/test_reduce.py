@@ -490,40 +490,39 @@ def test_the_twins_time_budget_is_measured_as_many_at_once_as_the_search_runs(tm
     assert oracle.max_seconds == driver._budget(2.0)
 
 
-def test_establish_runs_the_traced_run_beside_its_confirmations_where_memory_holds_it(tmp_path, monkeypatch):
-    """At E4B the scale-down's traced run is a load of 40 s: it goes with the original's confirming runs, not after
-    them; where memory holds no run more it goes after them, and never for a script that fails flakily."""
-    import time
+def test_the_traced_run_is_the_first_run_and_the_others_confirm_it_side_by_side(tmp_path, monkeypatch):
+    """At E4B the scale-down's traced run is a load of 40 s: it is the first run, and the two others go side by side
+    after it (with the scale-down, in a reduction); never for a script that fails flakily."""
+    import threading
 
     from minrepro.errors import MinreproError
+    from minrepro.harness.executors import ColdExecutor
     from minrepro.reduction import driver
 
     script = tmp_path / "job.py"
     script.write_text("import time\ntime.sleep(1)\nraise ValueError('boom')\n")
-    began = time.monotonic()
-    beside = lambda timeout: time.monotonic() - began  # noqa: E731 (when it started, after the first run)
-    first, _, runs, started = driver.establish(script, sys.executable, 60, tmp_path, 3, beside=beside)
-    assert first.type == "ValueError" and len(runs) == 3
-    assert started < runs[0].seconds + 0.5  # beside the two others, not after them
+    order = []
 
-    monkeypatch.setattr(driver, "parallel_runs", lambda runs, wanted: wanted - 1)  # no room for one more
-    _, _, runs, started = driver.establish(
-        script, sys.executable, 60, tmp_path, 3, beside=lambda timeout: time.monotonic() - began
-    )
-    assert started > sum(r.seconds for r in runs[:2])  # after them
+    def traced(timeout):
+        order.append(("traced", threading.get_ident()))
+        return ColdExecutor(sys.executable, 1).run_many([script], timeout, tmp_path)[0]
 
+    first, run, runs, traced_run = driver.establish(script, sys.executable, 60, tmp_path, 3, traced=traced)
+    assert first.type == "ValueError" and len(runs) == 3 and runs[0] is traced_run is run
+    assert order and sum(r.seconds for r in runs[1:]) > 1.5  # two runs of 1 s each, after the traced one
     marker = tmp_path / "ran-once"  # the first run fails, the others pass
     script.write_text(
         f"import pathlib\nm = pathlib.Path({str(marker)!r})\nif not m.exists():\n"
         "    m.touch()\n    raise ValueError('boom')\n"
     )
     with pytest.raises(MinreproError, match="flakily"):
-        driver.establish(script, sys.executable, 60, tmp_path, 3, beside=lambda timeout: None)
+        driver.establish(script, sys.executable, 60, tmp_path, 3)
 
 
-def test_a_traced_run_that_fails_the_same_way_counts_as_a_confirmation(tmp_path):
-    """The original runs three times in all where the traced run agrees (at E4B each is a 40-50 s load), four where
-    it does not (a plain run takes its place)."""
+def test_a_traced_run_that_fails_otherwise_is_replaced_by_a_plain_run(tmp_path):
+    """The original runs three times in all where the traced run agrees (at E4B each is a 40-50 s load); where the
+    traced run alone disagrees, one more plain run takes its place in the count (four runs), and it is still returned
+    first, for the reduction to drop its twin."""
     from minrepro.harness.executors import ColdExecutor
     from minrepro.reduction import driver
 
@@ -536,11 +535,13 @@ def test_a_traced_run_that_fails_the_same_way_counts_as_a_confirmation(tmp_path)
     def traced(path):
         return lambda timeout: ColdExecutor(sys.executable, 1).run_many([path], timeout, tmp_path)[0]
 
-    _, _, runs, traced_run = driver.establish(script, sys.executable, 60, tmp_path, 3, beside=traced(script))
-    assert len(runs) == 3 and runs[-1] is traced_run and len(counter.read_text()) == 3
+    _, _, runs, traced_run = driver.establish(script, sys.executable, 60, tmp_path, 3, traced=traced(script))
+    assert len(runs) == 3 and runs[0] is traced_run and len(counter.read_text()) == 3
     counter.unlink()
-    _, _, runs, _ = driver.establish(script, sys.executable, 60, tmp_path, 3, beside=traced(other))
-    assert len(runs) == 3 and all(r.signature.type == "ValueError" for r in runs) and len(counter.read_text()) == 4
+    sig, _, runs, _ = driver.establish(script, sys.executable, 60, tmp_path, 3, traced=traced(other))
+    assert len(runs) == 4 and runs[0].signature.type == "KeyError" and len(counter.read_text()) == 4
+    assert sig.type == "ValueError"
+    assert all(r.signature.type == "ValueError" for r in runs[1:])
 
 
 def test_the_cold_verification_runs_the_bad_and_the_good_runs_side_by_side(tmp_path, monkeypatch):

@@ -197,11 +197,11 @@ def test_a_resumed_reduction_takes_the_originals_runs_from_its_earlier_start(tmp
     first = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     calls = []
 
-    def establish(*args, **kwargs):
+    def first_run(*args, **kwargs):
         calls.append(args)
         raise MinreproError("ran the original again")
 
-    monkeypatch.setattr(driver, "establish", establish)
+    monkeypatch.setattr(driver, "first_run", first_run)
     assert main(argv) == 0
     again = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert calls == [] and again["signature"] == first["signature"]
@@ -354,3 +354,32 @@ def test_a_search_over_an_oracle_that_defers_decides_as_one_that_does_not(tmp_pa
         test_many = oracle.test_many if deferring else (lambda batch, o=oracle: [o.test_many([b])[0] for b in batch])
         results.append(reduce_source(source, test_many, PASSES, FINAL_PASSES, jobs=4))
     assert results[0] == results[1] == "x = 1\nraise RuntimeError(x)\n"
+
+
+def test_the_originals_confirming_runs_go_beside_the_scale_down(tmp_path, capsys, monkeypatch):
+    """The first run is the traced one; the two that confirm it run while the scale-down proposes its twin (at E4B
+    the pair took 53 s on an H100, which the scale-down's 42 s now overlap); the guard waits for them."""
+    from minrepro.reduction import driver
+
+    script = tmp_path / "job.py"
+    script.write_text("import time\ntime.sleep(1.5)\nraise RuntimeError('boom')\n")
+    seen = {}
+
+    def scale_down(opts, workdir, script, source, python, timeout, executor, original, first_run, traced, *rest):
+        seen["traced first"] = traced is first_run and traced is not None
+        seen["confirming"] = not driver_state[0].confirming.done()
+        return None
+
+    driver_state = []
+    real_take_first = driver._take_first
+
+    def take_first(r, run):
+        driver_state[:] = [r]
+        real_take_first(r, run)
+
+    monkeypatch.setattr(driver, "_scale_down", scale_down)
+    monkeypatch.setattr(driver, "_take_first", take_first)
+    argv = ["reduce", str(script), "--workdir", str(tmp_path / "w"), "--executor", "cold", "--guard", "none", "--json"]
+    assert main(argv) == 0
+    assert seen == {"traced first": True, "confirming": True}
+    assert len(driver_state[0].cold) == 3 and driver_state[0].confirming is None

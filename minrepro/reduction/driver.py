@@ -19,7 +19,7 @@ import shlex
 import sys
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 from collections.abc import Callable
@@ -155,44 +155,64 @@ def establish(
     home: Path,
     runs: int,
     log: Callable[[str], None] = lambda _: None,
-    beside: Callable[[float], Any] | None = None,
+    traced: Callable[[float], RunResult] | None = None,
     on_first: Callable[[RunResult], None] = lambda _: None,
-) -> tuple[Signature, RunResult, list[RunResult], Any]:
-    """Run the original `runs` times, cold: its signature if every run agrees, else a one-line error. The first run
-    goes alone (under --timeout, or FIRST_RUN_TIMEOUT: nothing is known of its cost yet); the others as many at
-    once as its memory allows, under a timeout that follows its time. `beside(timeout)` (the scale-down's traced
-    run, at E4B a 40 s load of its own) goes with them where memory holds it, else after them, and counts as one of
-    the runs where it fails the same way (else one more plain run takes its place)."""
-    results = ColdExecutor(python, 1).run_many([script], timeout or FIRST_RUN_TIMEOUT, home)
-    on_first(results[0])
-    plain = runs - 1 - (beside is not None)
-    at_once = parallel_runs(results, runs - 1)
-    log(
-        f"establish: run 1 of {runs} took {results[0].seconds:.1f} s"
-        + (
-            f" ({results[0].peak_rss_mb:.0f} MB RAM"
-            + (f", {results[0].peak_gpu_mb:.0f} MB GPU" if results[0].peak_gpu_mb else "")
-            + ")"
-            if results[0].peak_rss_mb
-            else ""
+) -> tuple[Signature, RunResult, list[RunResult], RunResult | None]:
+    """Run the original `runs` times, cold: its signature if every run agrees, else a one-line error (`first_run`,
+    then `confirm`). With `traced` (the scale-down's traced run) the first run is that one."""
+    first = first_run(script, python, timeout, home, traced)
+    on_first(first)
+    results = confirm(script, python, timeout, home, runs, [first], log, stand_in=traced is not None)
+    stands = results[1] if len(results) > runs else results[0]  # the traced run alone disagreed: a plain one
+    return stands.signature, stands, results, first if traced is not None else None
+
+
+def first_run(
+    script: Path, python: str, timeout: float | None, home: Path, traced: Callable[[float], RunResult] | None
+) -> RunResult:
+    """The original's first run, alone (under --timeout, or FIRST_RUN_TIMEOUT: nothing is known of its cost yet). With
+    `traced` it is the scale-down's traced run: the trace only observes (at E4B on an H100 a traced run took 39.6 s,
+    a plain one 41.7 s), and the scale-down can start as soon as it ends."""
+    if traced is not None:
+        return traced(timeout or FIRST_RUN_TIMEOUT)
+    return ColdExecutor(python, 1).run_many([script], timeout or FIRST_RUN_TIMEOUT, home)[0]
+
+
+def confirm(
+    script: Path,
+    python: str,
+    timeout: float | None,
+    home: Path,
+    runs: int,
+    done: list[RunResult],
+    log: Callable[[str], None] = lambda _: None,
+    stand_in: bool = False,
+) -> list[RunResult]:
+    """The runs after `done` (the first), cold, as many at once as its memory allows, under a timeout that follows
+    its time: all `runs` must fail the same way, else a one-line error ("does not fail", "fails flakily"). With
+    `stand_in` the first is a traced run: where it alone disagrees, one more plain run takes its place in the count
+    (it is still returned first, for the caller to see)."""
+    left = runs - len(done)
+    at_once = max(1, min(parallel_runs(done, left), left))
+    if left > 0:
+        log(
+            f"establish: run 1 of {runs} took {done[0].seconds:.1f} s"
+            + (
+                f" ({done[0].peak_rss_mb:.0f} MB RAM"
+                + (f", {done[0].peak_gpu_mb:.0f} MB GPU" if done[0].peak_gpu_mb else "")
+                + ")"
+                if done[0].peak_rss_mb
+                else ""
+            )
+            + f"; {left} more, {at_once} at once"
         )
-        + f"; {runs - 1} more, {min(at_once, runs - 1)} at once"
-        + (", the traced run one of them" if beside is not None else "")
-    )
-    later = timeout_for(results, timeout)
-    with ThreadPoolExecutor(1) as pool:
-        extra = pool.submit(beside, later) if beside is not None and at_once > plain else None
-        if plain:
-            results += ColdExecutor(python, max(1, min(at_once, plain))).run_many([script] * plain, later, home)
-        beside_result = extra.result() if extra is not None else None
-    if beside is not None and extra is None:
-        beside_result = beside(later)
-    if beside is not None:
-        first = next((r.signature for r in results if r.signature is not None), None)
-        if isinstance(beside_result, RunResult) and beside_result.signature == first:
-            results.append(beside_result)
-        else:  # the trace's run is no confirmation: a plain one
-            results += ColdExecutor(python, 1).run_many([script], later, home)
+    later = timeout_for(done, timeout)
+    more = ColdExecutor(python, at_once).run_many([script] * left, later, home) if left > 0 else []
+    results = done + more
+    if stand_in and more and more[0].signature is not None and done[0].signature != more[0].signature:
+        # the traced run alone may disagree (a trace is no plain run): one more plain run takes its place
+        more += ColdExecutor(python, 1).run_many([script], later, home)
+        results = more
     failing = [r for r in results if r.signature is not None]
     if not failing:
         raise MinreproError(f"nothing to reduce: {script} does not fail (passed {runs} of {runs} runs)")
@@ -203,7 +223,7 @@ def establish(
             f"{script} fails flakily: '{first.headline}' in {same} of {runs} runs (n={runs}, "
             "all must agree); make it deterministic, or reduce with --oracle and your own retries"
         )
-    return first, failing[0], results, beside_result
+    return done + more if results is more else results
 
 
 def default_workdir(script: Path, source: str, key: str) -> Path:
@@ -276,6 +296,7 @@ class Reduction:
     home: Path
     python: str
     deadline: Deadline
+    given_name: str  # the user's file, as errors name it
     progress: Progress
     notes: list[str] = field(default_factory=list)
     headline: str = "not established (stopped before the original's runs agreed)"
@@ -293,6 +314,7 @@ class Reduction:
     loaded: tuple[str, ...] = ()
     matcher: Callable[[RunResult], bool] | None = None
     good_envs: Future | None = None  # the guard's first candidate env, made while the original's runs go
+    confirming: Future | None = None  # the original's confirming runs, going while the scale-down does
     # scale-down
     scale_dir: Path | None = None
     scaled: ScaleDown | None = None
@@ -352,6 +374,7 @@ def _reduce_script(opts: ReduceOptions, log: Callable[[str], None], say: Callabl
         home,
         resolve_python(opts.python),
         Deadline(start, opts.max_seconds),
+        opts.prepared.name if opts.prepared else script.name,
         Progress(code_lines(source), log, say=say),
         best=source,
     )
@@ -441,8 +464,10 @@ def command_oracle(r: Reduction) -> None:
 
 
 def establish_failure(r: Reduction) -> None:
-    """The original's cold runs agree on one signature (cached: a resumed reduction skips them); the good env the
-    guard will try first is made meanwhile; the parallelism and the timeouts follow what the runs cost."""
+    """The original's first cold run (traced, where a scale-down follows) fails; the runs that confirm it go in the
+    background while the scale-down proposes its twin (`confirmed` waits for them before the guard). The bad env's
+    probe and the envs the guard will try are made meanwhile; the parallelism and the timeouts follow what the first
+    run cost. A resumed reduction takes all of this from its earlier start."""
     opts = r.opts
     r.scale_dir, memo = _scale_workdir(opts, r.script, r.source, r.python) if opts.scale_down else (None, None)
     r.scaled = memo
@@ -462,38 +487,73 @@ def establish_failure(r: Reduction) -> None:
             if r.scale_dir is None or memo is not None
             else functools.partial(traced_run, normalize(r.source), r.python, workdir=r.scale_dir, home=r.home)
         )
-        _, _, r.cold, r.traced = establish(
-            r.script,
-            r.python,
-            opts.timeout,
-            r.home,
-            opts.confirm_runs,
-            r.say,
-            beside=trace,
-            on_first=functools.partial(_say_estimate, r),
+        first = first_run(r.script, r.python, opts.timeout, r.home, trace)
+        _say_estimate(r, first)
+        r.cold, r.traced = [first], first if trace is not None else None
+        confirming = functools.partial(
+            confirm, r.script, r.python, opts.timeout, r.home, opts.confirm_runs, [first], r.say, trace is not None
         )
-        _remember_runs(r)
-    r.first_run = next(run for run in r.cold if run.signature is not None)
-    r.original = r.first_run.signature
+        if first.signature is None:  # nothing to overlap: "does not fail", or "fails flakily", now
+            _take_confirmed(r, confirming())
+        else:
+            pool = ThreadPoolExecutor(1)
+            r.confirming = pool.submit(confirming)
+            pool.shutdown(wait=False)
+    _take_first(r, next((run for run in r.cold if run.signature is not None), r.cold[0]))
+    r.env = probing.result()
+    r.versions = r.env.versions
+    r.jobs, r.jobs_why = choose_jobs(opts.jobs, r.cold, "the original")
+    r.say(f"parallel runs: {r.jobs} ({r.jobs_why})")
+
+
+def _take_first(r: Reduction, run: RunResult) -> None:
+    """The run the reduction stands on: its signature is the one to keep; refused here if it is no library's."""
+    opts = r.opts
+    r.first_run, r.original = run, run.signature
     r.timeout = timeout_for(r.cold, opts.timeout)
     if opts.timeout is None:
         r.say(
             f"timeout per run: {r.timeout:.0f} s ({TIMEOUT_FACTOR:g}x the slowest cold run, at least "
             f"{DEFAULT_TIMEOUT:.0f} s)"
         )
-    refuse_missing_libraries(r.first_run, r.source, r.python)
-    refuse_own_failure(r.first_run, opts.prepared.name if opts.prepared else r.script.name)
-    if opts.signature and not _search(opts.signature, r.first_run.raw_headline):
+    refuse_missing_libraries(run, r.source, r.python)
+    # a traced run ran the normalized copy: its line numbers are not the user's
+    refuse_own_failure(run if run is not r.traced else replace(run, script_lines=()), r.given_name)
+    if opts.signature and not _search(opts.signature, run.raw_headline):
         raise MinreproError(
-            f"{r.script.name} fails with '{r.first_run.raw_headline.splitlines()[0]}', "
+            f"{r.script.name} fails with '{run.raw_headline.splitlines()[0]}', "
             f"which does not match --signature {opts.signature!r}"
         )
     r.headline, r.owner = r.original.headline, str(r.original.owner or "")
-    r.env = probing.result()
-    r.versions, r.loaded = r.env.versions, r.first_run.loaded
+    r.loaded = run.loaded
     r.matcher = functools.partial(same_failure, r.original, opts.signature)
-    r.jobs, r.jobs_why = choose_jobs(opts.jobs, r.cold, "the original")
-    r.say(f"parallel runs: {r.jobs} ({r.jobs_why})")
+
+
+def confirmed(r: Reduction) -> None:
+    """Wait for the original's confirming runs (started by `establish_failure`): all agree, or a one-line error. Where
+    only the traced run disagrees with the plain ones, the trace is no ground to stand on: the twin goes, and the
+    reduction stands on a plain run at real scale."""
+    if r.confirming is None:
+        return
+    confirming, r.confirming = r.confirming, None
+    _take_confirmed(r, confirming.result())
+
+
+def _take_confirmed(r: Reduction, runs: list[RunResult]) -> None:
+    first = runs[0]
+    r.cold = runs
+    if first is r.traced and first.signature != runs[1].signature:
+        r.notes.append(
+            f"the traced run failed otherwise ({first.signature.headline if first.signature else 'passed'}) than "
+            "the plain runs: no tiny twin, reduced at real scale"
+        )
+        r.say(r.notes[-1])
+        r.cold, r.traced, r.scaled = runs[1:], None, None
+        _take_first(r, runs[1])
+        r.jobs, r.jobs_why = choose_jobs(r.opts.jobs, r.cold, "the original")
+    else:
+        r.timeout = timeout_for(r.cold, r.opts.timeout)
+    _remember_runs(r)
 
 
 def _say_estimate(r: Reduction, first: RunResult) -> None:
@@ -527,7 +587,8 @@ def scale_down_phase(r: Reduction) -> None:
             r.source,
             r.python,
             r.timeout,
-            ColdExecutor(r.python, r.jobs),
+            # the original's confirming runs go meanwhile: the twin's candidates take the slots they leave
+            ColdExecutor(r.python, max(1, r.jobs - (r.opts.confirm_runs - 1 if r.confirming else 0))),
             r.original,
             r.first_run,
             r.traced,
@@ -549,6 +610,7 @@ def guard_phase(r: Reduction) -> None:
     """Where the bug is fixed the subject (the twin, else the original) must pass; the search's executors start
     meanwhile (each warm worker imports the libraries first)."""
     opts = r.opts
+    confirmed(r)
     subject, subject_path = (r.scaled.source, r.scaled.path) if r.scaled else (r.source, r.script)
     starting = ThreadPoolExecutor(1 + len(opts.good_pythons))
     # the bad env judges every candidate: its warm workers are kept one batch ahead where the cores allow
@@ -737,7 +799,7 @@ PHASES: list[Phase] = [
     Phase(
         "establish",
         establish_failure,
-        lambda r: f"{r.opts.confirm_runs} cold runs of the original",
+        lambda r: f"{r.opts.confirm_runs} cold runs of the original (after the first, beside the scale-down)",
         applies=lambda r: not r.opts.oracle,
     ),
     Phase(
