@@ -6,6 +6,7 @@ so executors, caching and parallelism change without touching a pass (the Lithiu
 from __future__ import annotations
 
 import ast
+import copy
 import hashlib
 import random
 import time
@@ -199,6 +200,22 @@ class Problem:
                     return index
         return None
 
+    def shadow(self, limit: int = 64) -> Problem:
+        """A copy that takes every admissible proposal untested, at most `limit` of them: what passes would make of
+        the program if the oracle said yes to each (`passes.together`). It runs nothing, so it knows no facts."""
+        twin = copy.copy(self)
+        twin.accepted, twin.jobs, twin.measure = set(self.accepted), 1, None
+        twin.test_many = lambda sources: [True] * len(sources)
+        taken = [0]
+
+        def count(_source: str) -> None:
+            taken[0] += 1
+            if taken[0] >= limit:
+                raise ShadowFull
+
+        twin.on_accept = count
+        return twin
+
     def accept(self, source: str) -> None:
         self.current = normalize(source)
         self.accepted.add(self.current)
@@ -206,6 +223,10 @@ class Problem:
         self.unbound = unbound_names(self.current)
         self.checks = assert_conditions(self.current)
         self.on_accept(self.current)
+
+
+class ShadowFull(Exception):
+    """A shadow problem took its limit of proposals (passes that keep proposing under an oracle that says yes)."""
 
 
 Facts = Callable[[str], dict]  # current program -> what a run of it showed (the driver runs it; the search never does)

@@ -791,3 +791,36 @@ def test_batches_change_no_decision_of_the_search(lines, data, jobs):
     assert side_by_side == alone
     assert all(len(batch) <= jobs for batch in many)
     assert len(many) <= len(one)
+
+
+def test_restructuring_passes_go_together_in_one_candidate_and_one_by_one_where_it_is_refused():
+    """`together`: the rewrites a script's `main()` needs (unwrap the guard, inline it, drop the environment's
+    settings) are one candidate; refused, nothing is taken and the passes run one by one after it."""
+    from minrepro.reducers.passes import PASSES, together
+
+    source = (
+        "import os\nimport sys\nos.environ['CUDA_VERSION'] = '13.0'\n"
+        "def main():\n    x = 1\n    with open(__file__) as fh:\n        y = fh.read()\n    raise ValueError(x)\n"
+        "if __name__ == '__main__':\n    sys.exit(main())\n"
+    )
+    restructure = next(p for p in PASSES if p.__name__ == "restructure")
+    asked = []
+
+    def yes(sources):
+        asked.append(sources)
+        return [True] * len(sources)
+
+    problem = Problem(source, yes)
+    restructure(problem)
+    assert len(asked) == 1 and len(asked[0]) == 1  # one candidate, one run
+    assert "def main" not in problem.current and "os.environ" not in problem.current
+    assert "with open" not in problem.current and "raise ValueError(" in problem.current
+
+    refused = Problem(source, lambda sources: [False] * len(sources))
+    restructure(refused)
+    assert refused.current == Problem(source, yes).current  # unchanged: nothing taken
+
+    endless = together("endless", lambda problem: [problem.accept(f"x{i} = 1\n") for i in range(1000)])
+    bounded = Problem("x = 1\ny = 2\n", yes)
+    endless(bounded)  # a pass that keeps proposing stops at the shadow's limit
+    assert bounded.current.startswith("x63")
