@@ -292,6 +292,7 @@ def id_literals(tree: ast.AST) -> list[ast.List | ast.Tuple]:
     (`PROMPTS = [[2, 106, 1645]]` ... `for p in PROMPTS: torch.tensor([p])`). Only those made of ints alone."""
     sinks = [c.args[0] for c in ast.walk(tree) if isinstance(c, ast.Call) and c.args and _name(c.func) in _ID_CONSUMERS]
     sinks += [k.value for c in ast.walk(tree) if isinstance(c, ast.Call) for k in c.keywords if k.arg in _ID_KEYWORDS]
+    sinks += _named_ids(tree)
     names = {n for s in sinks for n in _data_names(s)}
     sources = {id(s): s for s in sinks}
     while True:  # names bound from (or iterating over) what flows into a sink flow into it too
@@ -311,6 +312,34 @@ def id_literals(tree: ast.AST) -> list[ast.List | ast.Tuple]:
         if isinstance(n, (ast.List, ast.Tuple)) and n.elts and all(_int_literal(e) for e in n.elts)
     }
     return list(found.values())
+
+
+# What its name says holds token ids: `"prompt_ids": [2, 106, 1645]` in a request that reaches `torch.tensor` through
+# a function's parameter, which the flow above does not follow (a serving script's prompts, past the failure in a
+# load: unrecorded, they stayed past a twin's vocabulary, and generate raised IndexError where the bug is fixed).
+_IDS_NAME = re.compile(r"(?:^|_)ids$")
+
+
+def _named_ids(tree: ast.AST) -> list[ast.expr]:
+    """Values bound to a dict key, a keyword, a name or an attribute whose name ends in `ids` (`prompt_ids`)."""
+    found: list[ast.expr] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Dict):
+            found += [
+                v
+                for k, v in zip(node.keys, node.values, strict=True)
+                if isinstance(k, ast.Constant) and isinstance(k.value, str) and _IDS_NAME.search(k.value)
+            ]
+        elif isinstance(node, ast.keyword) and node.arg and _IDS_NAME.search(node.arg):
+            found.append(node.value)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            named = [
+                t.id if isinstance(t, ast.Name) else t.attr if isinstance(t, ast.Attribute) else "" for t in targets
+            ]
+            if any(_IDS_NAME.search(name) for name in named):
+                found.append(node.value)
+    return found
 
 
 def _data_nodes(expr: ast.AST) -> list[ast.AST]:

@@ -1046,3 +1046,20 @@ def test_the_twin_is_built_after_every_import_its_lines_use_even_past_a_statemen
     body = ast.parse(source).body
     assert _insert_at(body) == 1  # the leading block alone
     assert _insert_at(body, first_line=7) == 4  # after `import torch`, before `def main`
+
+
+def test_ids_a_name_says_are_ids_count_where_the_flow_goes_through_a_function():
+    """A serving script's prompts reach `torch.tensor` through a method's parameter (the flow is not followed) and run
+    after a load that fails: unrecorded, they stayed past the twin's vocabulary, and generate raised IndexError where
+    the bug is fixed. A key, name or keyword ending in `ids` says they are token ids; other lists stay."""
+    from minrepro.reducers.scale import id_literals
+
+    source = (
+        "REQUESTS = [{'id': 'warmup', 'prompt_ids': [2, 106, 1645], 'max_new_tokens': 4}]\n"
+        "stop_ids = (1, 106)\nshape = [512, 1024]\n"
+        "class Server:\n    def answer(self, request):\n"
+        "        return torch.tensor([request['prompt_ids']])\n"
+        "out = [Server().answer(r) for r in REQUESTS]\nmodel.generate(x, eos_token_ids=[1, 2])\n"
+    )
+    found = sorted(ast.unparse(node) for node in id_literals(ast.parse(source)))
+    assert found == ["(1, 106)", "[1, 2]", "[2, 106, 1645]"]
