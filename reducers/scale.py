@@ -111,6 +111,7 @@ class Plan:
     ids: frozenset[int] | None = frozenset()
     tokenized: tuple[Tokenized, ...] = ()
     tokenizers: tuple[tuple[int, dict[str, int]], ...] = ()
+    least: int = 0  # the vocabulary the script's own numbers ask for (`vocabulary_floor`)
 
     @property
     def fields(self) -> list[Path_]:
@@ -125,7 +126,7 @@ class Plan:
         vocabulary is that small already)."""
         if self.ids is None:
             return None
-        size = vocabulary_size(self.ids)
+        size = max(vocabulary_size(self.ids), self.least)
         return size if any(v > size for load in self.loads for v in vocabularies(load.config).values()) else None
 
     @property
@@ -175,8 +176,47 @@ def plan_from_trace(records: Sequence[dict], source: str = "") -> Plan | None:
         (r["line"], r.get("special_ids") or {}) for r in records if r.get("event") == "tokenizer" and r.get("line")
     )
     return Plan(
-        loads, adapters, dispatches, _indexed_ids(records, loads, tokenized, tokenizers, source), tokenized, tokenizers
+        loads,
+        adapters,
+        dispatches,
+        _indexed_ids(records, loads, tokenized, tokenizers, source),
+        tokenized,
+        tokenizers,
+        vocabulary_floor(source),
     )
+
+
+_VOCAB_NAME = re.compile(r"vocab", re.IGNORECASE)
+
+
+def vocabulary_floor(source: str) -> int:
+    """The largest int the script binds to a name that says it is a vocabulary's size (`def batch(n, vocab=4096)`,
+    `VOCAB = 4096`, `vocab_size=4096`): ids it computes from it (`random.randrange(3, vocab)`) were never recorded
+    where the run failed before its forward, and a twin's vocabulary below it made a QLoRA step raise IndexError
+    where the bug is fixed. 0 where there is none."""
+    if not source:
+        return 0
+    bound: list[tuple[str, ast.AST]] = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.arguments):
+            positional = [*node.posonlyargs, *node.args]
+            bound += [
+                (a.arg, d)
+                for a, d in zip(positional[len(positional) - len(node.defaults) :], node.defaults, strict=True)
+            ]
+            bound += [(a.arg, d) for a, d in zip(node.kwonlyargs, node.kw_defaults, strict=True) if d is not None]
+        elif isinstance(node, ast.keyword) and node.arg:
+            bound.append((node.arg, node.value))
+        elif isinstance(node, ast.Assign):
+            bound += [(t.id, node.value) for t in node.targets if isinstance(t, ast.Name)]
+        elif isinstance(node, ast.Dict):
+            bound += [(k.value, v) for k, v in zip(node.keys, node.values, strict=True) if isinstance(k, ast.Constant)]
+    sizes = [
+        v.value
+        for name, v in bound
+        if isinstance(name, str) and _VOCAB_NAME.search(name) and isinstance(v, ast.Constant) and type(v.value) is int
+    ]
+    return max(sizes, default=0)
 
 
 def _finished_loads(records: Sequence[dict]) -> list[dict]:

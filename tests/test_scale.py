@@ -1063,3 +1063,21 @@ def test_ids_a_name_says_are_ids_count_where_the_flow_goes_through_a_function():
     )
     found = sorted(ast.unparse(node) for node in id_literals(ast.parse(source)))
     assert found == ["(1, 106)", "[1, 2]", "[2, 106, 1645]"]
+
+
+def test_a_vocabulary_the_script_names_is_the_least_a_twin_keeps():
+    """A QLoRA step samples its batch with `random.randrange(3, vocab)`, `vocab=4096`, after a load that fails: no id
+    was recorded, and a twin's vocabulary of 256 raised IndexError where the bug is fixed. The twin keeps 4096."""
+    from minrepro.reducers.scale import Load, Plan, vocabulary_floor
+
+    source = (
+        "import random\nVOCAB_SIZE = 1000\ncfg = {'vocab': 2048, 'steps': 99999}\n"
+        "def synthetic_batch(seq_len, vocab=4096, *, hidden=8192):\n"
+        "    return [random.randrange(3, vocab) for _ in range(seq_len)]\n"
+    )
+    assert vocabulary_floor(source) == 4096
+    assert vocabulary_floor("steps = 99999\ndef f(n=8192):\n    pass\n") == 0
+    load = Load(1, "Gemma4ForConditionalGeneration", "gemma4", {"text_config": {"vocab_size": 262144}}, {})
+    assert Plan((load,), ids=frozenset({0, 1, 2}), least=4096).vocabulary == 4096
+    assert Plan((load,), ids=frozenset({0, 1, 2})).vocabulary == 256
+    assert Plan((load,), ids=frozenset({0, 1, 2}), least=262144).vocabulary is None  # nothing to shrink
