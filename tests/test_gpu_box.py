@@ -109,3 +109,21 @@ def test_an_env_an_earlier_run_made_is_kept(tmp_path):
     command = gpu_box.Command(["false"], "env.log", unless_exists=str(made))
     assert gpu_box.run_command(command, {}, tmp_path, gpu_box.Clock(None)) == "kept"
     assert gpu_box.run_command(gpu_box.Command(["true"], "ok.log"), {}, tmp_path, gpu_box.Clock(None)) == "ok"
+
+
+def test_the_table_says_when_a_reduce_first_held_20_lines(capsys):
+    """From the summary's timeline, or from the progress lines of a row recorded before summaries held one."""
+    spec = importlib.util.spec_from_file_location("bench", ROOT / "benchmarks" / "scale" / "bench.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    progress = (
+        "  [establish] done in 53 s: 0 candidates judged, 0 accepted; 59 code lines; no candidate judged yet\n"
+        "  [restructure] done in 18 s: 1 candidates judged, 1 accepted; 47 code lines; 25.9 s per candidate\n"
+        "  [slice_to_failure] done in 15 s: 1 candidates judged, 1 accepted; 14 code lines; 14.2 s per candidate\n"
+    )
+    assert bench.timeline_from_progress(progress) == [(53.0, 59), (71.0, 47), (86.0, 14)]
+    row = {"case": "c", "seconds": 90, "input_lines": 53, "output_lines": 14, "verified": True}
+    row |= {"output_fails_same": True, "timeline": bench.timeline_from_progress(progress)}
+    bench.print_tables([row, {**row, "timeline": []}])
+    table = capsys.readouterr().out.splitlines()
+    assert table[0].endswith("| 20 lines at |") and table[2].endswith("| 86 s |") and table[3].endswith("|  |")

@@ -224,6 +224,9 @@ def test_the_summary_says_per_phase_what_it_cost_and_what_ran_side_by_side(tmp_p
     assert summary["jobs"] >= 1 and "cores" in summary["jobs_why"]
     assert summary["budget_seconds"] is not None and not summary["maybe_not_minimal"]
     assert any(record["lines_removed"] for record in summary["passes"])
+    # when the script was how small: each accepted candidate, in time order
+    seconds = [point[0] for point in summary["timeline"]]
+    assert seconds == sorted(seconds) and summary["timeline"][-1][1] == summary["output_lines"]
 
 
 def test_a_budget_the_original_cannot_fit_is_said_at_the_start(tmp_path, capsys):

@@ -125,6 +125,8 @@ class ReduceSummary:
     good_run: str = ""  # what the result did where the bug is fixed (the cold verification's good runs)
     phases: list[dict] = field(default_factory=list)  # per phase: seconds, candidates, runs side by side
     passes: list[dict] = field(default_factory=list)  # per pass: turns, seconds, candidates, lines removed
+    # (seconds since the start, code lines) at each accepted candidate: how soon the script was how small
+    timeline: list[tuple[float, int]] = field(default_factory=list)
 
     def as_json(self) -> dict:
         return asdict(self)
@@ -438,6 +440,7 @@ def _reduce_script(opts: ReduceOptions, log: Callable[[str], None], say: Callabl
         r.good_said,
         r.phases,
         [asdict(record) for record in r.pass_records.values()],
+        r.progress.timeline,
     )
 
 

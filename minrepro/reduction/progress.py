@@ -29,6 +29,7 @@ class Progress:
         self.phase_tries, self.phase_accepts = 0, 0
         self.pass_name, self.pass_started = "", self.start
         self.pass_seconds: list[float] = []
+        self.timeline: list[tuple[float, int]] = []  # (seconds since the start, code lines) at each accepted candidate
         self._live = None
         if live if live is not None else sys.stderr.isatty():
             try:
@@ -71,6 +72,7 @@ class Progress:
 
     def accepted(self, lines: int) -> None:
         self.accepts, self.phase_accepts, self.lines = self.accepts + 1, self.phase_accepts + 1, lines
+        self.timeline.append((round(time.monotonic() - self.start, 1), lines))
         self.log(f"  accepted: {lines} code lines")
         self._draw()
 
