@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import copy
+import difflib
 import operator
 import re
 from collections.abc import Callable, Iterator
@@ -1783,20 +1784,39 @@ def greedy(generate: Generator, chain: bool = False) -> Pass:
     batch of `jobs` candidates that runs at once (at E4B on a GPU each round cost 13 s)."""
 
     def run(problem: Problem) -> None:
+        refused: set[tuple] = set()  # this turn's edits judged before the one taken: not judged again this turn
         while True:
             rendered = (_render(t) for t in generate(ast.parse(problem.current)))
             candidates = problem.order([c for c in rendered if c is not None])
             combined = _chained(generate, problem.current) if chain and len(candidates) > 1 else None
             if combined is not None and combined not in candidates:
                 candidates.insert(0, combined)
-            found = problem.first_interesting(candidates)
+            edits = [_edit(problem.current, c) for c in candidates]
+            fresh = [i for i, edit in enumerate(edits) if edit not in refused]
+            found = problem.first_interesting([candidates[i] for i in fresh])
             if found is None:
                 return
-            problem.accept(candidates[found])
+            refused.update(edits[i] for i in fresh[:found])
+            problem.accept(candidates[fresh[found]])
 
     run.__name__ = generate.__name__
     run.__doc__ = generate.__doc__
     return run
+
+
+def _edit(before: str, after: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """A candidate as the lines it takes out and puts in: after another edit is taken elsewhere, a refused edit
+    proposes the same lines again (at E4B on an H100 `drop_arguments` judged 120 candidates in 146 s for 8 taken, each
+    taken one sending the turn back to its start). One whose lines the taken edit changed is another edit. Each turn
+    starts afresh, so a round that changes nothing judged every edit: the fixpoint is the same kind."""
+    old, new = before.splitlines(), after.splitlines()
+    out: list[str] = []
+    put: list[str] = []
+    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, old, new, autojunk=False).get_opcodes():
+        if tag != "equal":
+            out += old[i1:i2]
+            put += new[j1:j2]
+    return tuple(out), tuple(put)
 
 
 def _chained(generate: Generator, source: str, limit: int = 32) -> str | None:

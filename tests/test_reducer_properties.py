@@ -824,3 +824,31 @@ def test_restructuring_passes_go_together_in_one_candidate_and_one_by_one_where_
     bounded = Problem("x = 1\ny = 2\n", yes)
     endless(bounded)  # a pass that keeps proposing stops at the shadow's limit
     assert bounded.current.startswith("x63")
+
+
+def test_a_greedy_turn_judges_an_edit_it_refused_once_and_a_new_turn_judges_it_again():
+    """After another edit is taken, a refused one proposes the same lines again: not judged again in that turn (at E4B
+    `drop_arguments` judged 120 candidates for 8 taken). The next turn starts afresh: its fixpoint is unchanged."""
+    from collections import Counter
+
+    from minrepro.reducers.passes import greedy
+
+    def drop_each(tree):
+        for i in range(len(tree.body)):
+            yield ast.Module(body=tree.body[:i] + tree.body[i + 1 :], type_ignores=[])
+
+    kept = "acegikmo"
+    source = "".join(f"{name} = {i}\n" for i, name in enumerate("abcdefghijklmnop"))
+    judged: Counter = Counter()
+
+    def needs_kept(sources):
+        for s in sources:
+            judged.update(name for name in kept if f"{name} = " not in s)  # which kept statement it dropped
+        return [all(f"{name} = " in s for name in kept) for s in sources]
+
+    problem = Problem(source, needs_kept)
+    greedy(drop_each)(problem)
+    assert problem.current == "".join(f"{name} = {i}\n" for i, name in enumerate("abcdefghijklmnop") if name in kept)
+    assert set(judged.values()) == {1}  # each refused edit once in the turn, though eight edits were taken
+    greedy(drop_each)(problem)  # a new turn judges every edit again, and takes none
+    assert set(judged.values()) == {2} and len(judged) == len(kept)
