@@ -1857,7 +1857,8 @@ def together(name: str, *passes: Pass) -> Pass:
 # What a run showed first (the biggest cuts, in one candidate each), then structure (cheap, big steps), then
 # statements, then definitions and details.
 PASSES: list[Pass] = [
-    # what only restructures the script, all in one candidate first
+    # what only restructures the script, all in one candidate first. Not the clean-up after the slice: taken blindly,
+    # its first proposals drop the failing call with its unread result (refused on each of three jobs, a run lost)
     together(
         "restructure",
         greedy(drop_environment_settings),
@@ -1887,10 +1888,6 @@ PASSES: list[Pass] = [
     greedy(unwrap_with, chain=True),
     drop_unexecuted,
     slice_to_failure,
-    # what the slice leaves unread, in one candidate first
-    together(
-        "clean_up", drop_all_dead_definitions, drop_dead_assignments, drop_unused_imports, inline_single_use_variables
-    ),
     drop_all_dead_definitions,
     # what the slice leaves unread, each in one candidate: a budget that ends here still hands over a clean script
     drop_dead_assignments,
