@@ -507,8 +507,9 @@ def test_the_traced_run_is_the_first_run_and_the_others_confirm_it_side_by_side(
         order.append(("traced", threading.get_ident()))
         return ColdExecutor(sys.executable, 1).run_many([script], timeout, tmp_path)[0]
 
-    first, run, runs, traced_run = driver.establish(script, sys.executable, 60, tmp_path, 3, traced=traced)
-    assert first.type == "ValueError" and len(runs) == 3 and runs[0] is traced_run is run
+    first = driver.first_run(script, sys.executable, 60, tmp_path, traced)
+    runs = driver.confirm(script, sys.executable, 60, tmp_path, 3, [first], stand_in=True)
+    assert first.signature.type == "ValueError" and len(runs) == 3 and runs[0] is first
     assert order and sum(r.seconds for r in runs[1:]) > 1.5  # two runs of 1 s each, after the traced one
     marker = tmp_path / "ran-once"  # the first run fails, the others pass
     script.write_text(
@@ -516,7 +517,8 @@ def test_the_traced_run_is_the_first_run_and_the_others_confirm_it_side_by_side(
         "    m.touch()\n    raise ValueError('boom')\n"
     )
     with pytest.raises(MinreproError, match="flakily"):
-        driver.establish(script, sys.executable, 60, tmp_path, 3)
+        first = driver.first_run(script, sys.executable, 60, tmp_path, None)
+        driver.confirm(script, sys.executable, 60, tmp_path, 3, [first])
 
 
 def test_a_traced_run_that_fails_otherwise_is_replaced_by_a_plain_run(tmp_path):
@@ -535,12 +537,15 @@ def test_a_traced_run_that_fails_otherwise_is_replaced_by_a_plain_run(tmp_path):
     def traced(path):
         return lambda timeout: ColdExecutor(sys.executable, 1).run_many([path], timeout, tmp_path)[0]
 
-    _, _, runs, traced_run = driver.establish(script, sys.executable, 60, tmp_path, 3, traced=traced(script))
-    assert len(runs) == 3 and runs[0] is traced_run and len(counter.read_text()) == 3
+    def establish(first_script):
+        first = driver.first_run(script, sys.executable, 60, tmp_path, traced(first_script))
+        return driver.confirm(script, sys.executable, 60, tmp_path, 3, [first], stand_in=True)
+
+    runs = establish(script)
+    assert len(runs) == 3 and len(counter.read_text()) == 3
     counter.unlink()
-    sig, _, runs, _ = driver.establish(script, sys.executable, 60, tmp_path, 3, traced=traced(other))
+    runs = establish(other)
     assert len(runs) == 4 and runs[0].signature.type == "KeyError" and len(counter.read_text()) == 4
-    assert sig.type == "ValueError"
     assert all(r.signature.type == "ValueError" for r in runs[1:])
 
 

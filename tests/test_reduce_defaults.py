@@ -386,3 +386,17 @@ def test_the_originals_confirming_runs_go_beside_the_scale_down(tmp_path, capsys
     assert main(argv) == 0
     assert seen == {"traced first": True, "confirming": True}
     assert len(driver_state[0].cold) == 3 and driver_state[0].confirming is None
+
+
+def test_a_traced_first_run_that_alone_fails_otherwise_leaves_the_reduction_on_a_plain_run(tmp_path, capsys):
+    """The trace runs a normalized copy (`scale.py`): where that run alone fails otherwise, the reduction keeps the
+    plain runs' signature and says why no twin stands in."""
+    script = tmp_path / "job.py"
+    script.write_text(
+        "import json\nif __file__.endswith('scale.py'):\n    raise KeyError('traced')\nraise RuntimeError('plain')\n"
+    )
+    argv = ["reduce", str(script), "--workdir", str(tmp_path / "w"), "--executor", "cold", "--guard", "none", "--json"]
+    assert main(argv) == 0
+    summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert summary["signature"] == "RuntimeError: plain"
+    assert any("the traced run failed otherwise" in note for note in summary["notes"])

@@ -150,25 +150,6 @@ def refuse_missing_libraries(result: RunResult, source: str, python: str) -> Non
         )
 
 
-def establish(
-    script: Path,
-    python: str,
-    timeout: float | None,
-    home: Path,
-    runs: int,
-    log: Callable[[str], None] = lambda _: None,
-    traced: Callable[[float], RunResult] | None = None,
-    on_first: Callable[[RunResult], None] = lambda _: None,
-) -> tuple[Signature, RunResult, list[RunResult], RunResult | None]:
-    """Run the original `runs` times, cold: its signature if every run agrees, else a one-line error (`first_run`,
-    then `confirm`). With `traced` (the scale-down's traced run) the first run is that one."""
-    first = first_run(script, python, timeout, home, traced)
-    on_first(first)
-    results = confirm(script, python, timeout, home, runs, [first], log, stand_in=traced is not None)
-    stands = results[1] if len(results) > runs else results[0]  # the traced run alone disagreed: a plain one
-    return stands.signature, stands, results, first if traced is not None else None
-
-
 def first_run(
     script: Path, python: str, timeout: float | None, home: Path, traced: Callable[[float], RunResult] | None
 ) -> RunResult:
@@ -193,7 +174,7 @@ def confirm(
     """The runs after `done` (the first), cold, as many at once as its memory allows, under a timeout that follows
     its time: all `runs` must fail the same way, else a one-line error ("does not fail", "fails flakily"). With
     `stand_in` the first is a traced run: where it alone disagrees, one more plain run takes its place in the count
-    (it is still returned first, for the caller to see)."""
+    (it is still returned first: `runs` + 1 results then say so)."""
     left = runs - len(done)
     at_once = max(1, min(parallel_runs(done, left), left))
     if left > 0:
@@ -210,7 +191,7 @@ def confirm(
         )
     later = timeout_for(done, timeout)
     more = ColdExecutor(python, at_once).run_many([script] * left, later, home) if left > 0 else []
-    results = done + more
+    results = done + more  # what must agree
     if stand_in and more and more[0].signature is not None and done[0].signature != more[0].signature:
         # the traced run alone may disagree (a trace is no plain run): one more plain run takes its place
         more += ColdExecutor(python, 1).run_many([script], later, home)
@@ -225,7 +206,7 @@ def confirm(
             f"{script} fails flakily: '{first.headline}' in {same} of {runs} runs (n={runs}, "
             "all must agree); make it deterministic, or reduce with --oracle and your own retries"
         )
-    return done + more if results is more else results
+    return done + more
 
 
 def default_workdir(script: Path, source: str, key: str) -> Path:
@@ -298,7 +279,6 @@ class Reduction:
     home: Path
     python: str
     deadline: Deadline
-    given_name: str  # the user's file, as errors name it
     progress: Progress
     notes: list[str] = field(default_factory=list)
     headline: str = "not established (stopped before the original's runs agreed)"
@@ -376,7 +356,6 @@ def _reduce_script(opts: ReduceOptions, log: Callable[[str], None], say: Callabl
         home,
         resolve_python(opts.python),
         Deadline(start, opts.max_seconds),
-        opts.prepared.name if opts.prepared else script.name,
         Progress(code_lines(source), log, say=say),
         best=source,
     )
@@ -521,7 +500,8 @@ def _take_first(r: Reduction, run: RunResult) -> None:
         )
     refuse_missing_libraries(run, r.source, r.python)
     # a traced run ran the normalized copy: its line numbers are not the user's
-    refuse_own_failure(run if run is not r.traced else replace(run, script_lines=()), r.given_name)
+    given = opts.prepared.name if opts.prepared else r.script.name
+    refuse_own_failure(run if run is not r.traced else replace(run, script_lines=()), given)
     if opts.signature and not _search(opts.signature, run.raw_headline):
         raise MinreproError(
             f"{r.script.name} fails with '{run.raw_headline.splitlines()[0]}', "
@@ -545,7 +525,7 @@ def confirmed(r: Reduction) -> None:
 def _take_confirmed(r: Reduction, runs: list[RunResult]) -> None:
     first = runs[0]
     r.cold = runs
-    if first is r.traced and first.signature != runs[1].signature:
+    if len(runs) > r.opts.confirm_runs:  # `confirm`: the traced run alone disagreed, a plain run took its place
         r.notes.append(
             f"the traced run failed otherwise ({first.signature.headline if first.signature else 'passed'}) than "
             "the plain runs: no tiny twin, reduced at real scale"
