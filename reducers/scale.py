@@ -196,27 +196,40 @@ def vocabulary_floor(source: str) -> int:
     where the bug is fixed. 0 where there is none."""
     if not source:
         return 0
-    bound: list[tuple[str, ast.AST]] = []
-    for node in ast.walk(ast.parse(source)):
+    sizes = [
+        v.value
+        for name, v in _bound_by_name(ast.parse(source))
+        if _VOCAB_NAME.search(name) and isinstance(v, ast.Constant) and type(v.value) is int
+    ]
+    return max(sizes, default=0)
+
+
+def _bound_by_name(tree: ast.AST) -> list[tuple[str, ast.expr]]:
+    """(name, value) for what the script binds to a name it chose: a parameter's default, a keyword argument, an
+    assignment to a name or an attribute, a dict's string key."""
+    bound: list[tuple[str, ast.expr]] = []
+    for node in ast.walk(tree):
         if isinstance(node, ast.arguments):
             positional = [*node.posonlyargs, *node.args]
-            bound += [
-                (a.arg, d)
-                for a, d in zip(positional[len(positional) - len(node.defaults) :], node.defaults, strict=True)
-            ]
+            defaulted = positional[len(positional) - len(node.defaults) :]
+            bound += [(a.arg, d) for a, d in zip(defaulted, node.defaults, strict=True)]
             bound += [(a.arg, d) for a, d in zip(node.kwonlyargs, node.kw_defaults, strict=True) if d is not None]
         elif isinstance(node, ast.keyword) and node.arg:
             bound.append((node.arg, node.value))
-        elif isinstance(node, ast.Assign):
-            bound += [(t.id, node.value) for t in node.targets if isinstance(t, ast.Name)]
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            bound += [
+                (t.id if isinstance(t, ast.Name) else t.attr, node.value)
+                for t in targets
+                if isinstance(t, (ast.Name, ast.Attribute))
+            ]
         elif isinstance(node, ast.Dict):
-            bound += [(k.value, v) for k, v in zip(node.keys, node.values, strict=True) if isinstance(k, ast.Constant)]
-    sizes = [
-        v.value
-        for name, v in bound
-        if isinstance(name, str) and _VOCAB_NAME.search(name) and isinstance(v, ast.Constant) and type(v.value) is int
-    ]
-    return max(sizes, default=0)
+            bound += [
+                (k.value, v)
+                for k, v in zip(node.keys, node.values, strict=True)
+                if isinstance(k, ast.Constant) and isinstance(k.value, str)
+            ]
+    return bound
 
 
 def _finished_loads(records: Sequence[dict]) -> list[dict]:
@@ -361,25 +374,8 @@ _IDS_NAME = re.compile(r"(?:^|_)ids$")
 
 
 def _named_ids(tree: ast.AST) -> list[ast.expr]:
-    """Values bound to a dict key, a keyword, a name or an attribute whose name ends in `ids` (`prompt_ids`)."""
-    found: list[ast.expr] = []
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Dict):
-            found += [
-                v
-                for k, v in zip(node.keys, node.values, strict=True)
-                if isinstance(k, ast.Constant) and isinstance(k.value, str) and _IDS_NAME.search(k.value)
-            ]
-        elif isinstance(node, ast.keyword) and node.arg and _IDS_NAME.search(node.arg):
-            found.append(node.value)
-        elif isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
-            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-            named = [
-                t.id if isinstance(t, ast.Name) else t.attr if isinstance(t, ast.Attribute) else "" for t in targets
-            ]
-            if any(_IDS_NAME.search(name) for name in named):
-                found.append(node.value)
-    return found
+    """Values bound to a parameter, a keyword, a name, an attribute or a dict key whose name ends in `ids`."""
+    return [value for name, value in _bound_by_name(tree) if _IDS_NAME.search(name)]
 
 
 def _data_nodes(expr: ast.AST) -> list[ast.AST]:
