@@ -521,10 +521,11 @@ def test_the_traced_run_is_the_first_run_and_the_others_confirm_it_side_by_side(
         driver.confirm(script, sys.executable, 60, tmp_path, 3, [first])
 
 
-def test_a_traced_run_that_fails_otherwise_is_replaced_by_a_plain_run(tmp_path):
+def test_a_traced_run_that_fails_otherwise_is_replaced_by_a_plain_run(tmp_path, monkeypatch):
     """The original runs three times in all where the traced run agrees (at E4B each is a 40-50 s load); where the
     traced run alone disagrees, one more plain run takes its place in the count (four runs), and it is still returned
     first, for the reduction to drop its twin."""
+    from minrepro.errors import MinreproError
     from minrepro.harness.executors import ColdExecutor
     from minrepro.reduction import driver
 
@@ -547,6 +548,18 @@ def test_a_traced_run_that_fails_otherwise_is_replaced_by_a_plain_run(tmp_path):
     runs = establish(other)
     assert len(runs) == 4 and runs[0].signature.type == "KeyError" and len(counter.read_text()) == 4
     assert all(r.signature.type == "ValueError" for r in runs[1:])
+    # plain runs that disagree among themselves: flaky, and no run more is spent on the traced one
+    flaky = tmp_path / "flaky.py"
+    flaky.write_text(
+        f"import os\nwith open({str(counter)!r}, 'a') as fh:\n    fh.write('x')\n"
+        f"if os.path.getsize({str(counter)!r}) == 1:\n    raise RuntimeError('first plain run')\n"
+    )
+    first = driver.first_run(flaky, sys.executable, 60, tmp_path, traced(script))
+    counter.unlink()
+    monkeypatch.setattr(driver, "parallel_runs", lambda runs, wanted: 1)  # one after another: the first one fails
+    with pytest.raises(MinreproError, match="flakily"):
+        driver.confirm(flaky, sys.executable, 60, tmp_path, 3, [first], stand_in=True)
+    assert len(counter.read_text()) == 2
 
 
 def test_the_cold_verification_runs_the_bad_and_the_good_runs_side_by_side(tmp_path, monkeypatch):

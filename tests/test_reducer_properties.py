@@ -770,29 +770,6 @@ def test_the_runs_environment_goes_in_one_candidate_and_what_the_failure_needs_s
     assert "os.environ" not in batches[0][0].split("raise")[0]  # all at once was the first candidate
 
 
-def _deterministic_oracle(needles: set[str], log: list[list[str]]):
-    def oracle(batch: list[str]) -> list[bool]:
-        log.append(list(batch))
-        return [needles <= _statements(s) for s in batch]
-
-    return oracle
-
-
-@settings(max_examples=25, deadline=None)
-@given(programs, st.data(), st.integers(2, 8))
-def test_batches_change_no_decision_of_the_search(lines, data, jobs):
-    """Judging `jobs` candidates at a time only answers early: with a deterministic oracle the search ends where it
-    ends one candidate at a time, and sends no more batches."""
-    needles = set(data.draw(st.lists(st.sampled_from(lines), min_size=1, max_size=3, unique=True)))
-    source = "\n".join(lines) + "\n"
-    one, many = [], []
-    alone = reduce_source(source, _deterministic_oracle(needles, one), PASSES, FINAL_PASSES, jobs=1)
-    side_by_side = reduce_source(source, _deterministic_oracle(needles, many), PASSES, FINAL_PASSES, jobs=jobs)
-    assert side_by_side == alone
-    assert all(len(batch) <= jobs for batch in many)
-    assert len(many) <= len(one)
-
-
 def test_restructuring_passes_go_together_in_one_candidate_and_one_by_one_where_it_is_refused():
     """`together`: the rewrites a script's `main()` needs (unwrap the guard, inline it, drop the environment's
     settings) are one candidate; refused, nothing is taken and the passes run one by one after it."""

@@ -34,6 +34,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
 sys.path.insert(0, str(ROOT))
 from minrepro.dirs import scrubbed  # noqa: E402
+from minrepro.harness.resources import cores  # noqa: E402
 from minrepro.harness.runner import run_script  # noqa: E402
 from minrepro.reducers.source import code_lines, code_tokens  # noqa: E402
 
@@ -174,7 +175,6 @@ def main() -> int:
 
 def _box() -> str:
     """What the reduction ran on: its cores and the GPU it saw."""
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     try:
         names = subprocess.run(
             ["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"],
@@ -187,7 +187,7 @@ def _box() -> str:
         names = [n for i, n in enumerate(names) if n and (not visible or str(i) in visible.split(","))]
     except (OSError, subprocess.SubprocessError):
         names = []
-    return f"{cores} cores" + (f", {len(names)} x {names[0]}" if names else ", no GPU")
+    return f"{cores()} cores" + (f", {len(names)} x {names[0]}" if names else ", no GPU")
 
 
 def _first_line(run) -> str:

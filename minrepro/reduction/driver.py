@@ -192,7 +192,8 @@ def confirm(
     later = timeout_for(done, timeout)
     more = ColdExecutor(python, at_once).run_many([script] * left, later, home) if left > 0 else []
     results = done + more  # what must agree
-    if stand_in and more and more[0].signature is not None and done[0].signature != more[0].signature:
+    agree = bool(more) and more[0].signature is not None and all(m.signature == more[0].signature for m in more)
+    if stand_in and agree and done[0].signature != more[0].signature:
         # the traced run alone may disagree (a trace is no plain run): one more plain run takes its place
         more += ColdExecutor(python, 1).run_many([script], later, home)
         results = more
