@@ -480,11 +480,15 @@ def test_auto_takes_the_warm_pool_where_cuda_is_visible_or_the_fork_server_canno
         def __init__(self, python, preload, jobs, recorded, spares=0):
             self.chosen_because = ""
 
-    monkeypatch.setattr(executors, "_cuda_visible_in", lambda python: cuda)
+    probed: list[str] = []
+    monkeypatch.setattr(executors, "_cuda_visible_in", lambda python: probed.append(python) or cuda)
     monkeypatch.setattr(executors, "ForkServerExecutor", Server)
     monkeypatch.setattr(executors, "WarmPoolExecutor", Pool)
+    told = executors.make_executor("auto", None, ["torch"], 2, cuda=cuda)
+    assert told.name == expected and probed == []  # the caller's probe answered: no second torch import
+    started.clear(), closed.clear()
     chosen = executors.make_executor("auto", None, ["torch"], 2)
-    assert chosen.name == expected
+    assert chosen.name == expected and len(probed) == 1
     assert started == ([] if cuda else ["forkserver"])
     assert closed == (["forkserver"] if left else [])
     if cuda:

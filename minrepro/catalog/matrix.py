@@ -110,7 +110,7 @@ def load_single_cases(directory: Path) -> dict[tuple[str, str], dict[str, Any]]:
     whole-set record lacks (a case added after it, or one that machine had to skip)."""
     merged: dict[tuple[str, str], dict[str, Any]] = {}
     for path in sorted(directory.glob("*.json")) if directory.is_dir() else []:
-        doc = json.loads(path.read_text(encoding="utf-8"))
+        doc = read_results_file(path)
         into = merged.setdefault((doc["set"], doc["machine"]), {**doc, "cases": [], "files": []})
         into["cases"] += doc["cases"]
         environment = {k: v for k, v in doc.items() if k != "cases"}

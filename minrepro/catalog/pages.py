@@ -69,7 +69,7 @@ def render_docs(catalog: Catalog, results_dir: Path, docs_dir: Path) -> dict[Pat
     if benchmarks.is_file():
         text = benchmarks.read_text(encoding="utf-8")
         pages[benchmarks] = replace_block(benchmarks, text, catalog_timings(records), TIMINGS_BEGIN, TIMINGS_END)
-    main = main_page(results_dir / "main")
+    main = main_page(records.main)
     if main:
         pages[docs_dir / "main.md"] = main
     return pages
@@ -426,10 +426,10 @@ def _seconds(value: float | None) -> str:
 # --- docs/main.md ------------------------------------------------------------------------------------------
 
 
-def main_page(main_dir: Path) -> str:
-    """Every record of the catalog with the libraries at their main (`minrepro run --set newest --repo ...`)."""
-    docs = [read_results_file(p) for p in sorted(main_dir.glob("*.json"))] if main_dir.is_dir() else []
-    docs = [d for d in docs if d.get("refs")]
+def main_page(documents: list[dict]) -> str:
+    """Every record of the catalog with the libraries at their main (`minrepro run --set newest --repo ...`): the
+    documents of `results/main/` (`Records.main`)."""
+    docs = [d for d in documents if d.get("refs")]
     if not docs:
         return ""
     parts = [refs_page(doc).split("\n", 2)[2] for doc in docs]  # each without the page title

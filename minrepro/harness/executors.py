@@ -502,15 +502,21 @@ def _cuda_visible_in(python: str) -> bool:
 
 
 def _auto(
-    python: str | None, preload: Sequence[str], jobs: int, recorded: Sequence[str] = (), spares: int = 0
+    python: str | None,
+    preload: Sequence[str],
+    jobs: int,
+    recorded: Sequence[str] = (),
+    spares: int = 0,
+    cuda: bool | None = None,
 ) -> Executor:
     """The warm pool where CUDA is visible, else the fork server. On a GPU the fork server's prefix snapshots stop at
     the first CUDA initialization, and its children were slower: the E2B twin of eval_gemma4_gpu.py (pinned, two
     H200s, 8 at once, 2026-11-26) cost 12.1 s per candidate under the fork server and 7.6 s under the warm pool; on
     newest the fork server also leaves peft (bitsandbytes 0.50 initializes CUDA at import) to every child. Elsewhere
-    the fork server stays; if it would leave a CUDA-initializing import anyway, or cannot start, the warm pool."""
+    the fork server stays; if it would leave a CUDA-initializing import anyway, or cannot start, the warm pool.
+    `cuda`: whether the env's torch sees a GPU, where the caller's probe said so already."""
     python = resolve_python(python)
-    if _cuda_visible_in(python):
+    if _cuda_visible_in(python) if cuda is None else cuda:
         why = "CUDA is visible: fork-server snapshots cannot pass CUDA's initialization"
     else:
         try:
@@ -534,14 +540,23 @@ EXECUTORS = {"cold": ColdExecutor, "forkserver": ForkServerExecutor, "warm-pool"
 
 
 def make_executor(
-    kind: str, python: str | None, preload: Sequence[str], jobs: int, recorded: Sequence[str] = (), spares: int = 0
+    kind: str,
+    python: str | None,
+    preload: Sequence[str],
+    jobs: int,
+    recorded: Sequence[str] = (),
+    spares: int = 0,
+    cuda: bool | None = None,
 ) -> Executor:
     """``preload``: the script's own imports; ``recorded``: every module a run of it imported (what the libraries
-    import lazily), preloaded after them by the warm executors. "auto": see `_auto`."""
+    import lazily), preloaded after them by the warm executors. "auto": see `_auto` (`cuda`: its probe's answer,
+    where known)."""
     if kind == "cold":
         return ColdExecutor(python, jobs)
     if kind not in EXECUTORS:
         raise MinreproError(f"unknown executor {kind!r} (known: {', '.join(EXECUTORS)})")
-    if kind in ("auto", "warm-pool"):  # workers warming ahead of need: only the warm pool keeps spares
-        return EXECUTORS[kind](python, preload, jobs, recorded, spares=spares)
+    if kind == "auto":
+        return _auto(python, preload, jobs, recorded, spares, cuda)
+    if kind == "warm-pool":  # workers warming ahead of need: only the warm pool keeps spares
+        return WarmPoolExecutor(python, preload, jobs, recorded, spares)
     return EXECUTORS[kind](python, preload, jobs, recorded)

@@ -34,6 +34,7 @@ from collections.abc import Mapping, Sequence
 from ..dirs import cache, without_local_paths
 from ..errors import MinreproError
 from ..harness.runner import RunResult, resolve_python
+from ..reducers.source import header_end
 
 # Variables that change what the libraries do: recorded from the original's run and set by the script's first lines.
 ENV_PREFIXES = (
@@ -389,18 +390,8 @@ def insert_prelude(source: str, lines: list[str]) -> str:
     if not lines:
         return source
     body = ast.parse(source).body
-    after = 0
-    for index, stmt in enumerate(body):
-        docstring = (
-            index == 0
-            and isinstance(stmt, ast.Expr)
-            and isinstance(stmt.value, ast.Constant)
-            and isinstance(stmt.value.value, str)
-        )
-        if docstring or (isinstance(stmt, ast.ImportFrom) and stmt.module == "__future__"):
-            after = stmt.end_lineno or stmt.lineno
-        else:
-            break
+    header = header_end(body)
+    after = (body[header - 1].end_lineno or body[header - 1].lineno) if header else 0
     text = source.splitlines(keepends=True)
     first_code = body[0].lineno - 1 if body else len(text)
     while after < first_code and (not text[after].strip() or text[after].lstrip().startswith("#")):

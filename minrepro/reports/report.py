@@ -22,7 +22,7 @@ from minrepro.catalog.manifest import Case, Catalog, script_metadata
 from minrepro.dirs import cache
 from minrepro.errors import MinreproError
 from minrepro.reports.bisect import BisectResult, CommitBisect
-from minrepro.catalog.matrix import recorded_runs_of
+from minrepro.catalog.matrix import read_results_file, recorded_runs_of
 from minrepro.envs.patching import PATCHES_DIR, load_patches
 from minrepro.envs.sets import load_sets
 from minrepro.catalog.run import observe
@@ -235,7 +235,7 @@ def on_main(case: Case, results_dir: Path) -> str:
     the outcome there; and the PR kit, if one was proved (`minrepro kit`). Maintainers ask this first."""
     lines = []
     for path in sorted((results_dir / "main").glob("*.json")):
-        document = json.loads(path.read_text(encoding="utf-8"))
+        document = read_results_file(path)
         row = next((r for r in document.get("cases", []) if r["case"] == case.id), None)
         if row is None or row["observed"] == "skipped":
             continue
@@ -465,7 +465,7 @@ def patched_runs(case: Case, directory: Path) -> str:
         return ""
     lines = []
     for path in sorted(directory.glob("*.json")):
-        doc = json.loads(path.read_text(encoding="utf-8"))
+        doc = read_results_file(path)
         entry = _entry(doc, case.id)
         if entry:
             outcome = "passes" if entry["observed"] == "pass" else f"still fails: `{entry.get('headline', '')[:100]}`"

@@ -4,13 +4,12 @@ against its family's catalog case."""
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 from typing import Any
 
 from ..catalog.manifest import Catalog
-from ..catalog.matrix import replace_block
+from ..catalog.matrix import read_results_file, replace_block
 from ..reducers.source import code_lines
 from .presets import SEED_REPORTS, presets
 from .reduce import read_steps, steps_file_of
@@ -28,7 +27,7 @@ _SET_ORDER = {"pinned": 0, "reporter": 1, "newest": 2}
 
 def load_tables(directory: Path) -> list[dict[str, Any]]:
     """Every `minrepro scenario table --results` document under `directory` (not its subfolders)."""
-    docs = [json.loads(p.read_text(encoding="utf-8")) for p in sorted(directory.glob("*.json"))]
+    docs = [read_results_file(p) for p in sorted(directory.glob("*.json"))]
     return [d for d in docs if "rows" in d and "scenario_set" in d]
 
 
