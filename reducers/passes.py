@@ -21,7 +21,7 @@ from minrepro.harness._bootstrap import read_key, reads_input  # the profile's r
 from .scale import SHRINK, TOKEN_ID, VOCABULARY
 from .ddmin import ddmin
 from .search import Problem, ShadowFull, seeding_calls
-from .source import header_end, replace_node
+from .source import header_end, merge_edits, replace_node
 
 Generator = Callable[[ast.Module], Iterator[ast.Module]]
 Pass = Callable[[Problem], None]
@@ -1804,6 +1804,38 @@ def greedy(generate: Generator, chain: bool = False) -> Pass:
     return run
 
 
+def sweep(generate: Generator) -> Pass:
+    """Run a generator pass whose edits are small and mostly refused (an argument, a dict entry, an attribute read):
+    every proposal is judged where the script fails (`Problem.screen`), then those that fail the same way go
+    together (`merge_edits`) as one candidate, then one by one if that is refused; the one taken starts the next
+    sweep. At E4B on an H100 `greedy(drop_arguments)` took 8 edits in 146 s, each a batch or more of bad runs and a
+    good run in turn; a sweep pays the good run once for the edits it merges."""
+
+    def run(problem: Problem) -> None:
+        refused: set[tuple] = set()  # edits judged this turn and not taken: not judged again this turn
+        while True:
+            rendered = (_render(t) for t in generate(ast.parse(problem.current)))
+            candidates = problem.order([c for c in rendered if c is not None])
+            edits = [_edit(problem.current, c) for c in candidates]
+            fresh = [i for i, edit in enumerate(edits) if edit not in refused]
+            hits = [fresh[i] for i in problem.screen([candidates[i] for i in fresh])]
+            refused.update(edits[i] for i in fresh if i not in hits)
+            if not hits:
+                return
+            merged, taken = merge_edits(problem.current, [candidates[i] for i in hits])
+            tries = ([merged] if taken > 1 else []) + [candidates[i] for i in hits]
+            found = problem.first_interesting(tries)
+            if found is None:
+                return
+            before = found - 1 if taken > 1 else found  # the single edits refused where the bug is fixed
+            refused.update(edits[i] for i in hits[: max(0, before)])
+            problem.accept(tries[found])
+
+    run.__name__ = generate.__name__
+    run.__doc__ = generate.__doc__
+    return run
+
+
 def _edit(before: str, after: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """A candidate as the lines it takes out and puts in: after another edit is taken elsewhere, a refused edit
     proposes the same lines again (at E4B on an H100 `drop_arguments` judged 120 candidates in 146 s for 8 taken, each
@@ -1906,15 +1938,15 @@ PASSES: list[Pass] = [
     greedy(inline_functions, chain=True),
     greedy(inline_nested_calls, chain=True),
     greedy(remove_dead_definitions, chain=True),
-    greedy(constant_attributes),
+    sweep(constant_attributes),
     drop_dead_assignments,
     drop_unused_imports,
-    greedy(drop_arguments),
+    sweep(drop_arguments),
     greedy(coarsen_device_maps),  # before entries go one by one
     greedy(fewer_unplaced_layers),  # a map coarsened to its root entry no longer places the layers
-    greedy(drop_dict_runs),
-    greedy(drop_dict_entries),
-    greedy(simplify_constants),
+    sweep(drop_dict_runs),
+    sweep(drop_dict_entries),
+    sweep(simplify_constants),
     greedy(simplify_idioms),  # what a maintainer would not write (issue: `os.path.join(x)`, a no-op `.to()`)
     greedy(drop_empty_classes),
     greedy(fold_constants),

@@ -111,9 +111,13 @@ class Problem:
         on_accept: Callable[[str], None] = lambda _: None,
         freeze_check_data: bool = False,
         keep_seeds: bool = False,
+        screen_many: TestMany | None = None,
     ):
         self.current = source
+        self.history = [source]  # every program accepted, in order (`retract` goes back along it)
         self.test_many, self.jobs, self.seed, self.on_accept = test_many, max(1, jobs), seed, on_accept
+        # the oracle's first half alone (where the script fails), if it has one: see `screen`
+        self.screen_many = screen_many or test_many
         self.accepted: set[str] = {source}
         self.lines = code_lines(source)
         self.unbound = unbound_names(source)
@@ -124,7 +128,8 @@ class Problem:
         # a good environment passes by chance too (eval_then_export's reduction passed twice where the bug is
         # fixed and failed there one run in two cold). Every seeding call stays (inlining may copy one: >=).
         self.seeds = seeding_calls(source) if keep_seeds else Counter()
-        self.tried = 0  # candidates sent to the oracle (progress)
+        self.tried = 0  # candidates sent to the oracle (progress), each once: a screened one judged later is one
+        self._sent: set[str] = set()
         # What a run of the current program showed, as plain data (the driver measures it; see `Facts`):
         # "failing_statement" (the top-level statement the failure went through, as unparsed), "values"
         # ({"args.steps": "3"}: reads that always had that literal value), "heavy" (slow top-level statements),
@@ -191,7 +196,7 @@ class Problem:
         pending = [(i, n) for i, n in normalized if n is not None and self.admissible(n)]
         for start in range(0, len(pending), self.jobs):
             batch = pending[start : start + self.jobs]
-            self.tried += len(batch)
+            self._count(batch)
             answers = self.test_many([source for _, source in batch])
             for (index, source), interesting in zip(batch, answers, strict=False):
                 if interesting is None:  # not judged yet: an oracle says so only after an interesting one, read first
@@ -200,12 +205,31 @@ class Problem:
                     return index
         return None
 
+    def screen(self, candidates: Sequence[str]) -> list[int]:
+        """Indices of the admissible candidates that fail the same way where the script fails, every one judged,
+        `jobs` at a time. An oracle that can (`screen_many`) leaves their runs where the bug is fixed until
+        `first_interesting` asks: a pass that takes several edits in one candidate pays one such run, not one each."""
+        pending = [(i, n) for i, c in enumerate(candidates) if (n := _normalized(c)) is not None and self.admissible(n)]
+        hits = []
+        for start in range(0, len(pending), self.jobs):
+            batch = pending[start : start + self.jobs]
+            self._count(batch)
+            answers = self.screen_many([source for _, source in batch])
+            hits += [index for (index, _), answer in zip(batch, answers, strict=False) if answer is not False]
+        return hits
+
+    def _count(self, batch: list[tuple[int, str]]) -> None:
+        fresh = {source for _, source in batch} - self._sent
+        self.tried += len(fresh)
+        self._sent |= fresh
+
     def shadow(self, limit: int = 64) -> Problem:
         """A copy that takes every admissible proposal untested, at most `limit` of them: what passes would make of
         the program if the oracle said yes to each (`passes.together`). It runs nothing, so it knows no facts."""
         twin = copy.copy(self)
-        twin.accepted, twin.jobs, twin.measure = set(self.accepted), 1, None
-        twin.test_many = lambda sources: [True] * len(sources)
+        twin.accepted, twin.jobs, twin.measure, twin._sent = set(self.accepted), 1, None, set(self._sent)
+        twin.history = list(self.history)
+        twin.test_many = twin.screen_many = lambda sources: [True] * len(sources)
         taken = [0]
 
         def count(_source: str) -> None:
@@ -219,10 +243,34 @@ class Problem:
     def accept(self, source: str) -> None:
         self.current = normalize(source)
         self.accepted.add(self.current)
-        self.lines = code_lines(self.current)
-        self.unbound = unbound_names(self.current)
-        self.checks = assert_conditions(self.current)
-        self.on_accept(self.current)
+        self.history.append(self.current)
+        self._take(self.current)
+
+    def retract(self, source: str) -> bool:
+        """Go back to the program before `source` was accepted (`Retracted`), dropping what was accepted after it;
+        False where `source` was never accepted (a ddmin pass asked and had not taken it yet). It stays among the
+        accepted programs: never proposed again."""
+        if source not in self.history[1:]:
+            return False
+        del self.history[self.history.index(source, 1) :]
+        self.current = self.history[-1]
+        self._take(self.current)
+        return True
+
+    def _take(self, source: str) -> None:
+        self.lines = code_lines(source)
+        self.unbound = unbound_names(source)
+        self.checks = assert_conditions(source)
+        self.on_accept(source)
+
+
+class Retracted(Exception):
+    """An oracle that answered yes ahead of part of its judgment (`SignatureOracle.optimistic`) takes it back: the
+    candidate `source` was refused after all (`why`). The search takes back that program and all built on it."""
+
+    def __init__(self, source: str, why: str = ""):
+        super().__init__(f"refused after all: {why}")
+        self.source, self.why = source, why
 
 
 class ShadowFull(Exception):
@@ -256,6 +304,8 @@ def reduce_source(
     facts: Facts | None = None,
     keep_seeds: bool = False,
     records: dict[str, PassRecord] | None = None,
+    screen_many: TestMany | None = None,
+    settle: Callable[[], None] | None = None,
 ) -> str:
     """Apply the passes in order, then the final passes, until a whole round changes nothing. Before each round
     `facts` (if given) says what a run of the current program showed; fact-driven passes use it.
@@ -264,14 +314,16 @@ def reduce_source(
     of the productive passes changes nothing (then every pass gets a turn, and a round where none changes anything
     ends the search). A pass that sent candidates and changed nothing on FRUITLESS_TURNS turns in a row is retired:
     the result is a fixpoint of the passes still running. `records` (by pass name) collects what each pass cost and
-    removed."""
-    problem = Problem(normalize(source), test_many, jobs, seed, on_accept, freeze_check_data, keep_seeds)
+    removed. `screen_many` (if given) judges candidates where the script fails only (`Problem.screen`). An oracle
+    that answers yes ahead of part of its judgment raises `Retracted` on a later call, or on `settle` (called at the end
+    of each round): that program and what was built on it are taken back, and the search goes on."""
+    problem = Problem(normalize(source), test_many, jobs, seed, on_accept, freeze_check_data, keep_seeds, screen_many)
     everything = [*passes, *final_passes]
     records = records if records is not None else {}
     idle: set[int] = set()  # passes whose last turn changed nothing
     fruitless: dict[int, int] = {}  # turns in a row that sent candidates and changed nothing
     for _ in range(MAX_ROUNDS):
-        before = problem.current
+        before, retracted = problem.current, False
         every_pass = not idle
         problem.measure = facts
         for index, reduction in enumerate(everything):
@@ -281,7 +333,11 @@ def reduce_source(
             on_pass(name)
             record = records.setdefault(name, PassRecord(name))
             current, lines, tried, began = problem.current, problem.lines, problem.tried, time.monotonic()
-            reduction(problem)
+            try:
+                reduction(problem)
+            except Retracted as refused:  # the pass stops where it was: the round is not a fixpoint
+                problem.retract(refused.source)
+                retracted = True
             record.turns += 1
             record.seconds += time.monotonic() - began
             record.candidates += problem.tried - tried
@@ -289,8 +345,22 @@ def reduce_source(
             changed = problem.current != current
             (idle.discard if changed else idle.add)(index)
             fruitless[index] = 0 if changed else fruitless.get(index, 0) + (problem.tried > tried)
-        if problem.current == before:
+        retracted |= _settled(problem, settle)
+        if problem.current == before and not retracted:
             if every_pass:
                 break
             idle.clear()  # the productive passes are spent: every pass gets a turn
+    while _settled(problem, settle):  # MAX_ROUNDS spent with a yes still unsettled
+        pass
     return problem.current
+
+
+def _settled(problem: Problem, settle: Callable[[], None] | None) -> bool:
+    """Settle the oracle's last yes; True if it was taken back (and the program with it)."""
+    try:
+        if settle is not None:
+            settle()
+    except Retracted as refused:
+        problem.retract(refused.source)
+        return True
+    return False

@@ -4,8 +4,11 @@ code lines it has, and what it imports. Standard library only; nothing here runs
 from __future__ import annotations
 
 import ast
+import difflib
 import io
+import re
 import tokenize
+from collections.abc import Sequence
 
 
 def normalize(source: str) -> str:
@@ -86,9 +89,61 @@ def replace_node(tree: ast.AST, old: ast.AST, new: ast.AST | list[ast.stmt]) -> 
 def header_end(body: list[ast.stmt]) -> int:
     """Where a statement may go first: after the module docstring and the `from __future__` imports."""
     index = 0
-    docstring = bool(body) and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant)
+    docstring = (
+        bool(body)
+        and isinstance(body[0], ast.Expr)
+        and isinstance(body[0].value, ast.Constant)
+        and isinstance(body[0].value.value, str)
+    )
     while index < len(body) and (
         (index == 0 and docstring) or (isinstance(body[index], ast.ImportFrom) and body[index].module == "__future__")
     ):
         index += 1
     return index
+
+
+# a string literal is one token: a deletion aligned across a quote (`a': 1, '`) merges into nonsense
+_TOKEN = re.compile(r"""'''.*?'''|\"\"\".*?\"\"\"|'(?:[^'\\\n]|\\.)*'|"(?:[^"\\\n]|\\.)*"|\w+|\s+|[^\w\s]""", re.S)
+
+
+def merge_edits(base: str, edited: Sequence[str]) -> tuple[str, int]:
+    """The edits that each of `edited` makes to `base`, made together where they do not collide, and how many were
+    taken (in order; one that collides with those taken is left out). Deletions that overlap merge as their union:
+    `f(a, b, c)` less `b` (`"b, "` out) and less `c` (`", c"` out) is `f(a, )`. The text may not parse; the caller
+    checks, as it judges the result anyway."""
+    tokens = _TOKEN.findall(base)
+    deleted: set[int] = set()
+    rewrites: list[tuple[int, int, list[str]]] = []  # (start, end, new tokens): replacements and insertions
+    taken = 0
+    for text in edited:
+        opcodes = difflib.SequenceMatcher(None, tokens, _TOKEN.findall(text), autojunk=False).get_opcodes()
+        new_tokens = _TOKEN.findall(text)
+        ops = [_slid(tokens, i1, i2, new_tokens[j1:j2]) for tag, i1, i2, j1, j2 in opcodes if tag != "equal"]
+        if not ops or any(_collide(op, other) for op in ops for other in rewrites):
+            continue
+        if any(new and any(op[0] <= i <= op[1] for i in deleted) for op in ops for new in [op[2]]):
+            continue  # a rewrite next to or inside what is deleted
+        rewrites += [op for op in ops if op[2]]
+        deleted.update(i for i1, i2, new in ops if not new for i in range(i1, i2))
+        taken += 1
+    starts = {i1: new for i1, _, new in rewrites}
+    replaced = {i for i1, i2, _ in rewrites for i in range(i1, i2)}
+    out: list[str] = []
+    for i in range(len(tokens) + 1):
+        out += starts.get(i, [])
+        if i < len(tokens) and i not in replaced and i not in deleted:
+            out.append(tokens[i])
+    return "".join(out), taken
+
+
+def _slid(tokens: list[str], i1: int, i2: int, new: list[str]) -> tuple[int, int, list[str]]:
+    """A deletion as far right as it can slide and delete the same text: `f(a, b, c)` less `b` is `b, ` out, never
+    `, b`, so that its union with `a, ` out is `f(c)` and not `f(, c)`."""
+    while not new and i1 < i2 < len(tokens) and tokens[i1] == tokens[i2]:
+        i1, i2 = i1 + 1, i2 + 1
+    return i1, i2, new
+
+
+def _collide(op: tuple[int, int, list[str]], other: tuple[int, int, list[str]]) -> bool:
+    """Whether an edit's change meets a rewrite's (ranges that overlap or touch: which goes first is unknown)."""
+    return not (op[1] < other[0] or other[1] < op[0])

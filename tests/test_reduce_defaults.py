@@ -129,9 +129,9 @@ def test_a_pass_whose_candidates_keep_failing_is_retired():
 
     calls = {"costly": 0}
 
-    def costly(problem):  # proposes a candidate the oracle refuses, every turn
+    def costly(problem):  # proposes a new candidate the oracle refuses, every turn (a run each: no cache hit)
         calls["costly"] += 1
-        problem.first_interesting(["refused = 1\n"])
+        problem.first_interesting([f"refused = {calls['costly']}\n"])
 
     def shrinks(problem):  # one line a turn down to four
         lines = problem.current.splitlines()
@@ -144,7 +144,7 @@ def test_a_pass_whose_candidates_keep_failing_is_retired():
             problem.accept("\n".join(lines[2:]) + "\n")
 
     source = "".join(f"x{i} = {i}\n" for i in range(8))
-    result = reduce_source(source, lambda batch: [c != "refused = 1\n" for c in batch], [costly, shrinks, late], [])
+    result = reduce_source(source, lambda batch: ["refused" not in c for c in batch], [costly, shrinks, late], [])
     assert result == "x6 = 6\nx7 = 7\n"
     assert calls["costly"] == 2  # two fruitless turns that cost a run each; not in the last full round
 
@@ -400,3 +400,108 @@ def test_a_traced_first_run_that_alone_fails_otherwise_leaves_the_reduction_on_a
     summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert summary["signature"] == "RuntimeError: plain"
     assert any("the traced run failed otherwise" in note for note in summary["notes"])
+
+
+def test_screening_runs_where_the_script_fails_only_and_judging_then_runs_only_where_it_is_fixed(tmp_path):
+    """`screen_many` answers from the bad runs alone; a screened candidate asked of `test_many` later runs only in
+    the good env (a sweep pays one good run for the edits it merges)."""
+    sources = [f"c = {i}\n" for i in range(3)]
+    bad = _Counting({sources[0]: SIG, sources[1]: None, sources[2]: SIG})
+    good = _Counting({s: None for s in sources})
+    oracle = SignatureOracle(Cache(tmp_path / "c.jsonl", "k"), tmp_path, 10, executor=bad, original=SIG, good=[good])
+    assert oracle.screen_many(sources) == [True, False, True] and good.ran == []
+    assert oracle.test_many([sources[2]]) == [True]
+    assert sorted(bad.ran) == sorted(sources) and set(good.ran) == {sources[2]}
+
+
+def test_an_optimistic_oracle_answers_yes_at_once_and_its_good_runs_overlap_the_next_bad_runs(tmp_path):
+    """With `optimistic`, a candidate that fails the same way where the script fails is answered yes at once; its runs
+    where the bug is fixed go on while the next candidates run where it fails, and are settled by the next call."""
+    import threading
+
+    sources = [f"c = {i}\n" for i in range(3)]
+    release = threading.Event()
+
+    class Slow(_Counting):
+        def run_many(self, scripts, timeout, home=None):
+            assert release.wait(5)  # held until the next batch's bad runs have gone
+            return super().run_many(scripts, timeout, home)
+
+    class Releasing(_Counting):
+        def run_many(self, scripts, timeout, home=None):
+            runs = super().run_many(scripts, timeout, home)
+            if len(self.ran) > 1:  # the second candidate's bad run
+                release.set()
+            return runs
+
+    bad = Releasing({s: SIG for s in sources})
+    good = Slow({s: None for s in sources})
+    oracle = SignatureOracle(Cache(tmp_path / "c.jsonl", "k"), tmp_path, 10, executor=bad, original=SIG, good=[good])
+    oracle.optimistic = True
+    assert oracle.test_many(sources[:1]) == [True] and good.ran == []  # yes before its good run ended
+    assert oracle.test_many(sources[1:2]) == [True]  # the first settled after this one's bad run
+    assert oracle.cache.answers[oracle.cache.hash(sources[0])] is True
+    oracle.settle()
+    assert good.ran == [sources[0]] * 2 + [sources[1]] * 2  # two good runs each (`good_runs`)
+    oracle.close()
+
+
+def test_a_yes_refused_where_the_bug_is_fixed_is_taken_back_with_what_the_search_built_on_it(tmp_path):
+    """A search over an optimistic oracle decides as over one that judges in one step: a program refused where the
+    bug is fixed after it was taken goes back, with every program accepted after it."""
+    from minrepro.reducers import FINAL_PASSES, PASSES, reduce_source
+
+    source = "import os\nimport sys\nx = 1\ny = 2\nz = 3\nraise RuntimeError(x)\n"
+
+    def judge(good: bool):
+        class Judge:
+            name = "judge"
+
+            def run_many(self, scripts, timeout, home=None):
+                runs = []
+                for s in scripts:
+                    text = Path(s).read_text()
+                    fails = "raise RuntimeError(x)" in text and "x = 1" in text
+                    # where the bug is fixed, the script needs `y = 2` to pass (it fails otherwise without it)
+                    other = Signature("exception", "NameError", "y", (), (), "script")
+                    sig = (None if "y = 2" in text else other) if good else (SIG if fails else None)
+                    runs.append(RunResult(1 if sig else 0, "", "", 0.1, sig, ""))
+                return runs
+
+        return Judge()
+
+    results = {}
+    for optimistic in (True, False):
+        oracle = SignatureOracle(
+            Cache(tmp_path / f"{optimistic}.jsonl", "k"),
+            tmp_path,
+            10,
+            executor=judge(False),
+            original=SIG,
+            good=[judge(True)],
+        )
+        oracle.optimistic = optimistic
+        results[optimistic] = reduce_source(
+            source,
+            oracle.test_many,
+            PASSES,
+            FINAL_PASSES,
+            jobs=2,
+            screen_many=oracle.screen_many,
+            settle=oracle.settle,
+        )
+        oracle.close()
+        if optimistic:
+            assert oracle.retractions >= 1  # a candidate without `y = 2` was taken, then taken back
+    assert results[True] == results[False] and "y = 2" in results[True] and "z = 3" not in results[True]
+
+
+def test_a_retracted_program_goes_back_with_everything_accepted_after_it():
+    from minrepro.reducers import Problem
+
+    problem = Problem("a = 1\nb = 2\nc = 3\n", lambda s: [True] * len(s))
+    problem.accept("a = 1\nb = 2\n")
+    problem.accept("a = 1\n")
+    assert problem.retract("a = 1\nb = 2\n") and problem.current == "a = 1\nb = 2\nc = 3\n"
+    assert problem.lines == 3 and not problem.retract("b = 2\n")  # never accepted: nothing to take back
+    assert not problem.admissible("a = 1\n")  # taken back programs are not proposed again

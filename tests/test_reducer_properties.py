@@ -829,3 +829,63 @@ def test_a_greedy_turn_judges_an_edit_it_refused_once_and_a_new_turn_judges_it_a
     assert set(judged.values()) == {1}  # each refused edit once in the turn, though eight edits were taken
     greedy(drop_each)(problem)  # a new turn judges every edit again, and takes none
     assert set(judged.values()) == {2} and len(judged) == len(kept)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.integers(min_value=1, max_value=8).flatmap(
+        lambda n: st.tuples(st.just(n), st.sets(st.integers(min_value=0, max_value=n - 1)))
+    )
+)
+def test_merged_argument_drops_are_the_call_without_each_dropped_argument(case):
+    """Each candidate drops one keyword of `f(k0=0, ...)` (one entry of a dict); merged, they are the call without all of them, whichever
+    way the diff aligned each deletion (`b=1, ` or `, b=1`), and every edit is taken."""
+    from minrepro.reducers.source import merge_edits, normalize
+
+    n, dropped = case
+    everything = set(range(n))
+    for entry, shape in (("k{i}={i}", "f({})\n"), ("'k{i}': {i}", "d = {{{}}}\n")):
+        text = lambda keep: shape.format(", ".join(entry.format(i=i) for i in range(n) if i in keep))  # noqa: E731
+        merged, taken = merge_edits(text(everything), [text(everything - {i}) for i in sorted(dropped)])
+        assert normalize(merged) == text(everything - dropped) and taken == len(dropped)
+
+
+def test_merged_edits_that_collide_take_the_first_and_leave_the_other():
+    """Two rewrites of the same token cannot both be made: the first stands, the second is left out."""
+    from minrepro.reducers.source import merge_edits
+
+    assert merge_edits("x = args.a + args.b\n", ["x = 1 + args.b\n", "x = None + args.b\n", "x = args.a + 1\n"]) == (
+        "x = 1 + 1\n",
+        2,
+    )
+
+
+def test_a_sweep_takes_the_edits_that_fail_the_same_way_in_one_candidate_and_one_good_run():
+    """`sweep`: every proposal is screened where the script fails, and those that fail the same way go as one
+    candidate, the only one judged where the bug is fixed. Refused there, they go one by one."""
+    from minrepro.reducers.passes import drop_arguments, sweep
+
+    source = "f(a=1, b=2, c=3, d=4, e=5)\n"
+    judged: list[str] = []
+
+    def screen(sources):
+        return ["a=1" in s for s in sources]
+
+    def full(sources):
+        judged.extend(sources)
+        return ["a=1" in s and ("c=3" in s or "b=2" not in s) for s in sources]
+
+    problem = Problem(source, full, jobs=2, screen_many=screen)
+    sweep(drop_arguments)(problem)
+    assert problem.current == "f(a=1)\n"
+    assert judged[0] == "f(a=1)\n"  # all four drops at once, taken: one run where the bug is fixed
+
+    judged.clear()
+
+    def needs_c(sources):
+        judged.extend(sources)
+        return ["a=1" in s and "c=3" in s for s in sources]
+
+    picky = Problem(source, needs_c, jobs=2, screen_many=screen)
+    sweep(drop_arguments)(picky)
+    assert picky.current == "f(a=1, c=3)\n" and "f(a=1)\n" in judged  # the merge refused, single drops taken

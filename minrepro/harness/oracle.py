@@ -19,7 +19,7 @@ import signal
 import subprocess
 import tempfile
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from collections.abc import Callable, Sequence
@@ -27,6 +27,7 @@ from collections.abc import Callable, Sequence
 from minrepro.harness.executors import Executor
 from minrepro.harness.runner import RunResult
 from minrepro.harness.signature import Signature
+from minrepro.reducers.search import Retracted
 
 
 @dataclass
@@ -81,6 +82,13 @@ class _Base:
     timeout: float
     home: Path | None = None  # the original script's directory: candidates import from it first
     stats: OracleStats = field(default_factory=OracleStats)
+
+    def screen_many(self, sources: list[str]) -> list[bool]:
+        """Where an oracle judges in one step, screening is judging (`Problem.screen`)."""
+        return self.test_many(sources)
+
+    def settle(self) -> None:
+        """Where an oracle judges in one step, every answer is settled when given (see `SignatureOracle.settle`)."""
 
     def test_many(self, sources: list[str]) -> list[bool]:
         digests = [self.cache.hash(s) for s in sources]
@@ -139,6 +147,7 @@ def same_failure(original: Signature | None, regex: str | None, result: RunResul
 
 
 Neutralise = Callable[[str, RunResult], "str | None"]  # (candidate source, its failing run) -> control source
+RETRACTIONS_OFF = 2  # refusals where the bug is fixed after a yes, before an optimistic oracle stops answering ahead
 
 
 @dataclass
@@ -160,6 +169,12 @@ class SignatureOracle(_Base):
     runs: dict[str, RunResult] = field(default_factory=dict)
     # candidates that fail the same way here and have not run where the bug is fixed yet (see `test_many`), by hash
     deferred: dict[str, Answer] = field(default_factory=dict)
+    # answer yes once a candidate fails the same way here, its runs where the bug is fixed going on beside the next
+    # candidates' runs here (`settle`); turned off after RETRACTIONS_OFF refusals there
+    optimistic: bool = False
+    retractions: int = 0
+    _pending: tuple[str, str, Answer, Future] | None = field(default=None, repr=False)
+    _background: ThreadPoolExecutor | None = field(default=None, repr=False)
 
     def matches(self, result: RunResult) -> bool:
         return same_failure(self.original, self.regex, result)
@@ -182,6 +197,65 @@ class SignatureOracle(_Base):
         they run only where the bug is fixed."""
         if not self.good or self.neutralise is not None:
             return super().test_many(sources)
+        digests, by_digest = self._screened(sources)
+        self.settle()  # the last yes, judged where the bug is fixed while these ran here
+        for digest in by_digest:  # in the batch's order, up to the first interesting one
+            if self.cache.answers.get(digest):
+                break
+            if digest not in self.deferred:
+                continue
+            answer = self.deferred.pop(digest)
+            if self.optimistic:
+                self._pending = (digest, by_digest[digest], answer, self._judge_good_later(digest, by_digest, answer))
+                return [True if d == digest else self.cache.answers.get(d) for d in digests]
+            self._run({digest: by_digest[digest]}, lambda paths, answer=answer: self._judge_good(paths, [answer]))
+            self.cache.store(digest, answer.interesting, answer.note, answer.seconds)
+            if answer.interesting:
+                break
+        return [self.cache.answers.get(d) for d in digests]
+
+    def _judge_good_later(self, digest: str, by_digest: dict[str, str], answer: Answer) -> Future:
+        if self._background is None:
+            self._background = ThreadPoolExecutor(1, thread_name_prefix="minrepro-good-runs")
+        return self._background.submit(
+            self._run, {digest: by_digest[digest]}, lambda paths: self._judge_good(paths, [answer])
+        )
+
+    def settle(self) -> None:
+        """Wait for the runs where the bug is fixed of the last candidate answered yes ahead of them (`optimistic`),
+        and record their answer. Refused there, `Retracted` says which: the search takes back that program and
+        what it built on it. At E4B on an H100 each accepted candidate's bad run and good run went one after the
+        other, 7-17 s a step for about 25 steps; the good run now overlaps the next candidates' bad runs."""
+        if self._pending is None:
+            return
+        digest, source, answer, judging = self._pending
+        self._pending = None
+        judging.result()
+        self.cache.store(digest, answer.interesting, answer.note, answer.seconds)
+        if not answer.interesting:
+            self.retractions += 1
+            self.optimistic = self.optimistic and self.retractions < RETRACTIONS_OFF
+            raise Retracted(source, answer.note)
+
+    def close(self) -> None:
+        """The background of `optimistic` judging. A run still going there (an interrupted search) ends when its
+        executor is closed: nothing waits for it."""
+        if self._background is not None:
+            self._background.shutdown(wait=False)
+            self._background = None
+
+    def screen_many(self, sources: list[str]) -> list[bool]:
+        """Whether each candidate fails the same way where the script fails, its runs where the bug is fixed left
+        until `test_many` asks (`Problem.screen`). Without good environments this is `test_many`."""
+        if not self.good or self.neutralise is not None:
+            return self.test_many(sources)
+        digests, _ = self._screened(sources)
+        self.settle()
+        return [self.cache.answers.get(d, d in self.deferred) for d in digests]
+
+    def _screened(self, sources: list[str]) -> tuple[list[str], dict[str, str]]:
+        """Every candidate not judged yet, run where the script fails: one that fails the same way waits in
+        `deferred` for its good runs, one that does not is answered. Their digests, and the candidates by digest."""
         digests = [self.cache.hash(s) for s in sources]
         by_digest = dict(zip(digests, sources, strict=True))
         fresh = {d: s for d, s in by_digest.items() if d not in self.cache.answers and d not in self.deferred}
@@ -193,17 +267,7 @@ class SignatureOracle(_Base):
                     self.deferred[digest] = answer
                 else:
                     self.cache.store(digest, False, answer.note, answer.seconds)
-        for digest in by_digest:  # in the batch's order, up to the first interesting one
-            if self.cache.answers.get(digest):
-                break
-            if digest not in self.deferred:
-                continue
-            answer = self.deferred.pop(digest)
-            self._run({digest: by_digest[digest]}, lambda paths, answer=answer: self._judge_good(paths, [answer]))
-            self.cache.store(digest, answer.interesting, answer.note, answer.seconds)
-            if answer.interesting:
-                break
-        return [self.cache.answers.get(d) for d in digests]
+        return digests, by_digest
 
     def _judge(self, paths: list[Path]) -> list[Answer]:
         answers = self._judge_bad(paths)

@@ -600,7 +600,18 @@ def guard_phase(r: Reduction) -> None:
     # the bad env judges every candidate: its warm workers are kept one batch ahead where the cores allow
     spares = min(r.jobs, max(0, cores() - r.jobs))
     r.started.append(
-        starting.submit(_start_executor, opts, r.python, r.source, r.first_run.modules, r.jobs, r.notes, "", spares)
+        starting.submit(
+            _start_executor,
+            opts,
+            r.python,
+            r.source,
+            r.first_run.modules,
+            r.jobs,
+            r.notes,
+            "",
+            spares,
+            getattr(r.env, "cuda", None),
+        )
     )
     r.started += [
         starting.submit(_start_executor, opts, py, r.source, r.first_run.modules, r.jobs, r.notes, f"guard env {py}: ")
@@ -728,22 +739,42 @@ def search_phase(r: Reduction) -> None:
         _rebudget(r.oracle, r.executor, begin, r.workdir, r.home, r.timeout)
     measure = None if opts.oracle else _facts(r.python, r.oracle.timeout, r.workdir, r.home, r.executor)
     unjudged = [0]
-    test_many = _within(_counted(r.oracle.test_many, r.progress), r.deadline.search_until(), unjudged)
-    guarded = r.guard.guarded or bool(opts.oracle)
-    r.result = reduce_source(
-        begin,
-        test_many,
-        PASSES,
-        FINAL_PASSES,
-        r.jobs,
-        opts.seed,
-        save,
-        on_pass=r.progress.phase,
-        freeze_check_data=not guarded,
-        facts=measure,
-        keep_seeds=r.keep_seeds,
-        records=r.pass_records,
+    sent: set[str] = set()  # a candidate screened, then judged, counts once
+    test_many, screen_many = (
+        _within(_counted(judge, r.progress, sent), r.deadline.search_until(), unjudged)
+        for judge in (r.oracle.test_many, r.oracle.screen_many)
     )
+    guarded = r.guard.guarded or bool(opts.oracle)
+    # each yes where the script fails goes on at once; its runs where the bug is fixed overlap the next candidates'
+    optimistic = isinstance(r.oracle, SignatureOracle) and bool(r.oracle.good)
+    if optimistic:
+        r.oracle.optimistic = True
+    try:
+        r.result = reduce_source(
+            begin,
+            test_many,
+            PASSES,
+            FINAL_PASSES,
+            r.jobs,
+            opts.seed,
+            save,
+            on_pass=r.progress.phase,
+            freeze_check_data=not guarded,
+            facts=measure,
+            keep_seeds=r.keep_seeds,
+            records=r.pass_records,
+            screen_many=screen_many,
+            settle=r.oracle.settle,
+        )
+    finally:
+        if optimistic:  # the phases after the search read settled answers
+            r.oracle.optimistic = False
+            r.oracle.close()
+    if getattr(r.oracle, "retractions", 0):
+        r.notes.append(
+            f"{r.oracle.retractions} candidate(s) taken back: refused where the bug is fixed after the search had "
+            "gone on from them"
+        )
     r.unjudged = unjudged[0]
     if r.unjudged:
         r.notes.append(
@@ -1102,11 +1133,16 @@ def _within(test_many, until: float | None, unjudged: list[int]):
     return run
 
 
-def _counted(test_many, progress: Progress):
+def _counted(test_many, progress: Progress, sent: set[str] | None = None):
+    """`test_many`, each candidate counted in the progress; with `sent` (shared), each at most once."""
+    sent = set() if sent is None else sent
+
     def run(sources: list[str]) -> list[bool]:
         began = time.monotonic()
         answers = test_many(sources)
-        progress.tried(len(sources), time.monotonic() - began)
+        fresh = set(sources) - sent
+        sent.update(fresh)
+        progress.tried(len(fresh), time.monotonic() - began)
         return answers
 
     return run
@@ -1151,14 +1187,15 @@ def _start_executor(
     notes: list[str],
     where: str = "",
     spares: int = 0,
+    cuda: bool | None = None,
 ) -> Executor:
     """The requested executor, started (a fork server imports the libraries first: 25 s on the GPU box), or cold
     runs where it cannot start. `recorded`: the bad env's modules (one the env lacks is skipped by the server);
-    `spares`: warm-pool workers kept warming beyond `jobs`."""
+    `spares`: warm-pool workers kept warming beyond `jobs`; `cuda`: whether the env sees a GPU, where known."""
     if opts.executor == "cold":
         return ColdExecutor(python, jobs)
     try:
-        return make_executor(opts.executor, python, module_imports(source), jobs, recorded, spares)
+        return make_executor(opts.executor, python, module_imports(source), jobs, recorded, spares, cuda)
     except MinreproError as exc:
         notes.append(f"{where}{opts.executor} unavailable ({exc}); cold runs used" + (" there" if where else ""))
         return ColdExecutor(python, jobs)
