@@ -165,6 +165,7 @@ def main() -> int:
         "passes": summary.get("passes", []),
         "timeline": summary.get("timeline", []),
         "notes": summary.get("notes", []),
+        "output": reduced,  # the script itself, for what the numbers do not say (what it kept, how it reads)
     }
     print_tables([row])
     if args.results:
