@@ -322,43 +322,6 @@ def test_only_the_first_interesting_candidate_of_a_batch_runs_where_the_bug_is_f
     assert [a for a, _ in oracle.outcomes(sources)] == [False, True, True, True]
 
 
-def test_a_search_over_an_oracle_that_defers_decides_as_one_that_does_not(tmp_path):
-    """Deferred answers change when a good run happens, never what the search decides."""
-    from minrepro.reducers import FINAL_PASSES, PASSES, reduce_source
-
-    source = "import os\nimport sys\nx = 1\ny = 2\nraise RuntimeError(x)\n"
-
-    def keeps(text: str) -> bool:
-        return "raise RuntimeError(x)" in text and "x = 1" in text
-
-    class Judge:
-        name = "judge"
-
-        def __init__(self, good: bool):
-            self.good = good
-
-        def run_many(self, scripts, timeout, home=None):
-            runs = []
-            for s in scripts:
-                sig = SIG if keeps(Path(s).read_text()) and not self.good else None
-                runs.append(RunResult(1 if sig else 0, "", "", 0.1, sig, ""))
-            return runs
-
-    results = []
-    for deferring in (True, False):
-        oracle = SignatureOracle(
-            Cache(tmp_path / f"{deferring}.jsonl", "k"),
-            tmp_path,
-            10,
-            executor=Judge(False),
-            original=SIG,
-            good=[Judge(True)],
-        )
-        test_many = oracle.test_many if deferring else (lambda batch, o=oracle: [o.test_many([b])[0] for b in batch])
-        results.append(reduce_source(source, test_many, PASSES, FINAL_PASSES, jobs=4))
-    assert results[0] == results[1] == "x = 1\nraise RuntimeError(x)\n"
-
-
 def test_the_originals_confirming_runs_go_beside_the_scale_down(tmp_path, capsys, monkeypatch):
     """The first run is the traced one; the two that confirm it run while the scale-down proposes its twin (at E4B
     the pair took 53 s on an H100, which the scale-down's 42 s now overlap); the guard waits for them."""
@@ -446,54 +409,64 @@ def test_an_optimistic_oracle_answers_yes_at_once_and_its_good_runs_overlap_the_
     oracle.close()
 
 
-def test_a_yes_refused_where_the_bug_is_fixed_is_taken_back_with_what_the_search_built_on_it(tmp_path):
-    """A search over an optimistic oracle decides as over one that judges in one step: a program refused where the
-    bug is fixed after it was taken goes back, with every program accepted after it."""
+def _fails_where_it_fails(text: str) -> bool:
+    return "raise RuntimeError(x)" in text and "x = 1" in text
+
+
+def _passes_where_fixed(text: str) -> bool:  # there the script needs `y = 2` (it fails otherwise without it)
+    return "y = 2" in text
+
+
+class _ByText:
+    """An env that runs a candidate by reading it: where the script fails, or where the bug is fixed (`good`)."""
+
+    name = "by-text"
+
+    def __init__(self, good: bool):
+        self.good = good
+
+    def run_many(self, scripts, timeout, home=None):
+        runs = []
+        for script in scripts:
+            text = Path(script).read_text()
+            other = Signature("exception", "NameError", "y", (), (), "script")
+            sig = (
+                (None if _passes_where_fixed(text) else other)
+                if self.good
+                else (SIG if _fails_where_it_fails(text) else None)
+            )
+            runs.append(RunResult(1 if sig else 0, "", "", 0.1, sig, ""))
+        return runs
+
+
+@pytest.mark.parametrize("mode", ["deferring", "optimistic"])
+def test_a_search_over_an_oracle_that_defers_or_answers_ahead_decides_as_over_a_plain_judge(tmp_path, mode):
+    """Deferred good runs (only the first interesting candidate of a batch runs where the bug is fixed) and yes
+    answered ahead of them (`optimistic`: a candidate refused there after it was taken goes back, with what was built
+    on it) change when the runs happen, never what the search decides: the result is the one a plain judge gives."""
     from minrepro.reducers import FINAL_PASSES, PASSES, reduce_source
 
     source = "import os\nimport sys\nx = 1\ny = 2\nz = 3\nraise RuntimeError(x)\n"
-
-    def judge(good: bool):
-        class Judge:
-            name = "judge"
-
-            def run_many(self, scripts, timeout, home=None):
-                runs = []
-                for s in scripts:
-                    text = Path(s).read_text()
-                    fails = "raise RuntimeError(x)" in text and "x = 1" in text
-                    # where the bug is fixed, the script needs `y = 2` to pass (it fails otherwise without it)
-                    other = Signature("exception", "NameError", "y", (), (), "script")
-                    sig = (None if "y = 2" in text else other) if good else (SIG if fails else None)
-                    runs.append(RunResult(1 if sig else 0, "", "", 0.1, sig, ""))
-                return runs
-
-        return Judge()
-
-    results = {}
-    for optimistic in (True, False):
-        oracle = SignatureOracle(
-            Cache(tmp_path / f"{optimistic}.jsonl", "k"),
-            tmp_path,
-            10,
-            executor=judge(False),
-            original=SIG,
-            good=[judge(True)],
-        )
-        oracle.optimistic = optimistic
-        results[optimistic] = reduce_source(
-            source,
-            oracle.test_many,
-            PASSES,
-            FINAL_PASSES,
-            jobs=2,
-            screen_many=oracle.screen_many,
-            settle=oracle.settle,
-        )
-        oracle.close()
-        if optimistic:
-            assert oracle.retractions >= 1  # a candidate without `y = 2` was taken, then taken back
-    assert results[True] == results[False] and "y = 2" in results[True] and "z = 3" not in results[True]
+    plain = reduce_source(
+        source, lambda batch: [_fails_where_it_fails(s) and _passes_where_fixed(s) for s in batch], PASSES, FINAL_PASSES
+    )
+    oracle = SignatureOracle(
+        Cache(tmp_path / "c.jsonl", "k"), tmp_path, 10, executor=_ByText(False), original=SIG, good=[_ByText(True)]
+    )
+    oracle.optimistic = mode == "optimistic"
+    result = reduce_source(
+        source,
+        oracle.test_many,
+        PASSES,
+        FINAL_PASSES,
+        jobs=2,
+        screen_many=oracle.screen_many,
+        settle=oracle.settle,
+    )
+    oracle.close()
+    assert result == plain == "x = 1\ny = 2\nraise RuntimeError(x)\n"
+    if mode == "optimistic":
+        assert oracle.retractions >= 1  # a candidate without `y = 2` was taken, then taken back
 
 
 def test_a_retracted_program_goes_back_with_everything_accepted_after_it():
