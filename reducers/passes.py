@@ -453,14 +453,31 @@ def _drop_parameter(args: ast.arguments, param: str) -> None:
 
 
 def constant_attributes(tree: ast.Module) -> Iterator[ast.Module]:
-    """An option read like `args.hidden` becomes a literal (1, then None): parsers and configs can go."""
-
-    def literals(node: ast.AST) -> list:
-        if isinstance(node.ctx, ast.Load) and isinstance(node.value, ast.Name):
-            return [ast.Constant(1), ast.Constant(None)]
-        return []
-
-    yield from _edits(tree, ast.Attribute, literals)
+    """An option read like `args.hidden` becomes a literal (1, then None): parsers and configs can go. Not a module's
+    attribute (`torch.bfloat16`: dropping the argument says the same), nor one that is called or read further
+    (`torch.tensor(...)` as `1(...)`, `cfg.sizes[0]` as `None[0]`): those only fail otherwise, a run each (at E4B
+    the pass judged 36-59 candidates for 2 taken, 48-80 s)."""
+    modules = {
+        (alias.asname or alias.name).split(".")[0]
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.Import, ast.ImportFrom))
+        for alias in node.names
+    }
+    used = {id(n.func) for n in ast.walk(tree) if isinstance(n, ast.Call)}
+    used |= {id(n.value) for n in ast.walk(tree) if isinstance(n, (ast.Attribute, ast.Subscript))}
+    wanted = [
+        i
+        for i, n in enumerate(n for n in ast.walk(tree) if isinstance(n, ast.Attribute))
+        if isinstance(n.ctx, ast.Load)
+        and isinstance(n.value, ast.Name)
+        and n.value.id not in modules
+        and id(n) not in used
+    ]
+    for index in wanted:
+        for literal in (1, None):
+            new = copy.deepcopy(tree)
+            if replace_node(new, _nth(new, ast.Attribute, index), ast.Constant(literal)):
+                yield new
 
 
 def remove_dead_definitions(tree: ast.Module) -> Iterator[ast.Module]:
@@ -516,6 +533,7 @@ def _vocabulary_fields(names: list[str | None], twin: bool = False) -> set[int]:
         or name in SHRINK
         or name in ("num_hidden_layers", "text_config")
         or (name and TOKEN_ID.match(name))
+        or (twin and name and name.endswith("_config"))  # a tower's config dropped is the class's full-size tower
     }
 
 
@@ -525,15 +543,22 @@ def _dict_names(node: ast.Dict) -> list[str | None]:
 
 def drop_arguments(tree: ast.Module) -> Iterator[ast.Module]:
     """Each keyword, then each positional argument from the last, is removed (back to its default); a vocabulary and
-    the token ids beside it stay (`_vocabulary_fields`)."""
+    the token ids beside it stay (`_vocabulary_fields`), and so does a twin's `**config` (without it, the class's
+    default sizes: a model of billions of parameters built for a candidate that the time budget then stops)."""
+    twins = _twin_configs(tree)
+
+    def holds_twin(node: ast.AST) -> bool:  # the config itself, or the `for_model(...)` call that takes it
+        return any(isinstance(d, ast.Dict) and ast.dump(d) in twins for d in ast.walk(node))
 
     def fewer(call: ast.AST) -> list:
         options = []
         fixed = _vocabulary_fields([k.arg for k in call.keywords])
+        fixed |= {i for i, k in enumerate(call.keywords) if holds_twin(k.value)}
         for k in (k for k in range(len(call.keywords)) if k not in fixed):
             options.append(ast.Call(call.func, call.args, call.keywords[:k] + call.keywords[k + 1 :]))
         for k in reversed(range(len(call.args))):
-            options.append(ast.Call(call.func, call.args[:k] + call.args[k + 1 :], call.keywords))
+            if not holds_twin(call.args[k]):
+                options.append(ast.Call(call.func, call.args[:k] + call.args[k + 1 :], call.keywords))
         return options
 
     yield from _edits(tree, ast.Call, fewer)

@@ -889,3 +889,52 @@ def test_a_sweep_takes_the_edits_that_fail_the_same_way_in_one_candidate_and_one
     picky = Problem(source, needs_c, jobs=2, screen_many=screen)
     sweep(drop_arguments)(picky)
     assert picky.current == "f(a=1, c=3)\n" and "f(a=1)\n" in judged  # the merge refused, single drops taken
+
+
+def test_constant_attributes_proposes_option_reads_not_modules_calls_or_deeper_reads():
+    """`args.n` may become 1 or None; `torch.int64`, a called `torch.tensor`, and `args.cfg` in `args.cfg.depth` or
+    `args.items` in `args.items[0]` only fail otherwise (a run each at real scale), so they are not proposed."""
+    from minrepro.reducers.passes import constant_attributes
+
+    source = (
+        "import torch\nargs = parse()\nx = torch.tensor([args.n], dtype=torch.int64)\ny = args.cfg.depth\n"
+        "z = args.items[0]\nprint(x, args.flag)\n"
+    )
+    proposed = {ast.unparse(tree) for tree in constant_attributes(ast.parse(source))}
+    changed = {line for text in proposed for line in text.splitlines() if line not in source.splitlines()}
+    assert changed == {
+        "x = torch.tensor([1], dtype=torch.int64)",
+        "x = torch.tensor([None], dtype=torch.int64)",
+        "print(x, 1)",
+        "print(x, None)",
+    }
+
+
+def test_a_twins_config_and_its_towers_configs_are_never_dropped():
+    """Without its `**config` (or a tower's config in it) a twin is the class's default: billions of parameters built
+    for a candidate the time budget then stops. Its other arguments and fields may go."""
+    from minrepro.reducers.passes import drop_arguments, drop_dict_entries, drop_dict_runs
+
+    config = {
+        "text_config": {
+            "hidden_size": 64,
+            "vocab_size": 256,
+            "use_cache": True,
+            "rope_theta": 1.0,
+            "sliding_window": 8,
+        },
+        "vision_config": {"hidden_size": 32},
+        "audio_config": {"hidden_size": 32},
+        "tie_word_embeddings": True,
+        "initializer_range": 0.02,
+    }
+    source = (
+        "import transformers\ntwin = transformers.Gemma4ForConditionalGeneration(transformers.AutoConfig.for_model("
+        f"'gemma4', **{config!r}), extra=1)\n"
+    )
+    proposals = [
+        ast.unparse(t) for g in (drop_arguments, drop_dict_entries, drop_dict_runs) for t in g(ast.parse(source))
+    ]
+    assert proposals and all("**{" in p and "'vision_config'" in p and "'audio_config'" in p for p in proposals)
+    assert any("extra=1" not in p for p in proposals)  # an argument of another call still goes
+    assert any("initializer_range" not in p for p in proposals)  # and a field that is not a config or a size
