@@ -329,6 +329,26 @@ def test_the_slice_keeps_seeding_calls_that_no_name_carries():
     assert len(sent) == 1 and "unused" not in problem.current and "random.seed(0)" in problem.current
 
 
+@pytest.mark.parametrize("reads_doc", [True, False])
+def test_the_slice_keeps_the_module_docstring_where_the_script_reads_doc(reads_doc):
+    """`argparse.ArgumentParser(description=__doc__.splitlines()[0])`: the slice dropped the docstring, which binds
+    `__doc__`, and the candidate failed with an AttributeError on None (a serving script's slice, refused at E4B on an
+    H100 and on CPU). Where nothing reads `__doc__`, the docstring goes like any statement off the slice."""
+    from minrepro.reducers import Problem
+    from minrepro.reducers.passes import slice_to_failure
+
+    description = "__doc__.splitlines()[0]" if reads_doc else "'tool'"
+    source = (
+        f'"""A serving tool."""\nimport argparse\nimport json\nunused = json.dumps({{}})\n'
+        f"parser = argparse.ArgumentParser(description={description})\nargs = parser.parse_args([])\n"
+        "raise RuntimeError(args)\n"
+    )
+    problem = Problem(source, lambda batch: [True] * len(batch))
+    problem.measure = lambda _: {"failing_statement": "raise RuntimeError(args)"}
+    slice_to_failure(problem)
+    assert "unused" not in problem.current and ('"""A serving tool."""' in problem.current) == reads_doc
+
+
 def test_an_assert_after_the_failure_goes_whole_and_one_that_ran_stays(tmp_path):
     """explore renders its oracle's check at the end; a library error before it means the check never ran. It may go
     with its data (a reduction once kept `changed = sorted()` before `assert not changed`, and failed with a

@@ -938,3 +938,78 @@ def test_a_twins_config_and_its_towers_configs_are_never_dropped():
     assert proposals and all("**{" in p and "'vision_config'" in p and "'audio_config'" in p for p in proposals)
     assert any("extra=1" not in p for p in proposals)  # an argument of another call still goes
     assert any("initializer_range" not in p for p in proposals)  # and a field that is not a config or a size
+
+
+def test_a_method_called_once_on_an_instance_is_replaced_by_its_body():
+    """`server.start()` (and `Server(...).start()`) on a module-level class: the method's body where the call was,
+    `self` read as the instance, the method gone from the class. A method called twice, through `super()`, or inside
+    an expression (a comprehension) stays."""
+    from minrepro.reducers.passes import inline_methods
+
+    source = (
+        "class Server:\n    def __init__(self, config):\n        self.config = config\n"
+        "    def start(self):\n        '''Load.'''\n        m = load(self.config)\n        self.model = dispatch(m)\n"
+        "    def answer(self, r):\n        return self.model.generate(r)\n"
+        "server = Server(1)\nserver.start()\nout = [server.answer(r) for r in [1]]\n"
+    )
+    proposals = [ast.unparse(ast.fix_missing_locations(t)) for t in inline_methods(ast.parse(source))]
+    assert len(proposals) == 1
+    assert "def start" not in proposals[0] and "def answer" in proposals[0] and "Load." not in proposals[0]
+    assert "server = Server(1)\nm = load(server.config)\nserver.model = dispatch(m)\nout = " in proposals[0]
+
+    unnamed = "class Job:\n    def run(self, n):\n        return work(self, n)\nresult = Job().run(2)\n"
+    (proposal,) = [ast.unparse(ast.fix_missing_locations(t)) for t in inline_methods(ast.parse(unnamed))]
+    assert proposal.endswith("job = Job()\nresult = work(job, 2)")
+
+    twice = "class A:\n    def f(self):\n        g()\na = A()\na.f()\na.f()\n"
+    derived = "class B(A):\n    def f(self):\n        super().f()\nb = B()\nb.f()\n"
+    rebound = "class A:\n    def f(self):\n        g()\na = A()\na = A()\na.f()\n"
+    for kept in (twice, derived, rebound):
+        assert list(inline_methods(ast.parse(kept))) == []
+
+
+def test_an_instance_left_by_inlined_methods_flattens_into_its_arguments_and_values():
+    """After `server.start()` is inlined: a read of what `__init__` set from a parameter becomes the argument (bound
+    to a name where it is a call read twice), and an attribute set and never read is its value alone."""
+    from minrepro.reducers.passes import flatten_instances
+
+    source = (
+        "class Server:\n    def __init__(self, config, budget='1GiB'):\n        self.config = config\n"
+        "        self.budget = budget\n"
+        "server = Server(Config())\nm = load(server.config.root, server.budget)\n"
+        "server.model = dispatch(m, server.config.root)\n"
+    )
+    proposals = {
+        ast.unparse(ast.fix_missing_locations(t)).split("budget = budget\n")[1]
+        for t in flatten_instances(ast.parse(source))
+    }
+    assert proposals == {
+        "config = Config()\nserver = Server(config)\nm = load(config.root, server.budget)\n"
+        "server.model = dispatch(m, config.root)",
+        "server = Server(Config())\nm = load(server.config.root, '1GiB')\nserver.model = dispatch(m, server.config.root)",
+        "server = Server(Config())\nm = load(server.config.root, server.budget)\ndispatch(m, server.config.root)",
+    }
+    with_method = source.replace(
+        "        self.budget = budget\n", "        self.budget = budget\n    def answer(self):\n        pass\n"
+    )
+    assert list(flatten_instances(ast.parse(with_method))) == []  # a method left may read any attribute
+
+
+def test_a_dataclass_built_without_arguments_reads_its_fields_defaults():
+    """`ServerConfig().offload_root` is the field's default as written: a default factory's call, or the value."""
+    from minrepro.reducers.passes import dataclass_defaults
+
+    source = (
+        "import tempfile\nfrom dataclasses import dataclass, field\n@dataclass\nclass ServerConfig:\n"
+        "    offload_root: str = field(default_factory=lambda: tempfile.mkdtemp())\n    budget: str = '1GiB'\n"
+        "    seed: int = field(default=3)\n    extra: dict = field(default_factory=dict)\n"
+        "run(ServerConfig().offload_root, ServerConfig().budget, ServerConfig().seed, ServerConfig().extra)\n"
+        "run(ServerConfig(budget='2GiB').budget)\n"
+    )
+    proposals = [ast.unparse(t).splitlines()[-2] for t in dataclass_defaults(ast.parse(source))]
+    assert proposals == [
+        "run(tempfile.mkdtemp(), ServerConfig().budget, ServerConfig().seed, ServerConfig().extra)",
+        "run(ServerConfig().offload_root, '1GiB', ServerConfig().seed, ServerConfig().extra)",
+        "run(ServerConfig().offload_root, ServerConfig().budget, 3, ServerConfig().extra)",
+        "run(ServerConfig().offload_root, ServerConfig().budget, ServerConfig().seed, dict())",
+    ]  # `ServerConfig(budget='2GiB')` was given its value: not a default

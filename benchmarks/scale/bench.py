@@ -41,6 +41,7 @@ from minrepro.reducers.source import code_lines, code_tokens  # noqa: E402
 # case -> (setup arch, the user's script, the env var its checkpoint default reads, the user's other env)
 CASES = {
     "cpu-gemma3-eval": ("gemma3-100m", "eval_adapter.py", "EVAL_CKPT", {}),
+    "cpu-gemma3-serve": ("gemma3-100m", "serve_adapter_cpu.py", "EVAL_CKPT", {}),
     # E2B fits the scripts' default budget (1 GiB GPU, 8 GiB RAM) without disk: it passed 3 of 3 runs on two H200s.
     # 6 GiB of RAM, the budget docs/scenarios.md measured for E2B's spill, is how its user runs it.
     "gpu-gemma4-e2b-eval": ("gemma4-e2b", "eval_gemma4_gpu.py", "GEMMA4_CKPT", {"GEMMA4_CPU_BUDGET": "6GiB"}),
