@@ -151,6 +151,28 @@ def unroll_loops(tree: ast.Module) -> Iterator[ast.Module]:
     yield from _edits(tree, (ast.For, ast.While), one_iteration)
 
 
+def unroll_comprehensions(tree: ast.Module) -> Iterator[ast.Module]:
+    """`out = [f(x) for x in xs]` at a statement's top becomes `x = next(iter(xs))` then `out = [f(x)]`, or
+    `out = f(x)` where nothing reads `out`: a serving script's `[server.answer(r) for r in requests]` leaves a call
+    that a method's inlining can take (a call inside a comprehension is in a scope of its own)."""
+    for index, stmt in enumerate(tree.body):
+        value = stmt.value if isinstance(stmt, (ast.Assign, ast.Expr)) else None
+        if not isinstance(value, (ast.ListComp, ast.SetComp, ast.GeneratorExp)) or len(value.generators) != 1:
+            continue
+        loop = value.generators[0]
+        if loop.ifs or loop.is_async or not isinstance(loop.target, (ast.Name, ast.Tuple)):
+            continue
+        read = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+        targets = stmt.targets if isinstance(stmt, ast.Assign) else []
+        unread = targets and all(isinstance(t, ast.Name) and t.id not in read for t in targets)
+        single = value.elt if unread or isinstance(stmt, ast.Expr) else ast.List([value.elt], ast.Load())
+        new = copy.deepcopy(tree)
+        first = ast.parse(f"{ast.unparse(loop.target)} = {_first_item(loop.iter)}").body
+        rest = ast.Assign(targets, single) if targets else ast.Expr(single)
+        new.body[index : index + 1] = [*first, copy.deepcopy(rest)]
+        yield new
+
+
 def _first_item(iterable: ast.expr) -> str:
     """The source of an iterable's first item: `0` for `range(3)`, `2` for `range(2, 5)`, else `next(iter(...))`."""
     if (
@@ -2185,6 +2207,7 @@ PASSES: list[Pass] = [
     drop_unexecuted,
     slice_to_failure,
     drop_all_dead_definitions,
+    greedy(unroll_comprehensions),  # `[server.answer(r) for r in requests]`: one call, which the next pass takes
     greedy(inline_methods, chain=True),  # a class around the failing call: `server.start()` becomes its body
     greedy(flatten_instances, chain=True),  # then the instance's attributes: its arguments, or its values alone
     greedy(dataclass_defaults, chain=True),  # `Config().root`: the field's default as written

@@ -1013,3 +1013,16 @@ def test_a_dataclass_built_without_arguments_reads_its_fields_defaults():
         "run(ServerConfig().offload_root, ServerConfig().budget, 3, ServerConfig().extra)",
         "run(ServerConfig().offload_root, ServerConfig().budget, ServerConfig().seed, dict())",
     ]  # `ServerConfig(budget='2GiB')` was given its value: not a default
+
+
+def test_a_comprehension_statement_unrolls_to_its_first_item():
+    """`out = [f(x) for x in xs]` becomes `x = next(iter(xs))` then `out = f(x)` where nothing reads `out` (else
+    `out = [f(x)]`); one with a condition or two loops stays."""
+    from minrepro.reducers.passes import unroll_comprehensions
+
+    def unrolled(source):
+        return [ast.unparse(ast.fix_missing_locations(t)) for t in unroll_comprehensions(ast.parse(source))]
+
+    assert unrolled("out = [f(x) for x in range(3)]\n") == ["x = 0\nout = f(x)"]
+    assert unrolled("out = [f(x) for x in xs]\nprint(out)\n") == ["x = next(iter(xs))\nout = [f(x)]\nprint(out)"]
+    assert unrolled("out = [f(x) for x in xs if x]\nouts = [g(a, b) for a in xs for b in ys]\n") == []
