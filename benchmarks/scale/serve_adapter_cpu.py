@@ -5,7 +5,6 @@ the RAM budget does not hold are paged to disk.
 
     python serve_adapter_cpu.py --checkpoint /data/ckpt --requests reqs.jsonl --responses out.jsonl
 """
-
 from __future__ import annotations
 
 import argparse
@@ -43,16 +42,11 @@ class AdapterServer:
 
     def start(self):
         quant = BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_compute_dtype=torch.bfloat16)
-        base = AutoModelForCausalLM.from_pretrained(
-            os.path.join(self.config.checkpoint, "base"),
-            quantization_config=quant,
-            dtype=torch.bfloat16,
-            device_map="cpu",
-        )
+        base = AutoModelForCausalLM.from_pretrained(os.path.join(self.config.checkpoint, "base"),
+                                                    quantization_config=quant, dtype=torch.bfloat16, device_map="cpu")
         model = PeftModel.from_pretrained(base, os.path.join(self.config.checkpoint, "adapter"))
-        placement = infer_auto_device_map(
-            model, max_memory={"cpu": self.config.ram_budget}, no_split_module_classes=base._no_split_modules
-        )
+        placement = infer_auto_device_map(model, max_memory={"cpu": self.config.ram_budget},
+                                          no_split_module_classes=base._no_split_modules)
         self.model = dispatch_model(model, device_map=placement, offload_dir=self.config.offload_root)
         self.model.eval()
         print(f"server ready: {sorted(set(map(str, placement.values())))}", file=sys.stderr)
@@ -63,7 +57,7 @@ class AdapterServer:
         ids = torch.tensor([request["prompt_ids"]])
         sampling = {"do_sample": True, "temperature": self.config.temperature} if self.config.temperature else {}
         out = self.model.generate(input_ids=ids, max_new_tokens=request.get("max_new_tokens", 16), **sampling)
-        new = out[0, ids.shape[1] :].tolist()
+        new = out[0, ids.shape[1]:].tolist()
         elapsed = time.time() - started
         self.stats["requests"] += 1
         self.stats["tokens"] += len(new)
