@@ -2108,7 +2108,9 @@ def sweep(generate: Generator) -> Pass:
             refused.update(edits[i] for i in fresh if i not in hits)
             if not hits:
                 return
-            merged, taken = merge_edits(problem.current, [candidates[i] for i in hits])
+            # as the current program is written (a rendered candidate lacks its final newline: an edit of the last
+            # token would otherwise take that newline too, and collide with every other edit)
+            merged, taken = merge_edits(problem.current, [candidates[i].rstrip("\n") + "\n" for i in hits])
             tries = ([merged] if taken > 1 else []) + [candidates[i] for i in hits]
             found = problem.first_interesting(tries)
             if found is None:

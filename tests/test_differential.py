@@ -428,3 +428,21 @@ def test_a_slow_run_is_confirmed_before_it_refuses_a_candidate(tmp_path):
         max_seconds=1.0,
     )
     assert oracle.test_many(sources) == [True, False]  # the candidate that really is slower is still refused
+
+
+def test_a_resumed_best_that_was_never_settled_where_the_bug_is_fixed_is_judged_first(worlds, tmp_path, capsys):
+    """The search takes a yes ahead of its runs where the bug is fixed; stopped before they answered, the saved best
+    may be one they refuse (here the tolerance shrunk to 0.0, which fails in the fixed world too). Resumed, it is
+    judged first, and the search goes on from the settled one before it."""
+    import hashlib
+
+    bad, good = worlds
+    refused = PARITY.replace("TOLERANCE = 0.05", "TOLERANCE = 0.0")
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    state = {"original": hashlib.sha256(PARITY.encode()).hexdigest(), "best": refused, "before": PARITY}
+    (workdir / "state.json").write_text(json.dumps(state))
+    text, _ = _reduce(tmp_path, PARITY, "--python", bad, "--good-python", good)
+    summary = _last_json(capsys)
+    assert summary["resumed"] and summary["passes_in_good_env"] is True
+    assert "0.05" in text and "TOLERANCE = 0.0\n" not in text

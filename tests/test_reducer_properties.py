@@ -1026,3 +1026,19 @@ def test_a_comprehension_statement_unrolls_to_its_first_item():
     assert unrolled("out = [f(x) for x in range(3)]\n") == ["x = 0\nout = f(x)"]
     assert unrolled("out = [f(x) for x in xs]\nprint(out)\n") == ["x = next(iter(xs))\nout = [f(x)]\nprint(out)"]
     assert unrolled("out = [f(x) for x in xs if x]\nouts = [g(a, b) for a in xs for b in ys]\n") == []
+
+
+def test_a_sweep_merges_an_edit_of_the_last_token_with_the_others():
+    """A rendered candidate lacks the program's final newline: compared as it was, an edit of the last token also
+    took that newline, collided with every other edit, and nothing merged."""
+    from minrepro.reducers.passes import constant_attributes, sweep
+
+    judged: list[str] = []
+
+    def full(sources):
+        judged.extend(sources)
+        return [True] * len(sources)
+
+    problem = Problem("x = a.p\ny = a.q\n", full, jobs=4, screen_many=lambda sources: [True] * len(sources))
+    sweep(constant_attributes)(problem)
+    assert "a.p" not in judged[0] and "a.q" not in judged[0]  # the first judged: both edits, merged

@@ -723,18 +723,23 @@ def search_phase(r: Reduction) -> None:
     state = _load_state(r.state_path, _digest(r.source))
     r.resumed = state is not None
     begin = state["best"] if state else r.source
+    # a best taken ahead of its runs where the bug is fixed (`optimistic`) and stopped before they answered: judged
+    # now, and where refused, the one before it (settled: a yes is settled before the next is given)
+    if state and state.get("before") and not r.oracle.cache.answers.get(r.oracle.cache.hash(begin)):
+        begin = begin if r.oracle.outcomes([begin])[0][0] else state["before"]
     if r.resumed:
         r.say(f"resuming from {r.state_path} ({code_lines(begin)} code lines so far)")
     r.best = begin
 
-    def save(candidate: str) -> None:
-        r.best = candidate
-        r.state_path.write_text(json.dumps({"original": _digest(r.source), "best": candidate}), encoding="utf-8")
+    def save(candidate: str, start: bool = False) -> None:
+        before, r.best = (None if start else r.best), candidate
+        state = {"original": _digest(r.source), "best": candidate, "before": before}
+        r.state_path.write_text(json.dumps(state), encoding="utf-8")
         r.progress.accepted(code_lines(candidate))
 
     if not opts.oracle and not r.resumed and r.scaled is not None:
         begin = r.scaled.source
-        save(begin)
+        save(begin, start=True)
     if not opts.oracle and begin != r.measured_on:  # a twin (or a resumed state): the budget follows its cost now
         _rebudget(r.oracle, r.executor, begin, r.workdir, r.home, r.timeout)
     measure = None if opts.oracle else _facts(r.python, r.oracle.timeout, r.workdir, r.home, r.executor)
@@ -745,8 +750,13 @@ def search_phase(r: Reduction) -> None:
         for judge in (r.oracle.test_many, r.oracle.screen_many)
     )
     guarded = r.guard.guarded or bool(opts.oracle)
-    # each yes where the script fails goes on at once; its runs where the bug is fixed overlap the next candidates'
+    # each yes where the script fails goes on at once; its runs where the bug is fixed overlap the next candidates',
+    # where memory holds those runs beside a batch (`jobs` was sized to what it holds)
     optimistic = isinstance(r.oracle, SignatureOracle) and bool(r.oracle.good)
+    if optimistic:
+        beside = r.jobs + r.oracle.good_runs * len(r.oracle.good)
+        sized_on = [r.scaled.bad_run] if r.scaled is not None and r.scaled.bad_run else r.cold
+        optimistic = parallel_runs(sized_on, beside) >= beside
     if optimistic:
         r.oracle.optimistic = True
     try:
