@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator
 
 from minrepro.harness._bootstrap import read_key, reads_input  # the profile's rule for a config read: one definition
 
-from .scale import SHRINK, TOKEN_ID, VOCABULARY
+from .scale import SHRINK, TOKEN_ID, VOCABULARY, callee_name
 from .ddmin import ddmin
 from .search import Problem, ShadowFull, seeding_calls
 from .source import header_end, merge_edits, replace_node
@@ -391,7 +391,7 @@ def dataclass_defaults(tree: ast.Module) -> Iterator[ast.Module]:
             if isinstance(f, ast.AnnAssign) and isinstance(f.target, ast.Name) and f.value is not None
         }
         for c in tree.body
-        if isinstance(c, ast.ClassDef) and any(_name(d) == "dataclass" for d in c.decorator_list)
+        if isinstance(c, ast.ClassDef) and any(callee_name(d) == "dataclass" for d in c.decorator_list)
     }
     reads = [
         i
@@ -412,7 +412,7 @@ def dataclass_defaults(tree: ast.Module) -> Iterator[ast.Module]:
 
 def _field_default(value: ast.expr) -> ast.expr | None:
     """What a dataclass field's default evaluates to, as an expression: the value, or a default factory's call."""
-    if isinstance(value, ast.Call) and _name(value.func) == "field":
+    if isinstance(value, ast.Call) and callee_name(value.func) == "field":
         for k in value.keywords:
             if k.arg == "default":
                 return k.value
@@ -420,10 +420,6 @@ def _field_default(value: ast.expr) -> ast.expr | None:
                 return k.value.body if isinstance(k.value, ast.Lambda) else ast.Call(k.value, [], [])
         return None
     return value
-
-
-def _name(node: ast.expr) -> str:
-    return node.attr if isinstance(node, ast.Attribute) else getattr(node, "id", "")
 
 
 def _instances(tree: ast.Module, classes: dict) -> dict[str, ast.Call]:
@@ -451,27 +447,22 @@ def _instances(tree: ast.Module, classes: dict) -> dict[str, ast.Call]:
 
 def _constructor_values(init: ast.FunctionDef | None, call: ast.Call) -> dict[str, ast.expr]:
     """Attribute -> the argument it holds, for each `self.attr = param` at the top of `__init__` (simple signatures)."""
-    if init is None or init.args.vararg or init.args.kwarg or init.args.kwonlyargs or init.args.posonlyargs:
+    bound = _arguments(init, call, skip=1) if init is not None and init.args.args else None
+    if not bound:
         return {}
-    params = [a.arg for a in init.args.args]
-    if not params or any(isinstance(a, ast.Starred) for a in call.args):
-        return {}
-    defaults = dict(zip(params[len(params) - len(init.args.defaults) :], init.args.defaults, strict=False))
-    given = dict(zip(params[1:], call.args, strict=False)) | {k.arg: k.value for k in call.keywords if k.arg}
+    this = init.args.args[0].arg
     out = {}
     for stmt in init.body:
         target = stmt.targets[0] if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 else None
         if (
             isinstance(target, ast.Attribute)
             and isinstance(target.value, ast.Name)
-            and target.value.id == params[0]
+            and target.value.id == this
             and isinstance(stmt.value, ast.Name)
-            and stmt.value.id in params[1:]
+            and stmt.value.id in bound
             and not _assigned(init, stmt.value.id)
         ):
-            value = given.get(stmt.value.id, defaults.get(stmt.value.id))
-            if value is not None:
-                out[target.attr] = value
+            out[target.attr] = bound[stmt.value.id]
     return out
 
 
@@ -569,6 +560,17 @@ def _hoistable_call(stmt: ast.stmt, name: str) -> ast.Call | None:
 def _bind(func: ast.FunctionDef, call: ast.Call) -> list[ast.stmt] | None:
     """Bind the call's arguments to the parameters (simple signatures only): a simple argument (a name,
     constant or attribute chain) is substituted into the body; any other gets an assignment."""
+    bound = _arguments(func, call)
+    if bound is None:
+        return None
+    simple = {p: v for p, v in bound.items() if _is_simple(v) and not _assigned(func, p)}
+    _Substitute(simple).visit(func)
+    return [ast.Assign([ast.Name(p, ast.Store())], v) for p, v in bound.items() if p not in simple]
+
+
+def _arguments(func: ast.FunctionDef, call: ast.Call, skip: int = 0) -> dict[str, ast.expr] | None:
+    """Each parameter's value in `call`, given or its default (simple signatures only, else None); `skip`: the
+    leading parameters the call does not pass (a constructor's `self`)."""
     args = func.args
     if (
         args.vararg
@@ -578,8 +580,8 @@ def _bind(func: ast.FunctionDef, call: ast.Call) -> list[ast.stmt] | None:
         or any(isinstance(a, ast.Starred) for a in call.args)
     ):
         return None
-    params = [a.arg for a in args.args]
-    defaults = dict(zip(params[len(params) - len(args.defaults) :], args.defaults, strict=False))
+    params = [a.arg for a in args.args][skip:]
+    defaults = dict(zip([a.arg for a in args.args][len(args.args) - len(args.defaults) :], args.defaults, strict=False))
     values = dict(zip(params, call.args, strict=False))
     for kw in call.keywords:
         if kw.arg not in params:
@@ -587,10 +589,7 @@ def _bind(func: ast.FunctionDef, call: ast.Call) -> list[ast.stmt] | None:
         values[kw.arg] = kw.value
     if any(p not in values and p not in defaults for p in params):
         return None
-    bound = {p: values.get(p, defaults.get(p)) for p in params}
-    simple = {p: v for p, v in bound.items() if _is_simple(v) and not _assigned(func, p)}
-    _Substitute(simple).visit(func)
-    return [ast.Assign([ast.Name(p, ast.Store())], v) for p, v in bound.items() if p not in simple]
+    return {p: values.get(p, defaults.get(p)) for p in params}
 
 
 def _is_simple(node: ast.AST) -> bool:
@@ -715,12 +714,7 @@ def constant_attributes(tree: ast.Module) -> Iterator[ast.Module]:
     attribute (`torch.bfloat16`: dropping the argument says the same), nor one that is called or read further
     (`torch.tensor(...)` as `1(...)`, `cfg.sizes[0]` as `None[0]`): those only fail otherwise, a run each (at E4B
     the pass judged 36-59 candidates for 2 taken, 48-80 s)."""
-    modules = {
-        (alias.asname or alias.name).split(".")[0]
-        for node in ast.walk(tree)
-        if isinstance(node, (ast.Import, ast.ImportFrom))
-        for alias in node.names
-    }
+    modules = {_bound_name(alias) for node in _imports(tree) for alias in node.names}
     used = {id(n.func) for n in ast.walk(tree) if isinstance(n, ast.Call)}
     used |= {id(n.value) for n in ast.walk(tree) if isinstance(n, (ast.Attribute, ast.Subscript))}
     wanted = [

@@ -343,7 +343,9 @@ def id_literals(tree: ast.AST) -> list[ast.List | ast.Tuple]:
     """The list and tuple literals of the script that hold token ids: the data of a tensor constructor, what an
     `input_ids=`/`labels=` keyword gets, and what a name that flows into either is bound or iterated from
     (`PROMPTS = [[2, 106, 1645]]` ... `for p in PROMPTS: torch.tensor([p])`). Only those made of ints alone."""
-    sinks = [c.args[0] for c in ast.walk(tree) if isinstance(c, ast.Call) and c.args and _name(c.func) in _ID_CONSUMERS]
+    sinks = [
+        c.args[0] for c in ast.walk(tree) if isinstance(c, ast.Call) and c.args and callee_name(c.func) in _ID_CONSUMERS
+    ]
     sinks += [k.value for c in ast.walk(tree) if isinstance(c, ast.Call) for k in c.keywords if k.arg in _ID_KEYWORDS]
     sinks += _named_ids(tree)
     names = {n for s in sinks for n in _data_names(s)}
@@ -541,7 +543,8 @@ def loaded_map(load: Load) -> dict[str, Any] | None:
 # --- source rewriting -------------------------------------------------------------------------------------------
 
 
-def _name(func: ast.expr) -> str:
+def callee_name(func: ast.expr) -> str:
+    """`f` of `f(...)` or `x.f(...)` ('' for anything else)."""
     return func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
 
 
@@ -549,7 +552,7 @@ def calls_at(tree: ast.AST, line: int, names: set[str]) -> list[ast.Call]:
     return [
         n
         for n in ast.walk(tree)
-        if isinstance(n, ast.Call) and _name(n.func) in names and n.lineno <= line <= (n.end_lineno or n.lineno)
+        if isinstance(n, ast.Call) and callee_name(n.func) in names and n.lineno <= line <= (n.end_lineno or n.lineno)
     ]
 
 
@@ -567,7 +570,7 @@ def set_argument(call: ast.Call, index: int, keyword: str, value: ast.expr) -> N
 def place(call: ast.Call, device_map: dict[str, Any]) -> None:
     """The call uses the recorded map as a literal; the budget that inferred it goes."""
     literal = ast.parse(repr(device_map), mode="eval").body
-    if _name(call.func) in DISPATCHERS:
+    if callee_name(call.func) in DISPATCHERS:
         set_argument(call, 1, "device_map", literal)
     else:
         set_keyword(call, "device_map", literal)
@@ -709,7 +712,7 @@ def _tokenizer_call(tree: ast.Module, tokenized: Tokenized, names: set[str]) -> 
         calls = [
             c
             for c in calls
-            if _name(c.func) in names or any(word in _name(c.func).lower() for word in ("tok", "processor"))
+            if callee_name(c.func) in names or any(word in callee_name(c.func).lower() for word in ("tok", "processor"))
         ]
     return calls[0] if len(calls) == 1 else None
 
