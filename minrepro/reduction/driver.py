@@ -305,6 +305,7 @@ class Reduction:
     guard: Guard = UNGUARDED
     good_timeout: float | None = None
     started: list[Future] = field(default_factory=list)
+    warming: Future | None = None  # the bad env's executor, started and measured on the twin beside the guard
     executor: Executor | None = None
     guard_executors: list[Executor] = field(default_factory=list)
     oracle: Any = None
@@ -618,6 +619,13 @@ def guard_phase(r: Reduction) -> None:
         for py in opts.good_pythons
     ]
     starting.shutdown(wait=False)
+    if r.scaled is not None:
+        # the twin's warm runs need no guard: they go beside its runs where the bug is fixed (about 20 s at E4B)
+        warming = ThreadPoolExecutor(1)
+        r.warming = warming.submit(
+            lambda: _warm_executor(r.started[0].result(), r.original, r.scaled.path, r.notes, r.log, r.timeout, r.home)
+        )
+        warming.shutdown(wait=False)
     if r.good_envs is not None:
         r.good_envs.result()  # made while the original ran; the guard finds them ready
     # the good run goes to the end: its cost is not known yet (FIRST_RUN_TIMEOUT)
@@ -680,9 +688,11 @@ def _open_search(r: Reduction) -> None:
         for py in r.guard.pythons
     ]
     stand_on = (r.scaled.source, r.scaled.path) if r.scaled else (r.source, r.script)
-    r.executor, baseline = _warm_executor(
-        r.started[0].result(), r.original, stand_on[1], r.notes, r.log, r.timeout, r.home
-    )
+    if r.warming is not None and r.scaled is not None:
+        r.executor, baseline = r.warming.result()
+    else:  # no twin, or the guard refused it: measured on the original (an executor the twin disagreed with is cold)
+        executor = r.warming.result()[0] if r.warming is not None else r.started[0].result()
+        r.executor, baseline = _warm_executor(executor, r.original, stand_on[1], r.notes, r.log, r.timeout, r.home)
     r.measured_on = stand_on[0] if baseline is not None else r.source
     budget = _budget(baseline if baseline is not None else r.first_run.seconds)
     # a candidate past the budget is uninteresting anyway: stop it there, not at the timeout
