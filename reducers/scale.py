@@ -755,11 +755,14 @@ def twin_source(source: str, plan: Plan, shrunk: set[Path_], literal_maps: bool 
 FirstInteresting = Callable[[Sequence[str]], "int | None"]
 
 
-def scale_down(source: str, plan: Plan, first_interesting: FirstInteresting) -> tuple[str, list[Path_]] | None:
+def scale_down(
+    source: str, plan: Plan, first_interesting: FirstInteresting, cut: Callable[[str], str] | None = None
+) -> tuple[str, list[Path_]] | None:
     """The smallest twin that is still interesting, and the fields it had to keep at their real size; None when
     no twin is. Every field shrunk first (one run); else delta debugging over the fields kept at real size, and
     the result checked once more (ddmin assumes the whole set is interesting: it need not be, the maps are
-    literal there and were inferred in the original)."""
+    literal there and were inferred in the original). `cut`: a further shrink of a twin's text (its layers), tried
+    first on the first batch; where no cut twin is interesting, the uncut ones are."""
     fields = plan.fields
 
     def twin(kept: Sequence[Path_]) -> str | None:
@@ -775,10 +778,14 @@ def scale_down(source: str, plan: Plan, first_interesting: FirstInteresting) -> 
     if first is None:
         return None
     without = twin([]) if towers else None
-    tries = [without, first] if without is not None else [first]
-    found = first_interesting(tries)
-    if found is not None:
-        return (without, []) if tries[found] is without else (first, towers)
+    tries = [(without, []), (first, towers)] if without is not None else [(first, towers)]
+    # the twin's 42 layers cut first: every cold run after it (the guard's, the verification's) and the search's
+    # first candidates then build a few layers, not 42
+    cuts = [(shorter, kept) for text, kept in tries if cut is not None and (shorter := cut(text)) != text]
+    for batch in (cuts, tries) if cuts else (tries,):
+        found = first_interesting([text for text, _ in batch])
+        if found is not None:
+            return batch[found]
 
     def first_kept(candidates: Sequence[list[Path_]]) -> int | None:
         sources = [twin(kept) for kept in candidates]

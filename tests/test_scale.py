@@ -1083,3 +1083,41 @@ def test_a_vocabulary_the_script_names_is_the_least_a_twin_keeps():
     assert Plan((load,), ids=frozenset({0, 1, 2}), least=4096).vocabulary == 4096
     assert Plan((load,), ids=frozenset({0, 1, 2})).vocabulary == 256
     assert Plan((load,), ids=frozenset({0, 1, 2}), least=262144).vocabulary is None  # nothing to shrink
+
+
+def test_the_twins_layers_are_cut_in_the_first_batch_and_kept_where_the_cut_twins_lose_the_failure():
+    # each cold run of E4B's twin built 42 layers (the guard's passing run took 38-47 s on an H100); the search's first
+    # pass then cut them to one per run of a device and a layer type, accepted in each job measured there
+    from minrepro.harness.runner import RunResult
+    from minrepro.reduction.scale import try_scale_down
+
+    placed = {f"model.language_model.layers.{i}": (0 if i < 2 else "cpu") for i in range(4)}
+    loaded = {**GEMMA4_RECORDS[1], "device_map": {**GEMMA4_RECORDS[1]["device_map"], **placed}}
+    for whole in ("model.language_model", "model.audio_tower.layers.0", "model.audio_tower.layers.5"):
+        loaded["device_map"].pop(whole)
+    loaded["device_map"]["model.audio_tower"] = 0
+    defaults = {**GEMMA4_DEFAULTS, "text_config": {**GEMMA4_DEFAULTS["text_config"], "num_hidden_layers": 35}}
+    started, loaded = ({**record, "config_defaults": defaults} for record in (GEMMA4_RECORDS[0], loaded))
+    run = RunResult(1, "", "", 1.0, None, "", trace=(started, loaded, *GEMMA4_RECORDS[2:]))
+
+    def layer_counts(sources):
+        configs = [ast.literal_eval(_calls(c, "for_model")[0].keywords[0].value) for c in sources]
+        return [c["text_config"]["num_hidden_layers"] for c in configs]
+
+    for cut_fails_the_same in (True, False):
+        batches: list[list[int]] = []
+
+        def test_many(sources, cut_fails_the_same=cut_fails_the_same):
+            batches.append(layer_counts(sources))
+            return [cut_fails_the_same or count == 4 for count in batches[-1]]
+
+        found = try_scale_down(GEMMA4_JOB, run, test_many, lambda text: None)
+        assert found is not None
+        # layers 0-1 on the GPU, 2-3 on the cpu: two runs, a layer each
+        assert batches[0] == [2, 2]
+        assert batches[1:] == ([] if cut_fails_the_same else [[4, 4]])
+        assert layer_counts([found.source]) == [2 if cut_fails_the_same else 4]
+        assert ("layers cut" in found.description) == cut_fails_the_same
+        last = 1 if cut_fails_the_same else 3  # the map renumbered with the layers
+        assert f"'model.language_model.layers.{last}': 'cpu'" in found.source
+        assert f"layers.{last + 1}" not in found.source

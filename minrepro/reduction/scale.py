@@ -5,6 +5,7 @@ where the bug is fixed). At real scale each text candidate costs a full load; af
 
 from __future__ import annotations
 
+import ast
 import json
 import tempfile
 from dataclasses import dataclass, field
@@ -12,6 +13,7 @@ from pathlib import Path
 from collections.abc import Callable, Sequence
 
 from ..harness.runner import RunResult, run_script
+from ..reducers.passes import fewer_layers
 from ..reducers.scale import TOWER_GONE, VOCAB_FIELD, Plan, plan_from_trace, scale_down
 
 
@@ -87,5 +89,26 @@ def try_scale_down(
         return next((i for i, yes in enumerate(test_many(list(candidates))) if yes), None)
 
     log(f"scale-down: {len(plan.loads)} model load(s), {len(plan.fields)} fields to shrink")
-    found = scale_down(source, plan, first_interesting)
-    return ScaleDown(found[0], describe(plan, found[1]), [list(p) for p in found[1]], runs[0]) if found else None
+    cut: set[str] = set()
+    found = scale_down(source, plan, first_interesting, lambda text: _noted(fewest_layers(text), cut))
+    if not found:
+        return None
+    layers = ", layers cut to one per run of their device and type" if found[0] in cut else ""
+    return ScaleDown(found[0], describe(plan, found[1]) + layers, [list(p) for p in found[1]], runs[0])
+
+
+def fewest_layers(source: str) -> str:
+    """A twin's layer stacks cut as `fewer_layers` cuts them in the search, every map's stack in turn: one layer per
+    run of a device and a layer type."""
+    tree = ast.parse(source)
+    for _ in range(len(tree.body)):  # one stack per step; each step leaves one fewer to cut
+        shorter = next(fewer_layers(tree), None)
+        if shorter is None:
+            break
+        tree = shorter
+    return ast.unparse(tree) + "\n"
+
+
+def _noted(text: str, seen: set[str]) -> str:
+    seen.add(text)
+    return text
