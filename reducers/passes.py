@@ -1082,11 +1082,13 @@ def _cut_stack(tree: ast.Module, layers: int, keep: list[int]) -> bool:
     return bool(configs)
 
 
-def fewer_layers(tree: ast.Module) -> Iterator[ast.Module]:
+def fewer_layers(tree: ast.Module, per_kind: bool = True) -> Iterator[ast.Module]:
     """A stack of L layers that a literal device map places in runs (a twin's 12 layers: 6 on cpu, then 6 on disk)
     cut to one layer per run (of one placement and one `layer_type`): the config's `num_hidden_layers` and the
-    fields naming layers cut to match, the map's layer entries renumbered. One candidate per map; each run's device
-    is kept, so the placement the failure needs survives (the oracle says whether it does)."""
+    fields naming layers cut to match, the map's layer entries renumbered. Before it (`per_kind`), where smaller:
+    one layer of each type per run of a placement, the last of each (E4B's alternating types left 15 of 42 layers
+    as runs, 4 this way). Each run's device is kept, so the placement the failure needs survives (the oracle says
+    whether it does)."""
     maps = [n for n in ast.walk(tree) if isinstance(n, ast.Dict)]
     for index, node in enumerate(maps):
         device_map = _device_map(node)
@@ -1096,21 +1098,35 @@ def fewer_layers(tree: ast.Module) -> Iterator[ast.Module]:
         prefix, placed = stack
         layers = len(placed)
         order = list(zip(placed, _layer_kinds(tree, layers), strict=False))
-        keep = [i for i in range(layers) if i == 0 or order[i] != order[i - 1]]
-        if len(keep) == layers:
-            continue
-        new = copy.deepcopy(tree)
-        if not _cut_stack(new, layers, keep):
-            continue
-        renamed = {}
-        for key, device in device_map.items():
-            match = _LAYER_KEY.match(key)
-            if match is None or (match[1] or "") != prefix:
-                renamed[key] = device
-            elif int(match[2]) in keep:
-                renamed[f"{prefix}layers.{keep.index(int(match[2]))}{match[3] or ''}"] = device
-        if replace_node(new, _nth(new, ast.Dict, index), ast.parse(repr(renamed), mode="eval").body):
-            yield new
+        runs = [i for i in range(layers) if i == 0 or order[i] != order[i - 1]]
+        kinds = _kinds_per_run(order) if per_kind else runs
+        for keep in [kinds, runs] if len(kinds) < len(runs) else [runs]:
+            if len(keep) == layers:
+                continue
+            new = copy.deepcopy(tree)
+            if not _cut_stack(new, layers, keep):
+                continue
+            renamed = {}
+            for key, device in device_map.items():
+                match = _LAYER_KEY.match(key)
+                if match is None or (match[1] or "") != prefix:
+                    renamed[key] = device
+                elif int(match[2]) in keep:
+                    renamed[f"{prefix}layers.{keep.index(int(match[2]))}{match[3] or ''}"] = device
+            if replace_node(new, _nth(new, ast.Dict, index), ast.parse(repr(renamed), mode="eval").body):
+                yield new
+
+
+def _kinds_per_run(order: list[tuple]) -> list[int]:
+    """The last layer of each kind within each run of one placement, in layer order: the model's last layer (Gemma 4
+    forces it to full attention) stays last, and a kind shared later was produced in an earlier run."""
+    keep: list[int] = []
+    start = 0
+    for end in range(1, len(order) + 1):
+        if end == len(order) or order[end][0] != order[start][0]:
+            keep += sorted({order[i][1]: i for i in range(start, end)}.values())
+            start = end
+    return keep
 
 
 def coarsen_device_maps(tree: ast.Module) -> Iterator[ast.Module]:

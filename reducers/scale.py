@@ -756,13 +756,13 @@ FirstInteresting = Callable[[Sequence[str]], "int | None"]
 
 
 def scale_down(
-    source: str, plan: Plan, first_interesting: FirstInteresting, cut: Callable[[str], str] | None = None
+    source: str, plan: Plan, first_interesting: FirstInteresting, cut: Callable[[str], list[str]] | None = None
 ) -> tuple[str, list[Path_]] | None:
     """The smallest twin that is still interesting, and the fields it had to keep at their real size; None when
     no twin is. Every field shrunk first (one run); else delta debugging over the fields kept at real size, and
     the result checked once more (ddmin assumes the whole set is interesting: it need not be, the maps are
-    literal there and were inferred in the original). `cut`: a further shrink of a twin's text (its layers), tried
-    first on the first batch; where no cut twin is interesting, the uncut ones are."""
+    literal there and were inferred in the original). `cut`: further shrinks of a twin's text (its layers), the
+    smallest first, tried in the first batch; where no cut twin is interesting, the uncut ones are."""
     fields = plan.fields
 
     def twin(kept: Sequence[Path_]) -> str | None:
@@ -780,9 +780,13 @@ def scale_down(
     without = twin([]) if towers else None
     tries = [(without, []), (first, towers)] if without is not None else [(first, towers)]
     # the twin's 42 layers cut first: every cold run after it (the guard's, the verification's) and the search's
-    # first candidates then build a few layers, not 42
-    cuts = [(shorter, kept) for text, kept in tries if cut is not None and (shorter := cut(text)) != text]
-    for batch in (cuts, tries) if cuts else (tries,):
+    # first candidates then build a few layers, not 42. A batch per cut, the smallest first; then the uncut twins
+    cuts = [[c for c in (cut(text) if cut is not None else []) if c != text] for text, _ in tries]
+    batches = [
+        [(shorter[step], kept) for shorter, (_, kept) in zip(cuts, tries, strict=True) if step < len(shorter)]
+        for step in range(max(map(len, cuts)))
+    ]
+    for batch in [*batches, tries]:
         found = first_interesting([text for text, _ in batch])
         if found is not None:
             return batch[found]

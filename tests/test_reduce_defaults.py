@@ -351,6 +351,66 @@ def test_the_originals_confirming_runs_go_beside_the_scale_down(tmp_path, capsys
     assert len(driver_state[0].cold) == 3 and driver_state[0].confirming is None
 
 
+def _fake_twin(monkeypatch, text: str):
+    """A scale-down that stands `text` in as the twin (written where the driver would write it)."""
+    from minrepro.reduction import driver
+    from minrepro.reduction.scale import ScaleDown
+
+    def scale_down(opts, workdir, *rest):
+        path = workdir / "twin.py"
+        path.write_text(text)
+        return ScaleDown(text, "scaled down: a stand-in", [], 1, path)
+
+    monkeypatch.setattr(driver, "_scale_down", scale_down)
+
+
+def test_the_guard_of_a_twin_goes_beside_the_originals_confirming_runs(tmp_path, capsys, monkeypatch):
+    """The twin's guard needs none of the original's confirming runs: at E4B they ended 30 s into it, which the guard
+    had waited for. They are awaited after the guard is chosen, before the search."""
+    from minrepro.reduction import driver
+
+    script = tmp_path / "job.py"
+    script.write_text("import time\ntime.sleep(1.5)\nraise RuntimeError('boom')\n")
+    _fake_twin(monkeypatch, "raise RuntimeError('boom')\n")
+    seen, state = {}, []
+    real_take_first, real_choose = driver._take_first, driver._choose_guard
+
+    def take_first(r, run):
+        state[:] = [r]
+        real_take_first(r, run)
+
+    def choose(search, opts, original):
+        seen["confirming while the guard chose"] = not state[0].confirming.done()
+        return real_choose(search, opts, original)
+
+    monkeypatch.setattr(driver, "_take_first", take_first)
+    monkeypatch.setattr(driver, "_choose_guard", choose)
+    argv = ["reduce", str(script), "--workdir", str(tmp_path / "w"), "--executor", "cold", "--guard", "none", "--json"]
+    assert main(argv) == 0
+    assert seen == {"confirming while the guard chose": True}
+    assert len(state[0].cold) == 3 and state[0].confirming is None
+    summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert "scaled down: a stand-in" in summary["notes"]
+
+
+def test_a_twin_whose_traced_run_alone_disagreed_goes_after_the_guard_and_the_original_is_reduced(
+    tmp_path, capsys, monkeypatch
+):
+    script = tmp_path / "job.py"
+    script.write_text(
+        "import json\nif __file__.endswith('scale.py'):\n    raise KeyError('traced')\nraise RuntimeError('plain')\n"
+    )
+    _fake_twin(monkeypatch, "raise KeyError('traced')\n")
+    argv = ["reduce", str(script), "--workdir", str(tmp_path / "w"), "--executor", "warm-pool", "--json"]
+    argv += ["--guard", "none"]
+    assert main(argv) == 0
+    summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert summary["signature"] == "RuntimeError: plain"
+    assert any("the traced run failed otherwise" in note for note in summary["notes"])
+    assert "scaled down: a stand-in" not in summary["notes"]
+    assert "KeyError" not in Path(summary["output"]).read_text()
+
+
 def test_a_traced_first_run_that_alone_fails_otherwise_leaves_the_reduction_on_a_plain_run(tmp_path, capsys):
     """The trace runs a normalized copy (`scale.py`): where that run alone fails otherwise, the reduction keeps the
     plain runs' signature and says why no twin stands in."""

@@ -233,6 +233,26 @@ def test_a_layer_stack_placed_in_runs_is_cut_to_one_layer_per_run():
     assert list(fewer_layers(ast.parse(source.replace("'num_hidden_layers': 4", "'num_hidden_layers': 9")))) == []
 
 
+def test_types_that_alternate_within_a_placement_keep_one_layer_of_each_type_per_placement_first():
+    # E4B's 42 layers alternate types within each device: one layer per run of a device and a type kept 15 of them
+    from minrepro.reducers.passes import fewer_layers
+
+    kinds = ["s", "s", "f", "s", "f", "s", "s", "f"]
+    placed = {f"a.layers.{i}": "cpu" if i < 4 else "disk" for i in range(8)}
+    source = (
+        f"config = {{'num_hidden_layers': 8, 'num_kv_shared_layers': 2, 'layer_types': {kinds!r}}}\n"
+        f"m = dispatch_model(x, device_map={{'a.emb': 'cpu', **{placed!r}}})\n"
+    )
+    smallest, by_runs = [ast.unparse(t) for t in fewer_layers(ast.parse(source))]
+    # the last of each type in each placement (layers 2, 3, 6, 7): the model's last layer (full attention) stays last,
+    # and both shared layers (the last two) have a layer of their type before them
+    assert "{'num_hidden_layers': 4, 'num_kv_shared_layers': 2, 'layer_types': ['f', 's', 's', 'f']}" in smallest
+    assert "'a.layers.1': 'cpu', 'a.layers.2': 'disk', 'a.layers.3': 'disk'}" in smallest
+    assert "'a.layers.4'" not in smallest
+    assert "'num_hidden_layers': 6" in by_runs  # a layer per run of a device and a type: 0, 2, 3, 4, 5, 7
+    assert [ast.unparse(t) for t in fewer_layers(ast.parse(source), per_kind=False)] == [by_runs]
+
+
 @settings(max_examples=60, deadline=None)
 @given(st.lists(st.sampled_from(["cpu", "disk", 0]), min_size=2, max_size=12))
 def test_cutting_a_stack_keeps_the_order_of_its_devices(devices):

@@ -595,37 +595,10 @@ def guard_phase(r: Reduction) -> None:
     """Where the bug is fixed the subject (the twin, else the original) must pass; the search's executors start
     meanwhile (each warm worker imports the libraries first)."""
     opts = r.opts
-    confirmed(r)
+    if r.scaled is None:  # the guard judges the original: its runs must agree first
+        confirmed(r)
     subject, subject_path = (r.scaled.source, r.scaled.path) if r.scaled else (r.source, r.script)
-    starting = ThreadPoolExecutor(1 + len(opts.good_pythons))
-    # the bad env judges every candidate: its warm workers are kept one batch ahead where the cores allow
-    spares = min(r.jobs, max(0, cores() - r.jobs))
-    r.started.append(
-        starting.submit(
-            _start_executor,
-            opts,
-            r.python,
-            r.source,
-            r.first_run.modules,
-            r.jobs,
-            r.notes,
-            "",
-            spares,
-            getattr(r.env, "cuda", None),
-        )
-    )
-    r.started += [
-        starting.submit(_start_executor, opts, py, r.source, r.first_run.modules, r.jobs, r.notes, f"guard env {py}: ")
-        for py in opts.good_pythons
-    ]
-    starting.shutdown(wait=False)
-    if r.scaled is not None:
-        # the twin's warm runs need no guard: they go beside its runs where the bug is fixed (about 20 s at E4B)
-        warming = ThreadPoolExecutor(1)
-        r.warming = warming.submit(
-            lambda: _warm_executor(r.started[0].result(), r.original, r.scaled.path, r.notes, r.log, r.timeout, r.home)
-        )
-        warming.shutdown(wait=False)
+    _start_executors(r)
     if r.good_envs is not None:
         r.good_envs.result()  # made while the original ran; the guard finds them ready
     # the good run goes to the end: its cost is not known yet (FIRST_RUN_TIMEOUT)
@@ -644,6 +617,18 @@ def guard_phase(r: Reduction) -> None:
         known=r.scaled.good_runs if r.scaled else {},
     )
     r.guard = _choose_guard(search, opts, (r.script, r.source) if r.scaled else None)
+    # the original's confirming runs went beside the twin's guard (at E4B they ended 30 s into it); where the traced
+    # run alone disagreed, the twin goes, and the guard is chosen again on the original
+    if r.scaled is not None:
+        confirmed(r)
+        if r.scaled is None:  # and what was sized on the twin with it: the executors start again for the original
+            for future in [*r.started, *([r.warming] if r.warming else [])]:
+                with contextlib.suppress(Exception):
+                    (future.result()[0] if future is r.warming else future.result()).close()
+            r.started, r.warming = [], None
+            _start_executors(r)
+            if search.script != r.script:
+                r.guard = choose_guard(_on_original(search, r.script, r.source), opts.good_pythons, opts.guard)
     if r.scaled is not None and search.script != subject_path:  # the twin lost the bug: real scale after all
         r.notes.append("the tiny twin does not pass where the bug is fixed: reduced at real scale")
         r.say(r.notes[-1])
@@ -662,6 +647,33 @@ def guard_phase(r: Reduction) -> None:
         VERIFY_FACTOR * max(bad_seconds, search.passing_seconds if r.guard.pythons else 0.0) + VERIFY_GRACE
     )
     _open_search(r)
+
+
+def _start_executors(r: Reduction) -> None:
+    """The search's executors, started in the background (each warm worker imports the libraries first): the bad
+    env's, its warm workers kept one batch ahead where the cores allow, then measured on the twin; and one per
+    --good-python."""
+    opts = r.opts
+    starting = ThreadPoolExecutor(1 + len(opts.good_pythons))
+    spares = min(r.jobs, max(0, cores() - r.jobs))
+    cuda = getattr(r.env, "cuda", None)
+    modules = r.first_run.modules
+    r.started.append(
+        starting.submit(_start_executor, opts, r.python, r.source, modules, r.jobs, r.notes, "", spares, cuda)
+    )
+    r.started += [
+        starting.submit(_start_executor, opts, py, r.source, modules, r.jobs, r.notes, f"guard env {py}: ")
+        for py in opts.good_pythons
+    ]
+    starting.shutdown(wait=False)
+    if r.scaled is not None:
+        # the twin's warm runs need no guard: they go beside its runs where the bug is fixed (about 20 s at E4B)
+        bad, twin = r.started[0], r.scaled.path
+        warming = ThreadPoolExecutor(1)
+        r.warming = warming.submit(
+            lambda: _warm_executor(bad.result(), r.original, twin, r.notes, r.log, r.timeout, r.home)
+        )
+        warming.shutdown(wait=False)
 
 
 def _open_search(r: Reduction) -> None:
@@ -1040,9 +1052,14 @@ def _choose_guard(search: GuardSearch, opts: ReduceOptions, original: tuple[Path
         guard = None
     if guard is not None and (guard.kind == "good-env" or opts.guard == "none"):
         return guard
-    # the original at real scale: its good runs are as large as it is, two at a time at most
-    search.script, search.source, search.known, search.jobs = *original, {}, min(search.jobs, 2)
-    return choose_guard(search, opts.good_pythons, opts.guard)
+    return choose_guard(_on_original(search, *original), opts.good_pythons, opts.guard)
+
+
+def _on_original(search: GuardSearch, script: Path, source: str) -> GuardSearch:
+    """The guard's search turned to the original at real scale: its good runs are as large as it is, two at a time at
+    most."""
+    search.script, search.source, search.known, search.jobs = script, source, {}, min(search.jobs, 2)
+    return search
 
 
 def _budget(seconds: float) -> float:

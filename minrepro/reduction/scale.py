@@ -90,25 +90,30 @@ def try_scale_down(
 
     log(f"scale-down: {len(plan.loads)} model load(s), {len(plan.fields)} fields to shrink")
     cut: set[str] = set()
-    found = scale_down(source, plan, first_interesting, lambda text: _noted(fewest_layers(text), cut))
+    found = scale_down(source, plan, first_interesting, lambda text: _noted(layer_cuts(text), cut))
     if not found:
         return None
     layers = ", layers cut to one per run of their device and type" if found[0] in cut else ""
     return ScaleDown(found[0], describe(plan, found[1]) + layers, [list(p) for p in found[1]], runs[0])
 
 
-def fewest_layers(source: str) -> str:
-    """A twin's layer stacks cut as `fewer_layers` cuts them in the search, every map's stack in turn: one layer per
-    run of a device and a layer type."""
-    tree = ast.parse(source)
-    for _ in range(len(tree.body)):  # one stack per step; each step leaves one fewer to cut
-        shorter = next(fewer_layers(tree), None)
-        if shorter is None:
-            break
-        tree = shorter
-    return ast.unparse(tree) + "\n"
+def layer_cuts(source: str) -> list[str]:
+    """A twin's layer stacks cut as `fewer_layers` cuts them in the search, every map's stack in turn: one layer of
+    each type per run of a device, then (where that is not the same) one layer per run of a device and a type."""
+    cuts = []
+    for per_kind in (True, False):
+        tree = ast.parse(source)
+        for _ in range(len(tree.body)):  # one stack per step; each step leaves one fewer to cut
+            shorter = next(fewer_layers(tree, per_kind), None)
+            if shorter is None:
+                break
+            tree = shorter
+        text = ast.unparse(tree) + "\n"
+        if text not in cuts:
+            cuts.append(text)
+    return cuts
 
 
-def _noted(text: str, seen: set[str]) -> str:
-    seen.add(text)
-    return text
+def _noted(texts: list[str], seen: set[str]) -> list[str]:
+    seen.update(texts)
+    return texts
