@@ -1086,9 +1086,9 @@ def fewer_layers(tree: ast.Module, per_kind: bool = True) -> Iterator[ast.Module
     """A stack of L layers that a literal device map places in runs (a twin's 12 layers: 6 on cpu, then 6 on disk)
     cut to one layer per run (of one placement and one `layer_type`): the config's `num_hidden_layers` and the
     fields naming layers cut to match, the map's layer entries renumbered. Before it (`per_kind`), where smaller:
-    one layer of each type per run of a placement, the last of each (E4B's alternating types left 15 of 42 layers
-    as runs, 4 this way). Each run's device is kept, so the placement the failure needs survives (the oracle says
-    whether it does)."""
+    one layer of each type per run of a placement, the last of each, a layer that shares another's KV being a type of
+    its own (E4B's alternating types left 15 of 42 layers as runs). Each run's device is kept, so the placement the
+    failure needs survives (the oracle says whether it does)."""
     maps = [n for n in ast.walk(tree) if isinstance(n, ast.Dict)]
     for index, node in enumerate(maps):
         device_map = _device_map(node)
@@ -1099,7 +1099,8 @@ def fewer_layers(tree: ast.Module, per_kind: bool = True) -> Iterator[ast.Module
         layers = len(placed)
         order = list(zip(placed, _layer_kinds(tree, layers), strict=False))
         runs = [i for i in range(layers) if i == 0 or order[i] != order[i - 1]]
-        kinds = _kinds_per_run(order) if per_kind else runs
+        shared = _shared_layers(tree, layers)  # a layer that reads another's KV is a kind of its own
+        kinds = _kinds_per_run([(p, (k, s)) for (p, k), s in zip(order, shared, strict=True)]) if per_kind else runs
         for keep in [kinds, runs] if len(kinds) < len(runs) else [runs]:
             if len(keep) == layers:
                 continue
@@ -1115,6 +1116,17 @@ def fewer_layers(tree: ast.Module, per_kind: bool = True) -> Iterator[ast.Module
                     renamed[f"{prefix}layers.{keep.index(int(match[2]))}{match[3] or ''}"] = device
             if replace_node(new, _nth(new, ast.Dict, index), ast.parse(repr(renamed), mode="eval").body):
                 yield new
+
+
+def _shared_layers(tree: ast.Module, layers: int) -> list[bool]:
+    """Which layers read the KV of an earlier one (Gemma 4's last `num_kv_shared_layers`): such a layer has no KV
+    projections of its own, so a cut that keeps only shared layers on a device keeps none of the weights placed there
+    that the others have."""
+    for fields in _stack_configs(tree, layers):
+        count = fields.get("num_kv_shared_layers")
+        if isinstance(count, ast.Constant) and type(count.value) is int and 0 < count.value <= layers:
+            return [i >= layers - count.value for i in range(layers)]
+    return [False] * layers
 
 
 def _kinds_per_run(order: list[tuple]) -> list[int]:

@@ -237,19 +237,22 @@ def test_types_that_alternate_within_a_placement_keep_one_layer_of_each_type_per
     # E4B's 42 layers alternate types within each device: one layer per run of a device and a type kept 15 of them
     from minrepro.reducers.passes import fewer_layers
 
-    kinds = ["s", "s", "f", "s", "f", "s", "s", "f"]
-    placed = {f"a.layers.{i}": "cpu" if i < 4 else "disk" for i in range(8)}
+    kinds = ["s", "s", "f", "s", "f", "s", "f", "s", "s", "f"]
+    placed = {f"a.layers.{i}": "cpu" if i < 5 else "disk" for i in range(10)}
     source = (
-        f"config = {{'num_hidden_layers': 8, 'num_kv_shared_layers': 2, 'layer_types': {kinds!r}}}\n"
+        f"config = {{'num_hidden_layers': 10, 'num_kv_shared_layers': 2, 'layer_types': {kinds!r}}}\n"
         f"m = dispatch_model(x, device_map={{'a.emb': 'cpu', **{placed!r}}})\n"
     )
     smallest, by_runs = [ast.unparse(t) for t in fewer_layers(ast.parse(source))]
-    # the last of each type in each placement (layers 2, 3, 6, 7): the model's last layer (full attention) stays last,
-    # and both shared layers (the last two) have a layer of their type before them
-    assert "{'num_hidden_layers': 4, 'num_kv_shared_layers': 2, 'layer_types': ['f', 's', 's', 'f']}" in smallest
-    assert "'a.layers.1': 'cpu', 'a.layers.2': 'disk', 'a.layers.3': 'disk'}" in smallest
-    assert "'a.layers.4'" not in smallest
-    assert "'num_hidden_layers': 6" in by_runs  # a layer per run of a device and a type: 0, 2, 3, 4, 5, 7
+    # the last of each type in each placement, a layer that shares another's KV (the last two) a type of its own:
+    # layers 3, 4 on cpu; 6, 7 (their own KV) and 8, 9 (shared) on disk. The model's last layer stays last, each
+    # shared type has a layer of its own before it, and the disk keeps layers with KV weights of their own
+    assert (
+        "'num_hidden_layers': 6, 'num_kv_shared_layers': 2, 'layer_types': ['s', 'f', 'f', 's', 's', 'f']" in smallest
+    )
+    assert "'a.layers.1': 'cpu', 'a.layers.2': 'disk'" in smallest and "'a.layers.5': 'disk'}" in smallest
+    assert "'a.layers.6'" not in smallest
+    assert "'num_hidden_layers': 8" in by_runs  # a layer per run of a device and a type: 0, 2, 3, 4, 5, 6, 7, 9
     assert [ast.unparse(t) for t in fewer_layers(ast.parse(source), per_kind=False)] == [by_runs]
 
 
@@ -1137,7 +1140,7 @@ def test_the_twins_layers_are_cut_in_the_first_batch_and_kept_where_the_cut_twin
         assert batches[0] == [2, 2]
         assert batches[1:] == ([] if cut_fails_the_same else [[4, 4]])
         assert layer_counts([found.source]) == [2 if cut_fails_the_same else 4]
-        assert ("layers cut" in found.description) == cut_fails_the_same
+        assert ("layers cut to one per run of a device and a type" in found.description) == cut_fails_the_same
         last = 1 if cut_fails_the_same else 3  # the map renumbered with the layers
         assert f"'model.language_model.layers.{last}': 'cpu'" in found.source
         assert f"layers.{last + 1}" not in found.source

@@ -89,31 +89,36 @@ def try_scale_down(
         return next((i for i, yes in enumerate(test_many(list(candidates))) if yes), None)
 
     log(f"scale-down: {len(plan.loads)} model load(s), {len(plan.fields)} fields to shrink")
-    cut: set[str] = set()
-    found = scale_down(source, plan, first_interesting, lambda text: _noted(layer_cuts(text), cut))
+    how: dict[str, str] = {}  # a cut twin's text -> how its layers were cut
+
+    def cuts(text: str) -> list[str]:
+        found = layer_cuts(text)
+        how.update(found)
+        return list(found)
+
+    found = scale_down(source, plan, first_interesting, cuts)
     if not found:
         return None
-    layers = ", layers cut to one per run of their device and type" if found[0] in cut else ""
+    layers = f", layers cut to {how[found[0]]}" if found[0] in how else ""
     return ScaleDown(found[0], describe(plan, found[1]) + layers, [list(p) for p in found[1]], runs[0])
 
 
-def layer_cuts(source: str) -> list[str]:
-    """A twin's layer stacks cut as `fewer_layers` cuts them in the search, every map's stack in turn: one layer of
-    each type per run of a device, then (where that is not the same) one layer per run of a device and a type."""
-    cuts = []
-    for per_kind in (True, False):
+LAYER_CUTS = {True: "one of each type per run of a device", False: "one per run of a device and a type"}
+
+
+def layer_cuts(source: str) -> dict[str, str]:
+    """A twin's layer stacks cut as `fewer_layers` cuts them in the search, every map's stack in turn, text -> how:
+    one layer of each type per run of a device, then (where that is not the same) one layer per run of a device and
+    a type."""
+    texts = []
+    for per_kind in LAYER_CUTS:
         tree = ast.parse(source)
         for _ in range(len(tree.body)):  # one stack per step; each step leaves one fewer to cut
             shorter = next(fewer_layers(tree, per_kind), None)
             if shorter is None:
                 break
             tree = shorter
-        text = ast.unparse(tree) + "\n"
-        if text not in cuts:
-            cuts.append(text)
-    return cuts
-
-
-def _noted(texts: list[str], seen: set[str]) -> list[str]:
-    seen.update(texts)
-    return texts
+        texts.append(ast.unparse(tree) + "\n")
+    if texts[0] == texts[1]:  # no types to keep apart: the runs of a device, said so
+        return {texts[1]: LAYER_CUTS[False]}
+    return dict(zip(texts, LAYER_CUTS.values(), strict=True))
