@@ -1099,9 +1099,12 @@ def fewer_layers(tree: ast.Module, per_kind: bool = True) -> Iterator[ast.Module
         layers = len(placed)
         order = list(zip(placed, _layer_kinds(tree, layers), strict=False))
         runs = [i for i in range(layers) if i == 0 or order[i] != order[i - 1]]
-        shared = _shared_layers(tree, layers)  # a layer that reads another's KV is a kind of its own
-        kinds = _kinds_per_run([(p, (k, s)) for (p, k), s in zip(order, shared, strict=True)]) if per_kind else runs
-        for keep in [kinds, runs] if len(kinds) < len(runs) else [runs]:
+        cuts = [runs]
+        if per_kind:  # a layer that reads another's KV is a kind of its own
+            shared = _shared_layers(tree, layers)
+            kinds = _kinds_per_run([(p, (k, s)) for (p, k), s in zip(order, shared, strict=True)])
+            cuts = [kinds, runs] if len(kinds) < len(runs) else cuts
+        for keep in cuts:
             if len(keep) == layers:
                 continue
             new = copy.deepcopy(tree)
@@ -1131,7 +1134,7 @@ def _shared_layers(tree: ast.Module, layers: int) -> list[bool]:
 
 def _kinds_per_run(order: list[tuple]) -> list[int]:
     """The last layer of each kind within each run of one placement, in layer order: the model's last layer (Gemma 4
-    forces it to full attention) stays last, and a kind shared later was produced in an earlier run."""
+    forces it to full attention) stays last."""
     keep: list[int] = []
     start = 0
     for end in range(1, len(order) + 1):

@@ -762,7 +762,7 @@ def scale_down(
     no twin is. Every field shrunk first (one run); else delta debugging over the fields kept at real size, and
     the result checked once more (ddmin assumes the whole set is interesting: it need not be, the maps are
     literal there and were inferred in the original). `cut`: further shrinks of a twin's text (its layers), the
-    smallest first, tried in the first batch; where no cut twin is interesting, the uncut ones are."""
+    smallest first, each judged in a batch of its own before the uncut twins."""
     fields = plan.fields
 
     def twin(kept: Sequence[Path_]) -> str | None:

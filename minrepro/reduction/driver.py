@@ -622,11 +622,7 @@ def guard_phase(r: Reduction) -> None:
     if r.scaled is not None:
         confirmed(r)
         if r.scaled is None:  # and what was sized on the twin with it: the executors start again for the original
-            for future in [*r.started, *([r.warming] if r.warming else [])]:
-                with contextlib.suppress(Exception):
-                    (future.result()[0] if future is r.warming else future.result()).close()
-            r.started, r.warming = [], None
-            _start_executors(r)
+            _restart_executors(r)
             if search.script != r.script:
                 r.guard = choose_guard(_on_original(search, r.script, r.source), opts.good_pythons, opts.guard)
     if r.scaled is not None and search.script != subject_path:  # the twin lost the bug: real scale after all
@@ -667,13 +663,26 @@ def _start_executors(r: Reduction) -> None:
     ]
     starting.shutdown(wait=False)
     if r.scaled is not None:
-        # the twin's warm runs need no guard: they go beside its runs where the bug is fixed (about 20 s at E4B)
+        # the twin's warm runs need no guard: they go beside its runs where the bug is fixed, not after them
         bad, twin = r.started[0], r.scaled.path
         warming = ThreadPoolExecutor(1)
         r.warming = warming.submit(
             lambda: _warm_executor(bad.result(), r.original, twin, r.notes, r.log, r.timeout, r.home)
         )
         warming.shutdown(wait=False)
+
+
+def _restart_executors(r: Reduction) -> None:
+    """The executors started for the twin closed (once the twin's warm runs are done with the bad env's), and started
+    again for the original."""
+    if r.warming is not None:
+        with contextlib.suppress(Exception):
+            r.warming.result()
+    for future in r.started:
+        with contextlib.suppress(Exception):
+            future.result().close()
+    r.started, r.warming = [], None
+    _start_executors(r)
 
 
 def _open_search(r: Reduction) -> None:
