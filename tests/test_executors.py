@@ -477,7 +477,7 @@ def test_auto_takes_the_warm_pool_where_cuda_is_visible_or_the_fork_server_canno
     class Pool:
         name = "warm-pool"
 
-        def __init__(self, python, preload, jobs, recorded, spares=0):
+        def __init__(self, python, preload, jobs, recorded, spares=0, reuse=False):
             self.chosen_because = ""
 
     probed: list[str] = []

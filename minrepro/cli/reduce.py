@@ -151,6 +151,7 @@ def _shared_options(args: argparse.Namespace) -> dict:
         "executor": args.executor,
         "workdir": Path(args.workdir) if args.workdir else None,
         "fresh": args.fresh,
+        "reuse_workers": not args.fresh_workers,
         "good_pythons": list(args.good_python),
         "guard": args.guard,
         "good_runs": args.good_runs,
@@ -281,6 +282,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         choices=["auto", "forkserver", "warm-pool", "cold"],
         help="how candidates run, each in its own process either way (auto: the warm pool where the "
         "env's torch sees a GPU, else the fork server)",
+    )
+    reduce.add_argument(
+        "--fresh-workers",
+        action="store_true",
+        help="a warm-pool worker runs one candidate and exits (default: it runs the next one where the last "
+        "left it as a fresh interpreter would be, unless the script patches an imported module)",
     )
     reduce.add_argument(
         "--good-python",

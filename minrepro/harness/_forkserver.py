@@ -5,20 +5,28 @@ Executed by path under the target interpreter (standard library only, like `_boo
   fork    a server: for each job line on stdin it forks a child that runs the script and exits; the
           server reports {"id", "pid"} when it forks and {"pid", "code"} when the child ends.
   single  a pre-warmed worker: reads one job, runs it in this process, exits with its code.
+  reuse   a pre-warmed worker that runs jobs one after another while each leaves it as a fresh interpreter would
+          be (see `reuse`): after each it reports {"code", "kept", "why"}; one it does not keep, it exits with.
 
 A job is {"id", "script", "args", "cwd", "path0", "report", "stdout", "stderr"}, and "profile" for a profiled run.
 CUDA must not be initialized before a fork (a forked child cannot re-initialize it): torch.cuda.is_available() is
 answered through NVML, and the ready line says whether CUDA got initialized anyway so the client can fall back.
 """
 
+import contextlib
+import gc
 import importlib
 import json
+import logging
 import os
 import tempfile
+import threading
 import time
 import select
 import signal
 import sys
+import warnings
+import weakref
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import _bootstrap
@@ -414,6 +422,252 @@ def single():
         _run_job(json.loads(line))
 
 
+# --- reused workers ------------------------------------------------------------------------------------------
+# A warm worker imports the libraries for 15-20 s (E4B's stack on an H100 box) and then runs a twin's candidate in
+# about 2 s: used once, the workers' imports bound the search. Reused, a worker runs candidates one after another
+# while each leaves it as a fresh interpreter would be. What a run may change and that can be put back is put back
+# (the environment, argv, sys.path and the import hooks, the script's own modules, the seeds, warnings filters and
+# logger levels, torch's dtype, grad mode and threads); a run that leaves anything else (a thread or a child process
+# still running, an atexit hook, a signal handler, another torch switch, a CUDA error, GPU memory still held, an
+# out-of-memory or CUDA error as its failure) retires its worker, which exits with the run's code. A run under
+# tracing or profiling (they wrap the libraries) always retires it. The client only reuses a worker for scripts
+# that assign no attribute of an imported module (`executors.patches_imports`): a monkeypatch would outlive its run.
+
+REUSE_LIMIT = 64  # runs per worker: what a run leaves that no check here sees (caches, fragmentation) stays bounded
+_CUDA_FAILURE = ("CUDA error", "CUBLAS_STATUS", "cuDNN error", "device-side assert", "illegal memory access")
+
+
+def _switches(torch):
+    """torch's process-wide switches a script may set. Compared after each run; only dtype, grad mode, the thread
+    count and anomaly detection are put back (their setters are plain), any other change retires the worker."""
+    if torch is None:
+        return {}
+    b = torch.backends
+    found = {
+        "dtype": torch.get_default_dtype(),
+        "grad": torch.is_grad_enabled(),
+        "threads": torch.get_num_threads(),
+        "anomaly": torch.is_anomaly_enabled(),
+        "device": str(getattr(torch, "get_default_device", lambda: "cpu")()),
+        "deterministic": (
+            torch.are_deterministic_algorithms_enabled(),
+            torch.is_deterministic_algorithms_warn_only_enabled(),
+        ),
+        "matmul": torch.get_float32_matmul_precision(),
+        "inference": torch.is_inference_mode_enabled(),
+    }
+    with contextlib.suppress(Exception):  # switches an older torch lacks
+        found["backends"] = (
+            b.cuda.matmul.allow_tf32,
+            b.cuda.matmul.allow_fp16_reduced_precision_reduction,
+            b.cudnn.enabled,
+            b.cudnn.benchmark,
+            b.cudnn.deterministic,
+            b.cudnn.allow_tf32,
+            b.cuda.flash_sdp_enabled(),
+            b.cuda.mem_efficient_sdp_enabled(),
+            b.cuda.math_sdp_enabled(),
+        )
+    if torch.cuda.is_initialized():
+        found["cuda_device"] = torch.cuda.current_device()
+    return found
+
+
+def _put_back(torch, before, after):
+    """The switches with plain setters put back; the names of the others that changed."""
+    setters = {
+        "dtype": torch.set_default_dtype,
+        "grad": torch.set_grad_enabled,
+        "threads": torch.set_num_threads,
+        "anomaly": torch.autograd.set_detect_anomaly,
+    }
+    changed = []
+    for name, value in before.items():
+        if after.get(name) == value:
+            continue
+        if name in setters:
+            setters[name](value)
+        else:
+            changed.append(name)
+    return changed
+
+
+def _children():
+    """Processes this one started that still run (a DataLoader's workers, a server the script launched)."""
+    found = []
+    for task in os.listdir(f"/proc/{os.getpid()}/task") if os.path.isdir("/proc/self/task") else ():
+        with contextlib.suppress(OSError), open(f"/proc/{os.getpid()}/task/{task}/children", encoding="ascii") as fh:
+            found += fh.read().split()
+    return found
+
+
+class _Fresh:
+    """What this worker looked like before a run: put back after it, or the reason the worker must retire."""
+
+    def __init__(self):
+        self.torch = sys.modules.get("torch")
+        self.environ = dict(os.environ)
+        self.argv, self.path, self.meta_path = list(sys.argv), list(sys.path), list(sys.meta_path)
+        self.path_hooks, self.modules = list(sys.path_hooks), set(sys.modules)
+        self.streams = (sys.stdin, sys.stdout, sys.stderr, sys.excepthook)
+        self.warnings = (list(warnings.filters), warnings.showwarning)
+        self.loggers = {name: _logger_state(lg) for name, lg in _loggers()}
+        self.disabled = logging.root.manager.disable
+        self.recursion = sys.getrecursionlimit()
+        self.umask = os.umask(0)
+        os.umask(self.umask)
+        self.signals = _handlers()
+        self.atexit = _atexit_count()
+        self.threads = {t.ident for t in threading.enumerate()}
+        self.switches = _switches(self.torch)
+        self.gpu = _gpu_allocated(self.torch)
+
+    def restore(self, report):
+        """Put back what can be; the reason this worker must retire instead, or ""."""
+        why = self._unkeepable(report)
+        os.environ.clear()
+        os.environ.update(self.environ)
+        sys.argv[:], sys.path[:], sys.meta_path[:], sys.path_hooks[:] = (
+            self.argv,
+            self.path,
+            self.meta_path,
+            self.path_hooks,
+        )
+        sys.path_importer_cache.clear()
+        sys.stdin, sys.stdout, sys.stderr, sys.excepthook = self.streams
+        tops = _bootstrap._library_tops()
+        for name in set(sys.modules) - self.modules:  # the script's own modules: imported afresh by the next run
+            top = name.split(".")[0]
+            if top not in tops and top not in sys.stdlib_module_names:
+                del sys.modules[name]
+        warnings.filters[:], warnings.showwarning = self.warnings
+        # a new filters version empties every module's once-only registry: a warning shows again, as when fresh
+        getattr(warnings, "_filters_mutated", getattr(warnings, "_filters_mutated_lock_held", lambda: None))()
+        for name, logger in _loggers():  # one the run made is put back as a fresh getLogger makes it
+            level, handlers, propagate, disabled = self.loggers.get(name, (logging.NOTSET, [], True, False))
+            logger.setLevel(level)
+            logger.handlers[:], logger.propagate, logger.disabled = handlers, propagate, disabled
+        logging.disable(self.disabled)
+        sys.setrecursionlimit(self.recursion)
+        os.umask(self.umask)
+        if self.torch is not None:
+            why = why or ", ".join(_put_back(self.torch, self.switches, _switches(self.torch)))
+        _reseed_all()
+        return why
+
+    def _unkeepable(self, report):
+        if os.environ.get("MINREPRO_TRACE") or os.environ.get("MINREPRO_PROFILE") or _bootstrap._EMULATED:
+            return "a traced, profiled or emulating run"
+        failure = (report or {}).get("exception") or {}
+        if "OutOfMemoryError" in failure.get("type", "") or "AcceleratorError" in failure.get("type", ""):
+            return failure["type"]
+        if any(text in failure.get("message", "") for text in _CUDA_FAILURE):
+            return "a CUDA error"
+        if sys.gettrace() is not None or sys.getprofile() is not None:
+            return "a trace function"
+        if any(t.ident not in self.threads and not t.daemon for t in threading.enumerate()):
+            return "a thread still running"
+        if _children():
+            return "a child process still running"
+        if _atexit_count() != self.atexit:
+            return "an atexit hook"
+        if _handlers() != self.signals:
+            return "a signal handler"
+        return _gpu_leftover(self.torch, self.gpu)
+
+
+def _loggers():
+    return [("", logging.root)] + [(n, lg) for n, lg in logging.root.manager.loggerDict.items() if hasattr(lg, "level")]
+
+
+def _logger_state(logger):
+    return logger.level, list(logger.handlers), logger.propagate, logger.disabled
+
+
+def _handlers():
+    found = {}
+    for number in signal.valid_signals():
+        with contextlib.suppress(ValueError, OSError):
+            found[number] = signal.getsignal(number)
+    return found
+
+
+def _atexit_count():
+    import atexit
+
+    return getattr(atexit, "_ncallbacks", lambda: None)()
+
+
+def _gpu_allocated(torch):
+    if torch is None or not torch.cuda.is_initialized():
+        return None
+    return [torch.cuda.memory_allocated(d) for d in range(torch.cuda.device_count())]
+
+
+def _gpu_leftover(torch, before):
+    """ "" where the GPU is as the run found it (its memory given back, no error pending), else what is not."""
+    if torch is None or not torch.cuda.is_initialized():
+        return ""
+    try:
+        for device in range(torch.cuda.device_count()):
+            torch.cuda.synchronize(device)
+    except Exception:  # a sticky error: every later kernel of this process would fail
+        return "a CUDA error"
+    gc.collect()
+    # cuBLAS keeps a workspace per handle in the caching allocator: a fresh run makes its own
+    getattr(torch._C, "_cuda_clearCublasWorkspaces", lambda: None)()
+    torch.cuda.empty_cache()
+    if _gpu_allocated(torch) != (before or [0] * torch.cuda.device_count()):
+        return "GPU memory still held"
+    for device in range(torch.cuda.device_count()):
+        torch.cuda.reset_peak_memory_stats(device)
+    return ""
+
+
+def _reseed_all():
+    """Fresh seeds, as a new interpreter draws them (random, numpy's global state, torch's generators)."""
+    import random
+
+    random.seed()
+    numpy = sys.modules.get("numpy")
+    if numpy is not None:
+        numpy.random.seed()
+    _reseed()
+
+
+def reuse():
+    """Serve jobs until one leaves this worker unlike a fresh interpreter, or REUSE_LIMIT is reached."""
+    # the job lines' pipes and the worker log, apart from each run's files (a run's stdin is /dev/null)
+    jobs, protocol, log = os.fdopen(os.dup(0), "r", encoding="utf-8"), os.dup(1), os.dup(2)
+    weakref.finalize(_Fresh, lambda: None).detach()  # its one-time atexit hook, registered before any run
+    gc.collect()
+    for runs in range(1, REUSE_LIMIT + 1):
+        line = jobs.readline()
+        if not line:
+            os._exit(0)
+        job = json.loads(line)
+        fresh = _Fresh()
+        code = 70
+        try:
+            _redirect(job)
+            if job.get("profile"):
+                os.environ["MINREPRO_PROFILE"] = job["profile"]
+            code = _bootstrap.execute(job["script"], job["args"], job["report"], job.get("path0"))
+            sys.stdout.flush()
+            sys.stderr.flush()
+            report = None
+            with contextlib.suppress(OSError, ValueError), open(job["report"], encoding="utf-8") as fh:
+                report = json.load(fh)
+            why = fresh.restore(report) or ("its run limit" if runs == REUSE_LIMIT else "")
+        except BaseException as exc:  # putting back failed: this process is in no known state
+            why = f"restoring it failed ({type(exc).__name__})"
+        os.dup2(protocol, 1)
+        os.dup2(log, 2)
+        os.write(protocol, (json.dumps({"code": code, "kept": not why, "why": why}) + "\n").encode())
+        if why:
+            os._exit(code)
+
+
 def main():
     mode, modules = sys.argv[1], sys.argv[2]
     if modules.startswith("@"):  # a run's recorded modules: too many for one argument
@@ -421,7 +675,12 @@ def main():
             modules = fh.read()
     modules = [m for m in modules.replace("\n", ",").split(",") if m]
     _emit(_preload(modules, trials=mode == "fork"))
-    serve(on_eof=_close_snapshots) if mode == "fork" else single()
+    if mode == "fork":
+        serve(on_eof=_close_snapshots)
+    elif mode == "reuse":
+        reuse()
+    else:
+        single()
 
 
 if __name__ == "__main__":

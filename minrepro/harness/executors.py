@@ -5,7 +5,9 @@
 - `WarmPoolExecutor`: spawned workers that pre-import the libraries and each run one candidate.
 - "auto" (`_auto`): the warm pool where CUDA is visible (or the fork server cannot serve), else the fork server.
 
-Every candidate still gets a process of its own, so a crash or a monkeypatch cannot leak into the next.
+Every candidate gets a process of its own, so a crash or a monkeypatch cannot leak into the next, except in a
+warm pool told to reuse its workers: a worker then runs the next candidate only where the last left it as a fresh
+interpreter would be, and only for a script that patches no imported module (`patches_imports`).
 The reducer only sees `run_many`; `benchmarks/` measures the three against each other.
 """
 
@@ -22,6 +24,7 @@ import subprocess
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
@@ -425,11 +428,24 @@ class ForkServerExecutor(_WarmExecutor):
         self._cleanup()
 
 
+@dataclass
+class _Worker:
+    proc: subprocess.Popen
+    lines: _Lines
+    ready: bool = False  # its ready line (or its last run's result) has been read: it waits for a job
+    runs: int = 0
+
+
 class WarmPoolExecutor(_WarmExecutor):
-    """Workers spawned ahead of need; each imports the libraries, runs one candidate and exits. `spares` more than
-    `jobs` are kept warming: a worker's imports take 15-20 s at E4B's stack, a twin's run under 2 s, so with only
-    `jobs` of them each batch after the first waited for its replacements' imports (one candidate at a time took
-    18-28 s where the run itself takes 2)."""
+    """Workers spawned ahead of need; each imports the libraries and runs candidates. `spares` more than `jobs` are
+    kept warming: a worker's imports take 15-20 s at E4B's stack, a twin's run under 2 s, so with only `jobs` of
+    them each batch after the first waited for its replacements' imports (one candidate at a time took 18-28 s
+    where the run itself takes 2).
+
+    With `reuse`, a worker runs candidates one after another while each leaves it as a fresh interpreter would be
+    (`_forkserver.reuse` says what is put back and what retires a worker); a retired worker is replaced. Without it,
+    each worker runs one candidate and exits. `reused` counts the runs that went to a worker that had run before,
+    `retired` why workers were let go."""
 
     name = "warm-pool"
 
@@ -440,23 +456,29 @@ class WarmPoolExecutor(_WarmExecutor):
         jobs: int = 1,
         recorded: Sequence[str] = (),
         spares: int = 0,
+        reuse: bool = False,
     ):
         self.python, self.jobs, self.spares = resolve_python(python), max(1, jobs), max(0, spares)
         self.preload = list(dict.fromkeys([*preload, *recorded]))  # each worker may initialize CUDA: it never forks
+        self.reuse, self.reused, self.retired = reuse, 0, Counter()
         self.chosen_because = ""  # why "auto" took it over the fork server, if it did
         self._tmp = _scratch("pool")
         self._log = open(Path(self._tmp.name) / "workers.log", "wb")  # noqa: SIM115 (closed in close())
         self._idle = [self._spawn() for _ in range(self.jobs + self.spares)]
 
-    def _spawn(self) -> tuple[subprocess.Popen, _Lines]:
-        proc = _start_worker(self.python, "single", self.preload, self._log, self.jobs)
-        return proc, _Lines(proc.stdout.fileno())
+    def _spawn(self) -> _Worker:
+        proc = _start_worker(self.python, "reuse" if self.reuse else "single", self.preload, self._log, self.jobs)
+        return _Worker(proc, _Lines(proc.stdout.fileno()))
 
-    def _take(self) -> subprocess.Popen:
-        proc, lines = self._idle.pop(0)
-        self._idle.append(self._spawn())  # warm the replacement while this one works
-        _await_ready(lines, "a warm worker")
-        return proc
+    def _take(self) -> _Worker:
+        worker = self._idle.pop(0)
+        if not self.reuse:
+            self._idle.append(self._spawn())  # warm the replacement while this one works
+        if not worker.ready:
+            _await_ready(worker.lines, "a warm worker")
+            worker.ready = True
+        self.reused += worker.runs > 0
+        return worker
 
     def _run(
         self, scripts: Sequence[Path], timeout: float, home: Path | None, profile: Path | None = None
@@ -467,27 +489,125 @@ class WarmPoolExecutor(_WarmExecutor):
             while queue and len(running) < self.jobs:
                 index, script = queue.pop(0)
                 job = _Job(index, Path(script), Path(tempfile.mkdtemp(dir=self._tmp.name)), home, profile=profile)
-                proc = self._take()
-                job.started, job.pid = time.monotonic(), proc.pid
-                proc.stdin.write((json.dumps(job.spec()) + "\n").encode())
-                proc.stdin.close()
-                running.append((job, proc))
+                worker = self._take()
+                job.started, job.pid, worker.ready = time.monotonic(), worker.proc.pid, False
+                worker.proc.stdin.write((json.dumps(job.spec()) + "\n").encode())
+                if self.reuse:
+                    worker.proc.stdin.flush()
+                else:
+                    worker.proc.stdin.close()
+                running.append((job, worker))
             time.sleep(0.01)
             now = time.monotonic()
-            for job, proc in list(running):
-                if proc.poll() is not None:
-                    running.remove((job, proc))
-                    results[job.index] = job.result(proc.returncode, timeout)
-                else:
+            for job, worker in list(running):
+                code = self._finished(worker)
+                if code is None:
                     job.expire(now, timeout)
+                    continue
+                running.remove((job, worker))
+                results[job.index] = job.result(code, timeout)
         return [r for r in results if r is not None]
 
+    def _finished(self, worker: _Worker) -> int | None:
+        """The run's exit code once it has ended, else None. A kept worker goes first in line for the next job
+        (the spares stay warm for the retired); one that exits is replaced, where workers are reused."""
+        if self.reuse:
+            try:
+                records = worker.lines.read(0)
+            except MinreproError:  # its output ended: killed at the timeout, or crashed
+                records = []
+            for record in records:
+                if "code" in record:
+                    if record["kept"]:
+                        worker.ready, worker.runs = True, worker.runs + 1
+                        self._idle.insert(0, worker)
+                        return record["code"]
+                    self.retired[record["why"]] += 1
+                    worker.proc.wait()
+                    self._idle.append(self._spawn())
+                    return record["code"]
+        code = worker.proc.poll()
+        if code is not None and self.reuse:
+            self.retired["its process ended" if code >= 0 else "a crash or the timeout"] += 1
+            self._idle.append(self._spawn())
+        return code
+
+    def describe_reuse(self) -> str:
+        """How many runs went to a worker used before, and why workers retired: what reuse did, for the log."""
+        if not self.reuse:
+            return "workers not reused"
+        why = ", ".join(f"{reason} {n}" for reason, n in self.retired.most_common())
+        return f"{self.reused} run(s) in a reused worker; retired: {why or 'none'}"
+
     def close(self) -> None:
-        for proc, _ in self._idle:
-            _signal(proc.pid, signal.SIGKILL, group=True)
-            proc.wait()
+        for worker in self._idle:
+            _signal(worker.proc.pid, signal.SIGKILL, group=True)
+            worker.proc.wait()
         self._log.close()
         self._tmp.cleanup()
+
+
+# assigned on an imported name, and put back by a reused worker after each run (`_forkserver._Fresh`); torch's
+# backends switches are compared there instead, a change retiring the worker
+_PUT_BACK = ("os.environ", "sys.argv", "sys.path", "torch.backends")
+
+
+def _dotted(node: ast.expr) -> tuple[str | None, str]:
+    """The root name of an attribute or subscript chain and the chain as text (`torch.nn.Linear.forward`)."""
+    parts = []
+    while isinstance(node, (ast.Attribute, ast.Subscript)):
+        if isinstance(node, ast.Attribute):
+            parts.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name):
+        return None, ""
+    return node.id, ".".join([node.id, *reversed(parts)])
+
+
+def _unpacked(target: ast.expr) -> list[ast.expr]:
+    if isinstance(target, (ast.Tuple, ast.List)):
+        return [t for element in target.elts for t in _unpacked(element)]
+    return _unpacked(target.value) if isinstance(target, ast.Starred) else [target]
+
+
+def patches_imports(source: str) -> str:
+    """The first statement that assigns or deletes an attribute or an item of an imported name, or passes one to
+    setattr/delattr (`torch.nn.Linear.forward = f`, `transformers.X = Y`), as text; "" where there is none. A worker
+    that ran such a statement would hand the patch to the next candidate run in it, which a fresh interpreter
+    never sees: such a script's candidates each get a worker of their own."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return "the script does not parse"
+    imported = {
+        (alias.asname or alias.name).split(".")[0]
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.Import, ast.ImportFrom))
+        for alias in node.names
+    }
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign):
+            targets = [t for target in node.targets for t in _unpacked(target)]
+        elif isinstance(node, (ast.AugAssign, ast.AnnAssign)):
+            targets = [node.target]
+        elif isinstance(node, ast.Delete):
+            targets = [t for target in node.targets for t in _unpacked(target)]
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id in ("setattr", "delattr")
+            and node.args
+        ):
+            targets = [ast.Attribute(node.args[0], "?", ast.Store())]
+        else:
+            continue
+        for target in targets:
+            if not isinstance(target, (ast.Attribute, ast.Subscript)):
+                continue
+            root, chain = _dotted(target)
+            if root in imported and not any(chain == k or chain.startswith(k + ".") for k in _PUT_BACK):
+                return ast.unparse(node).splitlines()[0]
+    return ""
 
 
 def _cuda_visible_in(python: str) -> bool:
@@ -508,6 +628,7 @@ def _auto(
     recorded: Sequence[str] = (),
     spares: int = 0,
     cuda: bool | None = None,
+    reuse: bool = False,
 ) -> Executor:
     """The warm pool where CUDA is visible, else the fork server. On a GPU the fork server's prefix snapshots stop at
     the first CUDA initialization, and its children were slower: the E2B twin of eval_gemma4_gpu.py (pinned, two
@@ -531,7 +652,7 @@ def _auto(
                 "(importing it initializes CUDA)"
             )
             server.close()
-    pool = WarmPoolExecutor(python, preload, jobs, recorded, spares)
+    pool = WarmPoolExecutor(python, preload, jobs, recorded, spares, reuse)
     pool.chosen_because = why
     return pool
 
@@ -547,16 +668,17 @@ def make_executor(
     recorded: Sequence[str] = (),
     spares: int = 0,
     cuda: bool | None = None,
+    reuse: bool = False,
 ) -> Executor:
     """``preload``: the script's own imports; ``recorded``: every module a run of it imported (what the libraries
     import lazily), preloaded after them by the warm executors. "auto": see `_auto` (`cuda`: its probe's answer,
-    where known)."""
+    where known). ``reuse``: a warm-pool worker runs more than one candidate (see `WarmPoolExecutor`)."""
     if kind == "cold":
         return ColdExecutor(python, jobs)
     if kind not in EXECUTORS:
         raise MinreproError(f"unknown executor {kind!r} (known: {', '.join(EXECUTORS)})")
     if kind == "auto":
-        return _auto(python, preload, jobs, recorded, spares, cuda)
+        return _auto(python, preload, jobs, recorded, spares, cuda, reuse)
     if kind == "warm-pool":  # workers warming ahead of need: only the warm pool keeps spares
-        return WarmPoolExecutor(python, preload, jobs, recorded, spares)
+        return WarmPoolExecutor(python, preload, jobs, recorded, spares, reuse)
     return EXECUTORS[kind](python, preload, jobs, recorded)

@@ -26,7 +26,7 @@ from collections.abc import Callable
 
 from ..dirs import cache
 from ..errors import MinreproError
-from ..harness.executors import ColdExecutor, Executor, make_executor
+from ..harness.executors import ColdExecutor, Executor, WarmPoolExecutor, make_executor, patches_imports
 from ..harness.oracle import Cache, CommandOracle, SignatureOracle, same_failure
 from ..harness.probe import probe
 from ..harness.resources import (
@@ -92,6 +92,7 @@ class ReduceOptions:
     good_runs: int | None = None  # None: default_good_runs
     triggers: bool = True
     scale_down: bool = True  # rebuild loaded checkpoints as tiny twins before the text passes
+    reuse_workers: bool = True  # a warm worker may run more than one candidate (see `_start_executor`)
     # the whole reduce's time budget: no candidate runs past it less the verification's share; the best is verified
     max_seconds: float | None = None
     argv: list[str] | None = None  # the command line as given (default: this process's): what a resume repeats
@@ -127,6 +128,7 @@ class ReduceSummary:
     passes: list[dict] = field(default_factory=list)  # per pass: turns, seconds, candidates, lines removed
     # (seconds since the start, code lines) at each accepted candidate: how soon the script was how small
     timeline: list[tuple[float, int]] = field(default_factory=list)
+    workers: str = ""  # the warm pool's reuse of its workers: runs in a reused worker, why workers retired
 
     def as_json(self) -> dict:
         return asdict(self)
@@ -422,6 +424,7 @@ def _reduce_script(opts: ReduceOptions, log: Callable[[str], None], say: Callabl
         r.phases,
         [asdict(record) for record in r.pass_records.values()],
         r.progress.timeline,
+        getattr(r.executor, "describe_reuse", str)(),
     )
 
 
@@ -823,6 +826,8 @@ def search_phase(r: Reduction) -> None:
             f"{r.deadline.reserve:.0f} s kept for the verification): {r.unjudged} proposals were left "
             "unjudged, so a smaller script may exist (the same command with a larger budget resumes)"
         )
+    if hasattr(r.executor, "describe_reuse"):
+        r.log(f"warm pool: {r.executor.describe_reuse()}")
     if getattr(r.executor, "snapshots_refused", ""):
         r.notes.append(
             "prefix snapshots stopped: a prefix initialized CUDA, which forked children cannot use; "
@@ -1240,8 +1245,10 @@ def _start_executor(
     `spares`: warm-pool workers kept warming beyond `jobs`; `cuda`: whether the env sees a GPU, where known."""
     if opts.executor == "cold":
         return ColdExecutor(python, jobs)
+    # a warm worker runs the next candidate where the last left it as fresh, unless the script patches a library
+    reuse = opts.reuse_workers and not patches_imports(source)
     try:
-        return make_executor(opts.executor, python, module_imports(source), jobs, recorded, spares, cuda)
+        return make_executor(opts.executor, python, module_imports(source), jobs, recorded, spares, cuda, reuse)
     except MinreproError as exc:
         notes.append(f"{where}{opts.executor} unavailable ({exc}); cold runs used" + (" there" if where else ""))
         return ColdExecutor(python, jobs)
@@ -1271,6 +1278,15 @@ def _warm_executor(
             "seeds); cold runs used"
         )
         return ColdExecutor(executor.python, executor.jobs), None
+    if getattr(executor, "reuse", False):  # a second round, in the workers the first one left (where it kept them)
+        again = executor.run_many([script] * executor.jobs, timeout, home or script.parent)
+        warm += again
+        if any(run.signature != original for run in again):
+            seen = "; ".join(sorted({run.signature.headline if run.signature else "passes" for run in again}))
+            notes.append(f"warm pool: workers run one candidate each (in a reused worker the script gives [{seen}])")
+            executor.close()
+            once = WarmPoolExecutor(executor.python, executor.preload, executor.jobs, (), executor.spares)
+            once.chosen_because, executor = executor.chosen_because, once
     if getattr(executor, "skipped", None):
         notes.append(f"fork server: {', '.join(executor.skipped)} imported by each candidate (it initializes CUDA)")
     if getattr(executor, "chosen_because", ""):

@@ -1,0 +1,219 @@
+"""A reused warm worker answers as a fresh interpreter would: what a run changed is put back, or the worker retires.
+
+Reuse is what makes a warm pool pay off on a GPU box (a worker's imports cost 15-20 s there, a twin's run 2 s), so
+these tests compare a reusing pool with one whose workers each run one candidate, on scripts that change the
+process's state."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from minrepro.cli import main
+from minrepro.harness.executors import ColdExecutor, WarmPoolExecutor, patches_imports
+from minrepro.harness.runner import Signature
+from minrepro.reduction import driver
+
+# what a run sees of the state an earlier run in the same process could have left, printed first by every script
+OBSERVE = """\
+import logging, os, random, sys, warnings
+print('env', os.environ.get('MR_X'), 'path', len(sys.path), 'argv', sys.argv[1:], 'helper', 'mr_helper' in sys.modules)
+print('warnings', len(warnings.filters), 'levels', logging.getLogger('mrlib').level, logging.root.level,
+      len(logging.root.handlers), 'recursion', sys.getrecursionlimit(), 'cwd', os.listdir('.'),
+      'seeded', random.random() == random.Random(0).random(), 'umask', os.umask(0o22))
+"""
+
+# each changes what the next run in the same process would see; the last two end the run with a failure
+CHANGES = [
+    "os.environ['MR_X'] = '1'",
+    "sys.path.append('/nowhere')",
+    "sys.argv.append('extra')",
+    "import mr_helper",
+    "warnings.simplefilter('ignore')",
+    "logging.getLogger('mrlib').setLevel(40)",
+    "logging.basicConfig()",
+    "logging.disable(30)",
+    "sys.setrecursionlimit(4321)",
+    "open('written.txt', 'w').write('x')",
+    "random.seed(0)",
+    "os.umask(0o77)",
+    "import threading, time; threading.Thread(target=time.sleep, args=(0.2,)).start()",
+    "import atexit; atexit.register(lambda: None)",
+    "import signal; signal.signal(signal.SIGUSR2, lambda *a: None)",
+    "raise ValueError('boom')",
+    "sys.exit(3)",
+]
+
+
+def _write_scripts(root: Path, bodies: list[list[int]]) -> list[Path]:
+    (root / "mr_helper.py").write_text("print('helper imported')\n")
+    paths = []
+    for n, changes in enumerate(bodies):
+        path = root / f"s{n}.py"
+        path.write_text(OBSERVE + "".join(CHANGES[c] + "\n" for c in changes))
+        paths.append(path)
+    return paths
+
+
+def _answers(results) -> list[tuple]:
+    return [(r.returncode, r.stdout, r.signature) for r in results]
+
+
+@settings(max_examples=20, deadline=None)
+@given(st.lists(st.lists(st.integers(0, len(CHANGES) - 1), max_size=4), min_size=2, max_size=6))
+def test_a_reusing_pool_answers_as_fresh_workers_do_whatever_the_runs_before_changed(tmp_path_factory, bodies):
+    root = tmp_path_factory.mktemp("reuse")
+    scripts = _write_scripts(root, bodies)
+    answers = []
+    for reuse in (False, True):
+        pool = WarmPoolExecutor(None, ["logging", "json"], 1, spares=1, reuse=reuse)
+        try:
+            answers.append(_answers(pool.run_many(scripts, 30)))
+        finally:
+            pool.close()
+    assert answers[1] == answers[0]
+
+
+def test_a_kept_worker_runs_the_next_candidate_and_a_retired_one_is_replaced(tmp_path):
+    """The same process serves run after run while each leaves it fresh; a thread still running retires it."""
+    scripts = _write_scripts(tmp_path, [[0], [3], [12], [0]])
+    for path in scripts:
+        path.write_text(path.read_text() + "print('pid', os.getpid())\n")
+    pool = WarmPoolExecutor(None, ["json"], 1, spares=1, reuse=True)
+    try:
+        results = pool.run_many(scripts, 30)
+    finally:
+        pool.close()
+    pids = [r.stdout.split("pid ")[-1].strip() for r in results]
+    assert pids[0] == pids[1] == pids[2] != pids[3]  # the thread's run was the worker's last
+    assert "helper imported" in results[1].stdout
+    assert pool.reused == 2 and pool.retired == {"a thread still running": 1}
+    assert "2 run(s) in a reused worker" in pool.describe_reuse()
+
+
+def test_without_reuse_every_run_has_a_worker_of_its_own(tmp_path):
+    scripts = [tmp_path / f"s{n}.py" for n in range(3)]
+    for path in scripts:
+        path.write_text("import os\nprint(os.getpid())\n")
+    pool = WarmPoolExecutor(None, ["json"], 1, spares=1)
+    try:
+        results = pool.run_many(scripts, 30)
+    finally:
+        pool.close()
+    assert len({r.stdout for r in results}) == 3 and pool.reused == 0
+    assert pool.describe_reuse() == "workers not reused"
+
+
+def test_a_reused_worker_killed_at_the_timeout_is_replaced_and_the_pool_serves_on(tmp_path):
+    fine, hang = tmp_path / "fine.py", tmp_path / "hang.py"
+    fine.write_text("print('ok')\n")
+    hang.write_text("import time\ntime.sleep(300)\n")
+    pool = WarmPoolExecutor(None, ["json"], 1, spares=1, reuse=True)
+    try:
+        first, timed_out, after = pool.run_many([fine, hang, fine], 2)
+    finally:
+        pool.close()
+    assert first.signature is None and after.signature is None
+    assert timed_out.signature.kind == "timeout"
+    assert pool.retired == {"a crash or the timeout": 1}
+
+
+@pytest.mark.parametrize(
+    "source, patch",
+    [
+        ("import torch\ntorch.nn.Linear.forward = None\n", "torch.nn.Linear.forward = None"),
+        ("from transformers import modeling_utils as mu\nmu.X = 1\n", "mu.X = 1"),
+        ("import json\nsetattr(json, 'dumps', print)\n", "setattr(json, 'dumps', print)"),
+        ("import json\ndel json.dumps\n", "del json.dumps"),
+        ("import json\njson.cache['k'] += 1\n", "json.cache['k'] += 1"),
+        ("import a, b\nx, b.y = 1, 2\n", "x, b.y = (1, 2)"),
+        ("def f():\n    import peft\n    peft.X = 1\n", "peft.X = 1"),
+    ],
+)
+def test_a_script_that_patches_an_imported_module_is_named(source, patch):
+    assert patches_imports(source) == patch
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "import os, sys\nos.environ['A'] = '1'\nsys.argv = ['x']\nsys.path.insert(0, 'p')\n",
+        "import torch\ntorch.backends.cuda.matmul.allow_tf32 = True\n",  # compared by the worker, which retires
+        "import torch\nmodel = torch.nn.Linear(1, 1)\nmodel.weight.data[0] = 1\nmodel.config = None\n",
+        "import torch\nx = {}\nx[torch.float16] = 1\n",
+    ],
+)
+def test_a_script_that_only_changes_its_own_objects_or_what_the_worker_puts_back_is_not_a_patch(source):
+    assert patches_imports(source) == ""
+
+
+def test_the_warm_check_falls_back_to_one_run_per_worker_where_a_reused_worker_disagrees(tmp_path):
+    """A library's own state (here json's module dict, changed through a call) can survive a run: the script then
+    answers otherwise in a reused worker, and the pool goes on with a worker per candidate."""
+    script = tmp_path / "job.py"
+    script.write_text(
+        "import json\nif json.__dict__.setdefault('seen', 0):\n    raise SystemExit('second run')\n"
+        "json.__dict__.update(seen=1)\nraise KeyError('bug')\n"
+    )
+    original = ColdExecutor().run_many([script], 30)[0].signature
+    assert isinstance(original, Signature) and "KeyError" in original.headline
+    pool = WarmPoolExecutor(None, ["json"], 2, spares=1, reuse=True)
+    notes: list[str] = []
+    executor, seconds = driver._warm_executor(pool, original, script, notes, lambda _: None, 30)
+    try:
+        assert executor is not pool and executor.name == "warm-pool" and not executor.reuse
+        assert seconds is not None and any("one candidate each" in note for note in notes)
+        assert executor.run_many([script], 30)[0].signature == original
+    finally:
+        executor.close()
+
+
+def test_a_reduction_reuses_its_warm_workers_and_says_so_and_fresh_workers_turns_it_off(tmp_path, capsys):
+    script = tmp_path / "job.py"
+    script.write_text("import json\na = 1\nb = 2\nc = json.dumps(a)\nd = {}\nprint(b)\nd['missing']\n")
+    outputs = []
+    for extra in ([], ["--fresh-workers"]):
+        argv = ["reduce", str(script), "--workdir", str(tmp_path / f"w{len(extra)}"), "--executor", "warm-pool"]
+        argv += ["--guard", "none", "--json", "--jobs", "2", "--out", str(tmp_path / f"out{len(extra)}.py"), *extra]
+        assert main(argv) == 0
+        summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+        outputs.append(Path(summary["output"]).read_text().split("\n\n", 1)[-1])
+        if extra:
+            assert summary["workers"] == "workers not reused"
+        else:
+            assert summary["workers"].startswith(tuple(f"{n} run" for n in range(1, 1000)))
+    assert outputs[0] == outputs[1]
+
+
+@pytest.mark.libs
+def test_torch_switches_a_run_set_are_put_back_or_retire_the_worker(tmp_path):
+    """dtype, grad mode and the thread count have plain setters and are put back; a backends switch retires the
+    worker. Each run prints what it found first, as a fresh worker would have it."""
+    observe = (
+        "import os, torch\nprint(torch.get_default_dtype(), torch.is_grad_enabled(), torch.get_num_threads(),"
+        " torch.backends.cudnn.benchmark, os.getpid())\n"
+    )
+    changes = [
+        "torch.set_default_dtype(torch.float64)\ntorch.set_grad_enabled(False)\ntorch.set_num_threads(1)\n",
+        "torch.backends.cudnn.benchmark = not torch.backends.cudnn.benchmark\n",
+        "",
+    ]
+    scripts = []
+    for n, change in enumerate(changes):
+        scripts.append(tmp_path / f"s{n}.py")
+        scripts[-1].write_text(observe + change)
+    answers = []
+    for reuse in (False, True):
+        pool = WarmPoolExecutor(None, ["torch"], 1, spares=1, reuse=reuse)
+        try:
+            answers.append([r.stdout.rsplit(" ", 1) for r in pool.run_many(scripts, 60)])
+        finally:
+            pool.close()
+    assert [seen for seen, _ in answers[1]] == [seen for seen, _ in answers[0]]
+    pids = [pid for _, pid in answers[1]]
+    assert pids[0] == pids[1] != pids[2]
+    assert pool.retired == {"backends": 1}
