@@ -144,6 +144,7 @@ def main() -> int:
         "executor": summary.get("executor"),
         "jobs": summary.get("jobs"),
         "jobs_why": summary.get("jobs_why"),
+        "workers": summary.get("workers", ""),
         "exit": proc.returncode,
         "seconds": round(seconds, 1),
         "input_lines": code_lines(script.read_text()),
