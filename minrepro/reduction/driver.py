@@ -851,7 +851,9 @@ def verify_phase(r: Reduction) -> None:
         r.result, r.oracle, r.python, r.guard, r.timeout, r.workdir, r.home, r.jobs
     )
     if not verified:
-        raise MinreproError(f"the reduced script {why}; kept in {r.state_path}")
+        reused = any(getattr(e, "reused", 0) for e in [r.executor, *r.guard_executors])
+        hint = "; the search reused warm workers: --fresh-workers gives each candidate its own" if reused else ""
+        raise MinreproError(f"the reduced script {why}; kept in {r.state_path}{hint}")
     r.loaded = loaded
 
 
