@@ -1,7 +1,10 @@
 #!/usr/bin/env python
 """What one candidate of a script costs under each executor, side by side in one run: a fresh interpreter (cold),
-the fork server, and the warm pool, each running the script RUNS times, JOBS at once. Prints a Markdown table: the
-executor's start, seconds per run (median, slowest), and whether every run gave the signature of the first cold run.
+the fork server, the warm pool with a worker per run, and the warm pool reusing its workers (`warm-pool-reused`),
+each running the script RUNS times, JOBS at once; and a warm bare run (`bare`: the script run again and again in one
+process that imported its libraries first, the floor of a candidate). Prints a Markdown table: the executor's
+start, seconds per run (median, slowest), wall seconds per candidate (the batch's wall time over RUNS: what a search
+pays), whether every run gave the signature of the first cold run, and what the reusing pool did with its workers.
 
     python benchmarks/scale/executor_cost.py SCRIPT --python ENV/bin/python [--jobs 8] [--runs 8] [--profile]
 
@@ -17,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import subprocess
 import tempfile
 import sys
 import time
@@ -28,25 +32,66 @@ from minrepro.harness.executors import ColdExecutor, make_executor  # noqa: E402
 from minrepro.reducers.source import module_imports  # noqa: E402
 
 
+# one process: the script's imports, then the script RUNS times in a row (each in a fresh __main__ namespace)
+BARE = """
+import importlib, json, runpy, sys, time
+for name in sys.argv[3:]:
+    importlib.import_module(name)
+seconds = []
+for _ in range(int(sys.argv[2])):
+    began = time.monotonic()
+    try:
+        runpy.run_path(sys.argv[1], run_name="__main__")
+    except BaseException:
+        pass
+    seconds.append(time.monotonic() - began)
+print(json.dumps(seconds))
+"""
+
+
+def bare(script: Path, python: str, runs: int, timeout: float) -> list[str]:
+    """A warm bare run: the floor a candidate's wall time is compared with (its first run is left out: it pays
+    what the script imports lazily)."""
+    preload = module_imports(script.read_text(encoding="utf-8"))
+    with tempfile.TemporaryDirectory() as scratch:
+        out = subprocess.run(
+            [python, "-c", BARE, str(script), str(runs + 1), *preload],
+            cwd=scratch,
+            capture_output=True,
+            text=True,
+            timeout=timeout * (runs + 1),
+        )
+    seconds = json.loads(out.stdout.strip().splitlines()[-1])[1:]
+    median = statistics.median(seconds)
+    return ["bare", "", f"{median:.2f}", f"{max(seconds):.2f}", f"{median:.2f}", "", "one process, runs in a row"]
+
+
 def measure(name: str, script: Path, python: str, jobs: int, runs: int, timeout: float, reference) -> list[str]:
     began = time.monotonic()
     preload = module_imports(script.read_text(encoding="utf-8"))
-    executor = make_executor(name, python, preload, jobs)  # a warm pool's workers start in the background
+    reuse = name == "warm-pool-reused"
+    # a warm pool's workers start in the background, one batch more kept warming as a reduction keeps them
+    kind, spares = ("warm-pool", jobs) if name.startswith("warm-pool") else (name, 0)
+    executor = make_executor(kind, python, preload, jobs, spares=spares, reuse=reuse)
     start = time.monotonic() - began
     try:
+        began = time.monotonic()
         results = executor.run_many([script] * runs, timeout, script.parent)
+        wall = time.monotonic() - began
     finally:
         executor.close()
     seconds = [r.seconds for r in results]
     same = all(r.signature == reference for r in results)
-    note = ", ".join(getattr(executor, "skipped", [])) or ""
+    skipped = ", ".join(getattr(executor, "skipped", [])) or ""
+    note = f"left to each run: {skipped}" if skipped else getattr(executor, "describe_reuse", str)() if reuse else ""
     return [
         name,
         f"{start:.1f}",
-        f"{statistics.median(seconds):.1f}",
-        f"{max(seconds):.1f}",
+        f"{statistics.median(seconds):.2f}",
+        f"{max(seconds):.2f}",
+        f"{wall / runs:.2f}",
         str(same),
-        f"left to each run: {note}" if note else "",
+        note,
     ]
 
 
@@ -75,18 +120,20 @@ def main() -> int:
     parser.add_argument("--jobs", type=int, default=4)
     parser.add_argument("--runs", type=int, default=8)
     parser.add_argument("--timeout", type=float, default=300.0)
-    parser.add_argument("--executors", default="cold,forkserver,warm-pool")
+    parser.add_argument("--executors", default="bare,cold,forkserver,warm-pool,warm-pool-reused")
     parser.add_argument("--profile", action="store_true", help="also one profiled cold run: its slowest lines")
     args = parser.parse_args()
     script = args.script.resolve()
     reference = ColdExecutor(args.python).run_many([script], args.timeout, script.parent)[0].signature
     rows = [
-        measure(name, script, args.python, args.jobs, args.runs, args.timeout, reference)
+        bare(script, args.python, args.runs, args.timeout)
+        if name == "bare"
+        else measure(name, script, args.python, args.jobs, args.runs, args.timeout, reference)
         for name in args.executors.split(",")
     ]
     print(f"{script.name}: {reference.headline if reference else 'passes'}; {args.runs} runs, {args.jobs} at once\n")
-    print("| executor | start s | s per run (median) | slowest s | same signature | note |")
-    print("|---|---|---|---|---|---|")
+    print("| executor | start s | s per run (median) | slowest s | wall s per candidate | same signature | note |")
+    print("|---|---|---|---|---|---|---|")
     for row in rows:
         print("| " + " | ".join(row) + " |")
     if args.profile:

@@ -13,6 +13,7 @@ CUDA must not be initialized before a fork (a forked child cannot re-initialize 
 answered through NVML, and the ready line says whether CUDA got initialized anyway so the client can fall back.
 """
 
+import atexit
 import contextlib
 import gc
 import importlib
@@ -26,7 +27,6 @@ import select
 import signal
 import sys
 import warnings
-import weakref
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import _bootstrap
@@ -428,7 +428,7 @@ def single():
 # while each leaves it as a fresh interpreter would be. What a run may change and that can be put back is put back
 # (the environment, argv, sys.path and the import hooks, the script's own modules, the seeds, warnings filters and
 # logger levels, torch's dtype, grad mode and threads); a run that leaves anything else (a thread or a child process
-# still running, an atexit hook, a signal handler, another torch switch, a CUDA error, GPU memory still held, an
+# still running, a signal handler, another torch switch, a CUDA error, GPU memory still held, an
 # out-of-memory or CUDA error as its failure) retires its worker, which exits with the run's code. A run under
 # tracing or profiling (they wrap the libraries) always retires it. The client only reuses a worker for scripts
 # that assign no attribute of an imported module (`executors.patches_imports`): a monkeypatch would outlive its run.
@@ -517,7 +517,6 @@ class _Fresh:
         self.umask = os.umask(0)
         os.umask(self.umask)
         self.signals = _handlers()
-        self.atexit = _atexit_count()
         self.threads = {t.ident for t in threading.enumerate()}
         self.switches = _switches(self.torch)
         self.gpu = _gpu_allocated(self.torch)
@@ -553,27 +552,30 @@ class _Fresh:
         if self.torch is not None:
             why = why or ", ".join(_put_back(self.torch, self.switches, _switches(self.torch)))
         _reseed_all()
+        # a warm worker never runs atexit hooks (it ends with os._exit, as every warm run does): what a run
+        # registered (each run of E4B's twin registered one) would only keep its objects alive
+        getattr(atexit, "_clear", lambda: None)()
         return why
 
     def _unkeepable(self, report):
-        if os.environ.get("MINREPRO_TRACE") or os.environ.get("MINREPRO_PROFILE") or _bootstrap._EMULATED:
-            return "a traced, profiled or emulating run"
+        """Every reason found, joined (what retires workers is then known whole from one run's log), or ""."""
         failure = (report or {}).get("exception") or {}
-        if "OutOfMemoryError" in failure.get("type", "") or "AcceleratorError" in failure.get("type", ""):
-            return failure["type"]
-        if any(text in failure.get("message", "") for text in _CUDA_FAILURE):
-            return "a CUDA error"
-        if sys.gettrace() is not None or sys.getprofile() is not None:
-            return "a trace function"
-        if any(t.ident not in self.threads and not t.daemon for t in threading.enumerate()):
-            return "a thread still running"
-        if _children():
-            return "a child process still running"
-        if _atexit_count() != self.atexit:
-            return "an atexit hook"
-        if _handlers() != self.signals:
-            return "a signal handler"
-        return _gpu_leftover(self.torch, self.gpu)
+        threads = [t.name for t in threading.enumerate() if t.ident not in self.threads and not t.daemon]
+        checks = [
+            (
+                os.environ.get("MINREPRO_TRACE") or os.environ.get("MINREPRO_PROFILE") or _bootstrap._EMULATED,
+                "a traced, profiled or emulating run",
+            ),
+            (any(kind in failure.get("type", "") for kind in ("OutOfMemoryError", "AcceleratorError")), "a GPU error"),
+            (any(text in failure.get("message", "") for text in _CUDA_FAILURE), "a CUDA error"),
+            (sys.gettrace() is not None or sys.getprofile() is not None, "a trace function"),
+            (threads, f"a thread still running ({', '.join(sorted(set(threads)))})"),
+            (_children(), "a child process still running"),
+            (_handlers() != self.signals, "a signal handler"),
+        ]
+        found = [why for failed, why in checks if failed]
+        gpu = _gpu_leftover(self.torch, self.gpu)
+        return "; ".join(found + ([gpu] if gpu else []))
 
 
 def _loggers():
@@ -590,12 +592,6 @@ def _handlers():
         with contextlib.suppress(ValueError, OSError):
             found[number] = signal.getsignal(number)
     return found
-
-
-def _atexit_count():
-    import atexit
-
-    return getattr(atexit, "_ncallbacks", lambda: None)()
 
 
 def _gpu_allocated(torch):
@@ -639,7 +635,6 @@ def reuse():
     """Serve jobs until one leaves this worker unlike a fresh interpreter, or REUSE_LIMIT is reached."""
     # the job lines' pipes and the worker log, apart from each run's files (a run's stdin is /dev/null)
     jobs, protocol, log = os.fdopen(os.dup(0), "r", encoding="utf-8"), os.dup(1), os.dup(2)
-    weakref.finalize(_Fresh, lambda: None).detach()  # its one-time atexit hook, registered before any run
     gc.collect()
     for runs in range(1, REUSE_LIMIT + 1):
         line = jobs.readline()
