@@ -122,8 +122,29 @@ def test_the_table_says_when_a_reduce_first_held_20_lines(capsys):
         "  [slice_to_failure] done in 15 s: 1 candidates judged, 1 accepted; 14 code lines; 14.2 s per candidate\n"
     )
     assert bench.timeline_from_progress(progress) == [(53.0, 59), (71.0, 47), (86.0, 14)]
-    row = {"case": "c", "seconds": 90, "input_lines": 53, "output_lines": 14, "verified": True}
+    row = {"case": "c", "seconds": 90, "input_lines": 53, "output_lines": 14, "verified": True, "flags": "defaults"}
     row |= {"output_fails_same": True, "timeline": bench.timeline_from_progress(progress)}
-    bench.print_tables([row, {**row, "timeline": []}])
-    table = capsys.readouterr().out.splitlines()
+    table = bench.tables([row, {**row, "timeline": []}]).splitlines()
     assert table[0].endswith("| 20 lines at |") and table[2].endswith("| 86 s |") and table[3].endswith("|  |")
+
+
+def test_the_tables_show_the_current_defaults_first_and_earlier_versions_apart(tmp_path):
+    """Rows of earlier defaults go to a table of their own after the current ones; --doc rewrites only the page's
+    generated region."""
+    spec = importlib.util.spec_from_file_location("bench", ROOT / "benchmarks" / "scale" / "bench.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    row = {"case": "now", "seconds": 90, "input_lines": 53, "output_lines": 14, "verified": True, "flags": "defaults"}
+    row |= {"output_fails_same": True, "phases": [{"phase": "search", "seconds": 60, "candidates": 30, "jobs": 8}]}
+    row |= {"workers": "12 run(s) in a reused worker; retired: none"}
+    old = {**row, "case": "then", "flags": "defaults then: something (since changed)", "workers": ""}
+    text = bench.tables([old, row])
+    current, earlier = text.split("Earlier versions")
+    assert "| now |" in current and "| then |" not in current and "| then |" in earlier
+    assert "| now |  | search | 60 | 30 | 2.0 | 8 |" in current and "12 run(s) in a reused worker" in current
+    doc = tmp_path / "page.md"
+    begin = bench.BEGIN.format(files="rows.jsonl", doc=doc.as_posix())
+    doc.write_text(f"# Page\n\n{begin}\nstale\n{bench.END}\n\nprose after\n")
+    bench.write_doc(doc, ["rows.jsonl"], text)
+    page = doc.read_text()
+    assert "stale" not in page and text in page and page.endswith(f"{bench.END}\n\nprose after\n")

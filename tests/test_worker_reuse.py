@@ -218,3 +218,18 @@ def test_torch_switches_a_run_set_are_put_back_or_retire_the_worker(tmp_path):
     pids = [pid for _, pid in answers[1]]
     assert pids[0] == pids[1] != pids[2]
     assert pool.retired == {"backends": 1}
+
+
+@pytest.mark.gpu
+def test_a_run_that_leaves_gpu_memory_held_beyond_the_allowance_retires_its_worker(tmp_path):
+    """A library cache of a few bytes on the GPU (bitsandbytes' quantization map) keeps the worker; 128 MiB kept
+    alive by a module outside the run retires it."""
+    small, large = tmp_path / "small.py", tmp_path / "large.py"
+    small.write_text("import json, torch\njson.__dict__.setdefault('small', torch.zeros(256, device='cuda'))\n")
+    large.write_text("import json, torch\njson.__dict__.setdefault('large', torch.zeros(2**25, device='cuda'))\n")
+    pool = WarmPoolExecutor(None, ["torch"], 1, spares=1, reuse=True)
+    try:
+        pool.run_many([small, small, large], 60)
+    finally:
+        pool.close()
+    assert pool.reused == 2 and list(pool.retired) == ["GPU memory still held (128 MiB)"]
