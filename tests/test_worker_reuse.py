@@ -7,6 +7,8 @@ process's state."""
 from __future__ import annotations
 
 import json
+import os
+import signal
 from pathlib import Path
 
 import pytest
@@ -25,6 +27,8 @@ print('env', os.environ.get('MR_X'), 'path', len(sys.path), 'argv', sys.argv[1:]
 print('warnings', len(warnings.filters), 'levels', logging.getLogger('mrlib').level, logging.root.level,
       len(logging.root.handlers), 'recursion', sys.getrecursionlimit(), 'cwd', os.listdir('.'),
       'seeded', random.random() == random.Random(0).random(), 'umask', os.umask(0o22))
+import gc
+print('gc', gc.isenabled(), gc.get_threshold())
 """
 
 # each changes what the next run in the same process would see; the last two end the run with a failure
@@ -42,6 +46,10 @@ CHANGES = [
     "random.seed(0)",
     "os.umask(0o77)",
     "import threading, time; threading.Thread(target=time.sleep, args=(0.2,)).start()",
+    # a daemon thread that would print into the next run's files, had its worker gone on
+    "import threading, time; threading.Thread(target=lambda: time.sleep(0.3) or print('tick'), daemon=True).start()",
+    "import io; print('before the swap'); sys.stdout = io.StringIO()",
+    "gc.disable(); gc.set_threshold(5)",
     "import atexit; atexit.register(lambda: None)",
     "import signal; signal.signal(signal.SIGUSR2, lambda *a: None)",
     "raise ValueError('boom')",
@@ -69,12 +77,17 @@ def test_a_reusing_pool_answers_as_fresh_workers_do_whatever_the_runs_before_cha
     root = tmp_path_factory.mktemp("reuse")
     scripts = _write_scripts(root, bodies)
     answers = []
-    for reuse in (False, True):
-        pool = WarmPoolExecutor(None, ["logging", "json"], 1, spares=1, reuse=reuse)
-        try:
-            answers.append(_answers(pool.run_many(scripts, 30)))
-        finally:
-            pool.close()
+    unbuffered = os.environ.pop("PYTHONUNBUFFERED", None)  # a run's buffered output must still land in its own files
+    try:
+        for reuse in (False, True):
+            pool = WarmPoolExecutor(None, ["logging", "json"], 1, spares=1, reuse=reuse)
+            try:
+                answers.append(_answers(pool.run_many(scripts, 30)))
+            finally:
+                pool.close()
+    finally:
+        if unbuffered is not None:
+            os.environ["PYTHONUNBUFFERED"] = unbuffered
     assert answers[1] == answers[0]
 
 
@@ -133,6 +146,15 @@ def test_a_reused_worker_killed_at_the_timeout_is_replaced_and_the_pool_serves_o
         ("import json\njson.cache['k'] += 1\n", "json.cache['k'] += 1"),
         ("import a, b\nx, b.y = 1, 2\n", "x, b.y = (1, 2)"),
         ("def f():\n    import peft\n    peft.X = 1\n", "peft.X = 1"),
+        ("type(model).forward = f\n", "type(model).forward = f"),
+        ("model.__class__.forward = f\n", "model.__class__.forward = f"),
+        ("import transformers\nmll = transformers.models.llama.modeling_llama\nmll.X = 1\n", "mll.X = 1"),
+        ("from unittest import mock\n", "imports mock"),
+        ("import unittest.mock\n", "imports mock"),
+        (
+            "import torch\ntorch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = False\n",
+            "torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = False",
+        ),
     ],
 )
 def test_a_script_that_patches_an_imported_module_is_named(source, patch):
@@ -146,10 +168,58 @@ def test_a_script_that_patches_an_imported_module_is_named(source, patch):
         "import torch\ntorch.backends.cuda.matmul.allow_tf32 = True\n",  # compared by the worker, which retires
         "import torch\nmodel = torch.nn.Linear(1, 1)\nmodel.weight.data[0] = 1\nmodel.config = None\n",
         "import torch\nx = {}\nx[torch.float16] = 1\n",
+        "import sys\nsys.stdout = open('log.txt', 'w')\n",
+        "import torch\ndtype = torch.bfloat16\nmodel = torch.nn.Linear(1, 1).to(dtype)\nmodel.x = 1\n",
+        "tokenizer.pad_token = tokenizer.eos_token\nmodel.config.use_cache = False\n",
     ],
 )
 def test_a_script_that_only_changes_its_own_objects_or_what_the_worker_puts_back_is_not_a_patch(source):
     assert patches_imports(source) == ""
+
+
+def test_a_patch_in_a_module_the_script_imports_from_its_directory_is_named(tmp_path):
+    (tmp_path / "helpers.py").write_text("import transformers\ntransformers.X = 1\n")
+    assert patches_imports("import helpers\n", tmp_path) == "transformers.X = 1 (in helpers.py)"
+    assert patches_imports("import helpers\n") == ""  # without its directory, nothing to read
+
+
+def test_a_worker_that_died_while_idle_is_replaced_and_fresh_runs_get_unused_workers(tmp_path):
+    script = tmp_path / "pid.py"
+    script.write_text("import os\nprint(os.getpid())\n")
+    pool = WarmPoolExecutor(None, ["json"], 1, spares=1, reuse=True)
+    try:
+        fresh = [r.stdout for r in pool.run_fresh([script, script], 30)]
+        assert fresh[0] != fresh[1] and pool.reused == 0  # one at a time, yet two workers
+        kept = pool._idle[0]
+        os.kill(kept.proc.pid, signal.SIGKILL)
+        kept.proc.wait()
+        after = pool.run_many([script], 30)[0]
+    finally:
+        pool.close()
+    assert after.signature is None and after.stdout.strip() != str(kept.proc.pid)  # the other kept worker served
+    assert pool.retired["its process ended while idle"] == 1
+
+
+def test_the_reuse_check_where_the_bug_is_fixed_runs_fresh_workers_first(tmp_path):
+    """In the good env the subject passes; a reused worker that fails there sends the pool back to a worker per
+    candidate, with a note that names the env."""
+    script = tmp_path / "job.py"
+    script.write_text(
+        "import json\nif json.__dict__.setdefault('seen', 0):\n    raise SystemExit('second run')\n"
+        "json.__dict__.update(seen=1)\n"
+    )
+    pool = WarmPoolExecutor(None, ["json"], 2, reuse=True)
+    notes: list[str] = []
+    executor, runs = driver._reuse_agrees(pool, script, None, 30, None, notes, "guard env X: ", fresh_first=True)
+    try:
+        assert executor is not pool and not executor.reuse and len(runs) == 4
+        assert [r.signature for r in runs[:2]] == [None, None]
+        assert notes == [
+            "guard env X: warm pool: workers run one candidate each (in a reused worker the script gives "
+            "[SystemExit: second run])"
+        ] or notes[0].startswith("guard env X: warm pool: workers run one")
+    finally:
+        executor.close()
 
 
 def test_the_warm_check_falls_back_to_one_run_per_worker_where_a_reused_worker_disagrees(tmp_path):

@@ -168,10 +168,17 @@ def _run_job(job):
         if job.get("profile"):  # the reducer's facts run: module-level timing and values (see _bootstrap)
             os.environ["MINREPRO_PROFILE"] = job["profile"]
         code = _bootstrap.execute(job["script"], job["args"], job["report"], job.get("path0"))
-        sys.stdout.flush()
-        sys.stderr.flush()
+        _flush_streams()
     finally:
         os._exit(code)
+
+
+def _flush_streams():
+    """The run's streams and the interpreter's own (what it printed before it replaced sys.stdout is still in their
+    buffers): os._exit flushes nothing, where a fresh interpreter's exit flushes both."""
+    for stream in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
+        with contextlib.suppress(Exception):
+            stream.flush()
 
 
 def serve(source=0, handle=None, on_eof=lambda: None):
@@ -427,11 +434,13 @@ def single():
 # about 2 s: used once, the workers' imports bound the search. Reused, a worker runs candidates one after another
 # while each leaves it as a fresh interpreter would be. What a run may change and that can be put back is put back
 # (the environment, argv, sys.path and the import hooks, the script's own modules, the seeds, warnings filters and
-# logger levels, torch's dtype, grad mode and threads); a run that leaves anything else (a thread or a child process
-# still running, a signal handler, another torch switch, a CUDA error, GPU memory still held, an
-# out-of-memory or CUDA error as its failure) retires its worker, which exits with the run's code. A run under
-# tracing or profiling (they wrap the libraries) always retires it. The client only reuses a worker for scripts
-# that assign no attribute of an imported module (`executors.patches_imports`): a monkeypatch would outlive its run.
+# loggers, the garbage collector's settings, torch's dtype, grad mode and threads, torch.compile's caches); a run that
+# leaves anything else (a thread or a child process still running, a signal handler, another torch switch, another
+# CUDA device, CUDA started under other CUDA settings, a CUDA error, GPU memory held beyond the libraries' caches, an
+# out-of-memory or CUDA error as its failure) retires its worker, which exits with the run's code. Library state that a
+# call changes (a registered config class, a progress bar disabled, a once-only warning shown) is not seen here. A
+# run under tracing or profiling (they wrap the libraries) always retires it. The client only reuses a worker for
+# scripts that patch no imported module (`executors.patches_imports`): a monkeypatch would outlive its run.
 
 REUSE_LIMIT = 64  # runs per worker: what a run leaves that no check here sees (caches, fragmentation) stays bounded
 _CUDA_FAILURE = ("CUDA error", "CUBLAS_STATUS", "cuDNN error", "device-side assert", "illegal memory access")
@@ -482,6 +491,8 @@ def _put_back(torch, before, after):
         "anomaly": torch.autograd.set_detect_anomaly,
     }
     changed = []
+    if "cuda_device" in after and "cuda_device" not in before:  # CUDA started in the run: on its default device?
+        before = {**before, "cuda_device": 0}
     for name, value in before.items():
         if after.get(name) == value:
             continue
@@ -518,7 +529,9 @@ class _Fresh:
         os.umask(self.umask)
         self.signals = _handlers()
         self.threads = {t.ident for t in threading.enumerate()}
+        self.gc = (gc.isenabled(), gc.get_threshold())
         self.switches = _switches(self.torch)
+        self.cuda_started = _cuda_initialized()
         if _GPU_BASELINE[0] is None:  # the worker's first run: what the GPU held before any run
             _GPU_BASELINE[0] = sum(_gpu_allocated(self.torch) or [0])
 
@@ -550,6 +563,12 @@ class _Fresh:
         logging.disable(self.disabled)
         sys.setrecursionlimit(self.recursion)
         os.umask(self.umask)
+        (gc.enable if self.gc[0] else gc.disable)()
+        gc.set_threshold(*self.gc[1])
+        dynamo = sys.modules.get("torch._dynamo")
+        if dynamo is not None:  # compiled graphs and recompile counts are a fresh interpreter's to make
+            with contextlib.suppress(Exception):
+                dynamo.reset()
         if self.torch is not None:
             why = why or ", ".join(_put_back(self.torch, self.switches, _switches(self.torch)))
         _reseed_all()
@@ -561,7 +580,16 @@ class _Fresh:
     def _unkeepable(self, report):
         """Every reason found, joined (what retires workers is then known whole from one run's log), or ""."""
         failure = (report or {}).get("exception") or {}
-        threads = [t.name for t in threading.enumerate() if t.ident not in self.threads and not t.daemon]
+        # a daemon thread too: it runs on into the next run, and may print into its files (tqdm's monitor only sleeps)
+        threads = [
+            t.name
+            for t in threading.enumerate()
+            if t.ident not in self.threads and t.is_alive() and type(t).__name__ != "TMonitor"
+        ]
+        # CUDA reads these once, when it starts: a run that started it under other values fixed them for the next
+        cuda_env = (
+            not self.cuda_started and _cuda_initialized() and _cuda_settings(os.environ) != _cuda_settings(self.environ)
+        )
         checks = [
             (
                 os.environ.get("MINREPRO_TRACE") or os.environ.get("MINREPRO_PROFILE") or _bootstrap._EMULATED,
@@ -573,10 +601,15 @@ class _Fresh:
             (threads, f"a thread still running ({', '.join(sorted(set(threads)))})"),
             (_children(), "a child process still running"),
             (_handlers() != self.signals, "a signal handler"),
+            (cuda_env, "CUDA started under the run's own CUDA settings"),
         ]
         found = [why for failed, why in checks if failed]
         gpu = _gpu_leftover(self.torch, _GPU_BASELINE[0])
         return "; ".join(found + ([gpu] if gpu else []))
+
+
+def _cuda_settings(environ):
+    return {k: v for k, v in environ.items() if k.startswith(("CUDA_", "PYTORCH_", "NCCL_", "NVIDIA_"))}
 
 
 def _loggers():
@@ -657,8 +690,7 @@ def reuse():
             if job.get("profile"):
                 os.environ["MINREPRO_PROFILE"] = job["profile"]
             code = _bootstrap.execute(job["script"], job["args"], job["report"], job.get("path0"))
-            sys.stdout.flush()
-            sys.stderr.flush()
+            _flush_streams()
             report = None
             with contextlib.suppress(OSError, ValueError), open(job["report"], encoding="utf-8") as fh:
                 report = json.load(fh)

@@ -464,24 +464,47 @@ class WarmPoolExecutor(_WarmExecutor):
         self.chosen_because = ""  # why "auto" took it over the fork server, if it did
         self._tmp = _scratch("pool")
         self._log = open(Path(self._tmp.name) / "workers.log", "wb")  # noqa: SIM115 (closed in close())
+        self._spawned: list[_Worker] = []  # every worker started: close() kills those alive, a busy one included
         self._idle = [self._spawn() for _ in range(self.jobs + self.spares)]
 
     def _spawn(self) -> _Worker:
         proc = _start_worker(self.python, "reuse" if self.reuse else "single", self.preload, self._log, self.jobs)
-        return _Worker(proc, _Lines(proc.stdout.fileno()))
+        self._spawned = [w for w in self._spawned if w.proc.poll() is None] + [
+            _Worker(proc, _Lines(proc.stdout.fileno()))
+        ]
+        return self._spawned[-1]
 
-    def _take(self) -> _Worker:
-        worker = self._idle.pop(0)
-        if not self.reuse:
-            self._idle.append(self._spawn())  # warm the replacement while this one works
-        if not worker.ready:
-            _await_ready(worker.lines, "a warm worker")
-            worker.ready = True
-        self.reused += worker.runs > 0
-        return worker
+    def _take(self, fresh: bool = False) -> _Worker:
+        """The next worker in line (with `fresh`, one that has run nothing yet), once its imports are done."""
+        while True:
+            unused = [w for w in self._idle if w.runs == 0]
+            worker = self._idle.pop(self._idle.index(unused[0])) if fresh and unused else self._idle.pop(0)
+            if not self.reuse:
+                self._idle.append(self._spawn())  # warm the replacement while this one works
+            elif fresh and not unused:
+                self._idle.append(worker)
+                worker = self._spawn()
+            if worker.ready and worker.proc.poll() is not None:  # a kept worker that died while idle
+                self.retired["its process ended while idle"] += 1
+                self._idle.append(self._spawn())
+                continue
+            if not worker.ready:
+                _await_ready(worker.lines, "a warm worker")
+                worker.ready = True
+            self.reused += worker.runs > 0
+            return worker
+
+    def run_fresh(self, scripts: Sequence[Path], timeout: float, home: Path | None = None) -> list[RunResult]:
+        """Each script in a worker that has run nothing before: what the reused runs are compared with."""
+        return self._run(scripts, timeout, home, fresh=True)
 
     def _run(
-        self, scripts: Sequence[Path], timeout: float, home: Path | None, profile: Path | None = None
+        self,
+        scripts: Sequence[Path],
+        timeout: float,
+        home: Path | None,
+        profile: Path | None = None,
+        fresh: bool = False,
     ) -> list[RunResult]:
         results: list[RunResult | None] = [None] * len(scripts)
         queue, running = list(enumerate(scripts)), []
@@ -489,7 +512,7 @@ class WarmPoolExecutor(_WarmExecutor):
             while queue and len(running) < self.jobs:
                 index, script = queue.pop(0)
                 job = _Job(index, Path(script), Path(tempfile.mkdtemp(dir=self._tmp.name)), home, profile=profile)
-                worker = self._take()
+                worker = self._take(fresh)
                 job.started, job.pid, worker.ready = time.monotonic(), worker.proc.pid, False
                 worker.proc.stdin.write((json.dumps(job.spec()) + "\n").encode())
                 if self.reuse:
@@ -500,7 +523,7 @@ class WarmPoolExecutor(_WarmExecutor):
             time.sleep(0.01)
             now = time.monotonic()
             for job, worker in list(running):
-                code = self._finished(worker)
+                code = self._finished(job, worker)
                 if code is None:
                     job.expire(now, timeout)
                     continue
@@ -508,9 +531,10 @@ class WarmPoolExecutor(_WarmExecutor):
                 results[job.index] = job.result(code, timeout)
         return [r for r in results if r is not None]
 
-    def _finished(self, worker: _Worker) -> int | None:
+    def _finished(self, job: _Job, worker: _Worker) -> int | None:
         """The run's exit code once it has ended, else None. A kept worker goes first in line for the next job
-        (the spares stay warm for the retired); one that exits is replaced, where workers are reused."""
+        (the spares stay warm for the retired); one that exits is replaced, where workers are reused. A worker whose
+        run was past its timeout is never kept: it may have been killed after it said it would stay."""
         if self.reuse:
             try:
                 records = worker.lines.read(0)
@@ -518,11 +542,12 @@ class WarmPoolExecutor(_WarmExecutor):
                 records = []
             for record in records:
                 if "code" in record:
-                    if record["kept"]:
+                    if record["kept"] and job.usr1_at is None:
                         worker.ready, worker.runs = True, worker.runs + 1
                         self._idle.insert(0, worker)
                         return record["code"]
-                    self.retired[record["why"]] += 1
+                    self.retired[record["why"] or "the timeout"] += 1
+                    _signal(worker.proc.pid, signal.SIGKILL, group=True)
                     worker.proc.wait()
                     self._idle.append(self._spawn())
                     return record["code"]
@@ -540,25 +565,40 @@ class WarmPoolExecutor(_WarmExecutor):
         return f"{self.reused} run(s) in a reused worker; retired: {why or 'none'}"
 
     def close(self) -> None:
-        for worker in self._idle:
+        for worker in self._spawned:
             _signal(worker.proc.pid, signal.SIGKILL, group=True)
             worker.proc.wait()
         self._log.close()
         self._tmp.cleanup()
 
 
-# assigned on an imported name, and put back by a reused worker after each run (`_forkserver._Fresh`); torch's
-# backends switches are compared there instead, a change retiring the worker
-_PUT_BACK = ("os.environ", "sys.argv", "sys.path", "torch.backends")
+# assigned on an imported name, and put back (or compared, a change retiring the worker) by a reused worker after each
+# run (`_forkserver._Fresh`, `_forkserver._switches`)
+_PUT_BACK = (
+    "os.environ",
+    "sys.argv",
+    "sys.path",
+    "sys.stdout",
+    "sys.stderr",
+    "torch.backends.cuda.matmul.allow_tf32",
+    "torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction",
+    "torch.backends.cudnn.enabled",
+    "torch.backends.cudnn.benchmark",
+    "torch.backends.cudnn.deterministic",
+    "torch.backends.cudnn.allow_tf32",
+)
 
 
 def _dotted(node: ast.expr) -> tuple[str | None, str]:
-    """The root name of an attribute or subscript chain and the chain as text (`torch.nn.Linear.forward`)."""
+    """The root name of an attribute or subscript chain and the chain as text (`torch.nn.Linear.forward`); the root
+    "type()" where the chain starts at `type(x)`, and `__class__` stays in the text."""
     parts = []
     while isinstance(node, (ast.Attribute, ast.Subscript)):
         if isinstance(node, ast.Attribute):
             parts.append(node.attr)
         node = node.value
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "type":
+        return "type()", ".".join(["type()", *reversed(parts)])
     if not isinstance(node, ast.Name):
         return None, ""
     return node.id, ".".join([node.id, *reversed(parts)])
@@ -570,11 +610,25 @@ def _unpacked(target: ast.expr) -> list[ast.expr]:
     return _unpacked(target.value) if isinstance(target, ast.Starred) else [target]
 
 
-def patches_imports(source: str) -> str:
-    """The first statement that assigns or deletes an attribute or an item of an imported name, or passes one to
-    setattr/delattr (`torch.nn.Linear.forward = f`, `transformers.X = Y`), as text; "" where there is none. A worker
-    that ran such a statement would hand the patch to the next candidate run in it, which a fresh interpreter
-    never sees: such a script's candidates each get a worker of their own."""
+def _targets(node: ast.AST) -> list[ast.expr]:
+    """What a statement assigns or deletes (setattr/delattr: their object, as an attribute of it)."""
+    if isinstance(node, (ast.Assign, ast.Delete)):
+        return [t for target in node.targets for t in _unpacked(target)]
+    if isinstance(node, (ast.AugAssign, ast.AnnAssign)):
+        return [node.target]
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("setattr", "delattr"):
+        return [ast.Attribute(node.args[0], "?", ast.Store())] if node.args else []
+    return []
+
+
+def patches_imports(source: str, home: Path | None = None, _seen: set[Path] | None = None) -> str:
+    """The first statement that patches what outlives a run, as text; "" where there is none. A worker that ran it
+    would hand the patch to the next candidate run in it, which a fresh interpreter never sees: such a script's
+    candidates each get a worker of their own. A patch is an assignment, `del`, setattr or delattr on an attribute or
+    an item of an imported module or of a name bound to one (`mll = transformers.models.llama.modeling_llama`), or of
+    a class reached through an instance (`type(model).forward = f`, `model.__class__.forward = f`); the import of
+    `unittest.mock` or `mock` (a patcher started and not stopped); and the same in the modules the script imports from
+    `home`, its own directory. What a reused worker puts back or compares (`_PUT_BACK`) is not a patch."""
     try:
         tree = ast.parse(source)
     except SyntaxError:
@@ -585,28 +639,46 @@ def patches_imports(source: str) -> str:
         if isinstance(node, (ast.Import, ast.ImportFrom))
         for alias in node.names
     }
+    modules = {
+        name
+        for node in ast.walk(tree)
+        for name in (
+            [alias.name for alias in node.names]
+            if isinstance(node, ast.Import)
+            else [node.module or ""]
+            if isinstance(node, ast.ImportFrom)
+            else []
+        )
+    }
+    if modules & {"mock", "unittest.mock"} or any(
+        isinstance(node, ast.ImportFrom) and node.module == "unittest" and any(a.name == "mock" for a in node.names)
+        for node in ast.walk(tree)
+    ):
+        return "imports mock"
+    for node in ast.walk(tree):  # names bound to a chain of attributes of an imported module: aliases of it
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Attribute):
+            root, _ = _dotted(node.value)
+            if root in imported:
+                imported |= {t.id for t in node.targets if isinstance(t, ast.Name)}
     for node in ast.walk(tree):
-        if isinstance(node, ast.Assign):
-            targets = [t for target in node.targets for t in _unpacked(target)]
-        elif isinstance(node, (ast.AugAssign, ast.AnnAssign)):
-            targets = [node.target]
-        elif isinstance(node, ast.Delete):
-            targets = [t for target in node.targets for t in _unpacked(target)]
-        elif (
-            isinstance(node, ast.Call)
-            and isinstance(node.func, ast.Name)
-            and node.func.id in ("setattr", "delattr")
-            and node.args
-        ):
-            targets = [ast.Attribute(node.args[0], "?", ast.Store())]
-        else:
-            continue
-        for target in targets:
+        for target in _targets(node):
             if not isinstance(target, (ast.Attribute, ast.Subscript)):
                 continue
             root, chain = _dotted(target)
-            if root in imported and not any(chain == k or chain.startswith(k + ".") for k in _PUT_BACK):
+            through_class = root == "type()" or ".__class__." in chain + "."
+            if (root in imported or through_class) and not any(
+                chain == k or chain.startswith(k + ".") for k in _PUT_BACK
+            ):
                 return ast.unparse(node).splitlines()[0]
+    if home is not None:  # the script's own modules: imported afresh by every run, their patches outlive it too
+        seen = _seen if _seen is not None else set()
+        for name in sorted(modules):
+            for path in (home / f"{name.replace('.', '/')}.py", home / name.replace(".", "/") / "__init__.py"):
+                if path.is_file() and path not in seen:
+                    seen.add(path)
+                    found = patches_imports(path.read_text(encoding="utf-8", errors="replace"), home, seen)
+                    if found:
+                        return f"{found} (in {path.name})"
     return ""
 
 

@@ -712,11 +712,25 @@ def _open_search(r: Reduction) -> None:
         for py in r.guard.pythons
     ]
     stand_on = (r.scaled.source, r.scaled.path) if r.scaled else (r.source, r.script)
+    # a reusing pool where the bug is fixed: the subject passes in its reused workers too, checked beside the bad env's
+    checking = ThreadPoolExecutor(max(1, len(r.guard_executors)))
+    checks = [
+        checking.submit(
+            lambda e, py: _reuse_agrees(
+                e, stand_on[1], None, r.good_timeout or r.timeout, r.home, r.notes, f"guard env {py}: ", True
+            )[0],
+            executor,
+            py,
+        )
+        for executor, py in zip(r.guard_executors, r.guard.pythons, strict=False)
+    ]
+    checking.shutdown(wait=False)
     if r.warming is not None and r.scaled is not None:
         r.executor, baseline = r.warming.result()
     else:  # no twin, or the guard refused it: measured on the original (an executor the twin disagreed with is cold)
         executor = r.warming.result()[0] if r.warming is not None else r.started[0].result()
         r.executor, baseline = _warm_executor(executor, r.original, stand_on[1], r.notes, r.log, r.timeout, r.home)
+    r.guard_executors = [check.result() for check in checks]
     r.measured_on = stand_on[0] if baseline is not None else r.source
     budget = _budget(baseline if baseline is not None else r.first_run.seconds)
     # a candidate past the budget is uninteresting anyway: stop it there, not at the timeout
@@ -1248,7 +1262,11 @@ def _start_executor(
     if opts.executor == "cold":
         return ColdExecutor(python, jobs)
     # a warm worker runs the next candidate where the last left it as fresh, unless the script patches a library
-    reuse = opts.reuse_workers and not patches_imports(source)
+    home = opts.prepared.home if opts.prepared else opts.script.resolve().parent
+    patch = patches_imports(source, home) if opts.reuse_workers and opts.executor in ("auto", "warm-pool") else ""
+    if patch and not where:
+        notes.append(f"a warm worker runs one candidate: the script patches what would outlive a run ({patch})")
+    reuse = opts.reuse_workers and not patch
     try:
         return make_executor(opts.executor, python, module_imports(source), jobs, recorded, spares, cuda, reuse)
     except MinreproError as exc:
@@ -1270,7 +1288,9 @@ def _warm_executor(
     itself is not trusted either); otherwise cold runs, their time not measured here (None)."""
     if executor.name == "cold":
         return executor, None
-    warm = executor.run_many([script] * max(2, executor.jobs), timeout, home or script.parent)
+    # in workers that have run nothing yet: a reused worker's answer is checked apart (`_reuse_agrees`)
+    first = getattr(executor, "run_fresh", executor.run_many)
+    warm = first([script] * max(2, executor.jobs), timeout, home or script.parent)
     if any(run.signature != original for run in warm):
         executor.close()
         seen = "; ".join(sorted({run.signature.headline if run.signature else "passes" for run in warm}))
@@ -1280,21 +1300,44 @@ def _warm_executor(
             "seeds); cold runs used"
         )
         return ColdExecutor(executor.python, executor.jobs), None
-    if getattr(executor, "reuse", False):  # a second round, in the workers the first one left (where it kept them)
-        again = executor.run_many([script] * executor.jobs, timeout, home or script.parent)
-        warm += again
-        if any(run.signature != original for run in again):
-            seen = "; ".join(sorted({run.signature.headline if run.signature else "passes" for run in again}))
-            notes.append(f"warm pool: workers run one candidate each (in a reused worker the script gives [{seen}])")
-            executor.close()
-            once = WarmPoolExecutor(executor.python, executor.preload, executor.jobs, (), executor.spares)
-            once.chosen_because, executor = executor.chosen_because, once
+    executor, again = _reuse_agrees(executor, script, original, timeout, home, notes)
+    warm += again
     if getattr(executor, "skipped", None):
         notes.append(f"fork server: {', '.join(executor.skipped)} imported by each candidate (it initializes CUDA)")
     if getattr(executor, "chosen_because", ""):
         notes.append(f"warm pool: {executor.chosen_because}")
     log(f"executor: {executor.name} (original runs in {warm[0].seconds:.2f} s there)")
     return executor, max(run.seconds for run in warm)
+
+
+def _reuse_agrees(
+    executor: Executor,
+    script: Path,
+    expected: Signature | None,
+    timeout: float,
+    home: Path | None,
+    notes: list[str],
+    where: str = "",
+    fresh_first: bool = False,
+) -> tuple[Executor, list[RunResult]]:
+    """A reusing warm pool runs `script` once more in each worker its last round kept (with `fresh_first`, after a
+    round in workers that have run nothing); where one answers otherwise than `expected` (None: it passes), the pool
+    goes on with a worker per candidate. The executor to search with, and the runs."""
+    if not getattr(executor, "reuse", False):
+        return executor, []
+    before = executor.run_fresh([script] * executor.jobs, timeout, home or script.parent) if fresh_first else []
+    again = before + executor.run_many([script] * executor.jobs, timeout, home or script.parent)
+    if all(run.signature == expected for run in again) and executor.reused:
+        return executor, again
+    if executor.reused:  # a worker answered otherwise once reused
+        seen = "; ".join(sorted({run.signature.headline if run.signature else "passes" for run in again}))
+        notes.append(f"{where}warm pool: workers run one candidate each (in a reused worker the script gives [{seen}])")
+    else:  # none was kept: nothing to reuse, and nothing checked
+        notes.append(f"{where}warm pool: no worker was kept after a run, so each runs one candidate")
+    executor.close()
+    once = WarmPoolExecutor(executor.python, executor.preload, executor.jobs, (), executor.spares)
+    once.chosen_because = executor.chosen_because
+    return once, again
 
 
 def _verify_cold(
