@@ -1,13 +1,15 @@
-"""Ways to run many candidate scripts, each in its own process, answering `RunResult`s.
+"""Ways to run many candidate scripts, answering `RunResult`s.
 
 - `ColdExecutor`: a fresh interpreter per candidate (`run_script`); pays the full import every time.
 - `ForkServerExecutor`: one server imports the heavy libraries once, then forks a child per candidate.
-- `WarmPoolExecutor`: spawned workers that pre-import the libraries and each run one candidate.
+- `WarmPoolExecutor`: spawned workers that pre-import the libraries and run one candidate each, or several in a row.
 - "auto" (`_auto`): the warm pool where CUDA is visible (or the fork server cannot serve), else the fork server.
 
 Every candidate gets a process of its own, so a crash or a monkeypatch cannot leak into the next, except in a
-warm pool told to reuse its workers: a worker then runs the next candidate only where the last left it as a fresh
-interpreter would be, and only for a script that patches no imported module (`patches_imports`).
+warm pool told to reuse its workers: a worker then runs the next candidate only where the last left none of what its
+checks look for (`_forkserver.reuse` lists them, and what they cannot see), and only for a script that patches nothing
+that outlives a run (`patches_imports`).
+
 The reducer only sees `run_many`; `benchmarks/` measures the three against each other.
 """
 
