@@ -251,7 +251,9 @@ def test_a_reduction_reuses_its_warm_workers_and_says_so_and_fresh_workers_turns
         argv = ["reduce", str(script), "--workdir", str(tmp_path / f"w{len(extra)}"), "--executor", "warm-pool"]
         argv += ["--guard", "none", "--json", "--jobs", "2", "--out", str(tmp_path / f"out{len(extra)}.py"), *extra]
         assert main(argv) == 0
-        summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+        printed = capsys.readouterr().out.strip().splitlines()
+        summary = json.loads(printed[-1])
+        assert f"warm pool: {summary['workers']}" in printed  # the summary says what reuse did
         outputs.append(Path(summary["output"]).read_text().split("\n\n", 1)[-1])
         if extra:
             assert summary["workers"] == "workers not reused"

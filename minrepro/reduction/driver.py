@@ -1433,6 +1433,8 @@ def print_summary(summary: ReduceSummary, as_json: bool) -> None:
                 for p in summary.phases
             )
         )
+    if summary.executor == "warm-pool" and summary.workers:
+        print(f"warm pool: {summary.workers}")
     if summary.maybe_not_minimal:
         print(f"stopped at the time budget ({summary.budget_seconds:g} s): verified, maybe not minimal")
     if summary.triggers:
