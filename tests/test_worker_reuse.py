@@ -212,7 +212,7 @@ def test_the_reuse_check_where_the_bug_is_fixed_runs_fresh_workers_first(tmp_pat
     notes: list[str] = []
     executor, runs = driver._reuse_agrees(pool, script, None, 30, None, notes, "guard env X: ", fresh_first=True)
     try:
-        assert executor is not pool and not executor.reuse and len(runs) == 4
+        assert executor is pool and not executor.reuse and len(runs) == 4
         assert [r.signature for r in runs[:2]] == [None, None]
         assert notes == [
             "guard env X: warm pool: workers run one candidate each (in a reused worker the script gives "
@@ -236,11 +236,27 @@ def test_the_warm_check_falls_back_to_one_run_per_worker_where_a_reused_worker_d
     notes: list[str] = []
     executor, seconds = driver._warm_executor(pool, original, script, notes, lambda _: None, 30)
     try:
-        assert executor is not pool and executor.name == "warm-pool" and not executor.reuse
+        assert executor is pool and not executor.reuse
         assert seconds is not None and any("one candidate each" in note for note in notes)
-        assert executor.run_many([script], 30)[0].signature == original
+        # a worker that ran the script is let go: the next runs see what fresh workers see
+        assert [r.signature for r in executor.run_many([script] * 3, 30)] == [original] * 3
+        assert executor.describe_reuse().startswith("workers not reused (after ")
     finally:
         executor.close()
+
+
+def test_a_subject_whose_run_is_slow_gets_a_worker_per_candidate_unchecked(tmp_path):
+    script = tmp_path / "slow.py"
+    script.write_text("print('ok')\n")
+    pool = WarmPoolExecutor(None, ["json"], 1, spares=1, reuse=True)
+    notes: list[str] = []
+    try:
+        executor, runs = driver._reuse_agrees(pool, script, None, 30, None, notes, seconds=45.0)
+        assert executor is pool and not pool.reuse and runs == []
+        assert notes == ["warm pool: workers run one candidate each (a run took 45 s)"]
+        assert pool.run_many([script], 30)[0].signature is None
+    finally:
+        pool.close()
 
 
 def test_a_reduction_reuses_its_warm_workers_and_says_so_and_fresh_workers_turns_it_off(tmp_path, capsys):

@@ -536,33 +536,45 @@ class WarmPoolExecutor(_WarmExecutor):
     def _finished(self, job: _Job, worker: _Worker) -> int | None:
         """The run's exit code once it has ended, else None. A kept worker goes first in line for the next job
         (the spares stay warm for the retired); one that exits is replaced, where workers are reused. A worker whose
-        run was past its timeout is never kept: it may have been killed after it said it would stay."""
-        if self.reuse:
-            try:
-                records = worker.lines.read(0)
-            except MinreproError:  # its output ended: killed at the timeout, or crashed
-                records = []
-            for record in records:
-                if "code" in record:
-                    if record["kept"] and job.usr1_at is None:
-                        worker.ready, worker.runs = True, worker.runs + 1
-                        self._idle.insert(0, worker)
-                        return record["code"]
-                    self.retired[record["why"] or "the timeout"] += 1
-                    _signal(worker.proc.pid, signal.SIGKILL, group=True)
-                    worker.proc.wait()
-                    self._idle.append(self._spawn())
-                    return record["code"]
+        run was past its timeout is never kept: it may have been killed after it said it would stay. A worker
+        started to be reused, once reuse is turned off (`stop_reuse`), runs its job and is let go."""
+        try:
+            records = worker.lines.read(0)
+        except MinreproError:  # its output ended: killed at the timeout, or crashed
+            records = []
+        for record in records:
+            if "code" not in record:
+                continue
+            if self.reuse and record["kept"] and job.usr1_at is None:
+                worker.ready, worker.runs = True, worker.runs + 1
+                self._idle.insert(0, worker)
+                return record["code"]
+            _signal(worker.proc.pid, signal.SIGKILL, group=True)
+            worker.proc.wait()
+            if self.reuse:
+                self.retired[record["why"] or "the timeout"] += 1
+                self._idle.append(self._spawn())
+            return record["code"]
         code = worker.proc.poll()
         if code is not None and self.reuse:
             self.retired["its process ended" if code >= 0 else "a crash or the timeout"] += 1
             self._idle.append(self._spawn())
         return code
 
+    def stop_reuse(self) -> None:
+        """From now on each worker runs one candidate: a worker that has run one already is let go and replaced, one
+        still warm from its start serves once, and the new ones are started for one run."""
+        self.reuse = False
+        for worker in [w for w in self._idle if w.runs]:
+            self._idle.remove(worker)
+            _signal(worker.proc.pid, signal.SIGKILL, group=True)
+            worker.proc.wait()
+            self._idle.append(self._spawn())
+
     def describe_reuse(self) -> str:
         """How many runs went to a worker used before, and why workers retired: what reuse did, for the log."""
         if not self.reuse:
-            return "workers not reused"
+            return "workers not reused" + (f" (after {self.reused} run(s) in a reused worker)" if self.reused else "")
         why = ", ".join(f"{reason} {n}" for reason, n in self.retired.most_common())
         return f"{self.reused} run(s) in a reused worker; retired: {why or 'none'}"
 

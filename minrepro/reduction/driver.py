@@ -26,7 +26,7 @@ from collections.abc import Callable
 
 from ..dirs import cache
 from ..errors import MinreproError
-from ..harness.executors import ColdExecutor, Executor, WarmPoolExecutor, make_executor, patches_imports
+from ..harness.executors import ColdExecutor, Executor, make_executor, patches_imports
 from ..harness.oracle import Cache, CommandOracle, SignatureOracle, same_failure
 from ..harness.probe import probe
 from ..harness.resources import (
@@ -1300,7 +1300,9 @@ def _warm_executor(
             "seeds); cold runs used"
         )
         return ColdExecutor(executor.python, executor.jobs), None
-    executor, again = _reuse_agrees(executor, script, original, timeout, home, notes)
+    executor, again = _reuse_agrees(
+        executor, script, original, timeout, home, notes, seconds=max(run.seconds for run in warm)
+    )
     warm += again
     if getattr(executor, "skipped", None):
         notes.append(f"fork server: {', '.join(executor.skipped)} imported by each candidate (it initializes CUDA)")
@@ -1308,6 +1310,11 @@ def _warm_executor(
         notes.append(f"warm pool: {executor.chosen_because}")
     log(f"executor: {executor.name} (original runs in {warm[0].seconds:.2f} s there)")
     return executor, max(run.seconds for run in warm)
+
+
+# a subject whose run takes longer than this: its workers are not reused (a check would cost two such rounds, and a
+# worker's 15-20 s of imports is then a small share of each candidate's cost)
+REUSE_CHECK_SECONDS = 20.0
 
 
 def _reuse_agrees(
@@ -1319,25 +1326,31 @@ def _reuse_agrees(
     notes: list[str],
     where: str = "",
     fresh_first: bool = False,
+    seconds: float = 0.0,
 ) -> tuple[Executor, list[RunResult]]:
     """A reusing warm pool runs `script` once more in each worker its last round kept (with `fresh_first`, after a
     round in workers that have run nothing); where one answers otherwise than `expected` (None: it passes), the pool
-    goes on with a worker per candidate. The executor to search with, and the runs."""
+    goes on with a worker per candidate. So it does, unchecked, where a run of the subject took over
+    REUSE_CHECK_SECONDS (`seconds`, or the fresh round's). The executor to search with, and the runs."""
     if not getattr(executor, "reuse", False):
         return executor, []
-    before = executor.run_fresh([script] * executor.jobs, timeout, home or script.parent) if fresh_first else []
-    again = before + executor.run_many([script] * executor.jobs, timeout, home or script.parent)
-    if all(run.signature == expected for run in again) and executor.reused:
-        return executor, again
+    home = home or script.parent
+    runs = executor.run_fresh([script] * executor.jobs, timeout, home) if fresh_first else []
+    slowest = max([seconds, *(run.seconds for run in runs)])
+    if slowest > REUSE_CHECK_SECONDS:
+        executor.stop_reuse()
+        notes.append(f"{where}warm pool: workers run one candidate each (a run took {slowest:.0f} s)")
+        return executor, runs
+    runs += executor.run_many([script] * executor.jobs, timeout, home)
+    if all(run.signature == expected for run in runs) and executor.reused:
+        return executor, runs
     if executor.reused:  # a worker answered otherwise once reused
-        seen = "; ".join(sorted({run.signature.headline if run.signature else "passes" for run in again}))
+        seen = "; ".join(sorted({run.signature.headline if run.signature else "passes" for run in runs}))
         notes.append(f"{where}warm pool: workers run one candidate each (in a reused worker the script gives [{seen}])")
     else:  # none was kept: nothing to reuse, and nothing checked
         notes.append(f"{where}warm pool: no worker was kept after a run, so each runs one candidate")
-    executor.close()
-    once = WarmPoolExecutor(executor.python, executor.preload, executor.jobs, (), executor.spares)
-    once.chosen_because = executor.chosen_because
-    return once, again
+    executor.stop_reuse()
+    return executor, runs
 
 
 def _verify_cold(
