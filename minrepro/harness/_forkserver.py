@@ -674,7 +674,8 @@ def _reseed_all():
 
 
 def reuse():
-    """Serve jobs until one leaves this worker unlike a fresh interpreter, or REUSE_LIMIT is reached."""
+    """Serve jobs until a run leaves what `_Fresh` cannot put back (the worker retires, exiting with the run's code),
+    REUSE_LIMIT is reached, or the job lines end."""
     # the job lines' pipes and the worker log, apart from each run's files (a run's stdin is /dev/null)
     jobs, protocol, log = os.fdopen(os.dup(0), "r", encoding="utf-8"), os.dup(1), os.dup(2)
     gc.collect()

@@ -444,10 +444,10 @@ class WarmPoolExecutor(_WarmExecutor):
     them each batch after the first waited for its replacements' imports (one candidate at a time took 18-28 s
     where the run itself takes 2).
 
-    With `reuse`, a worker runs candidates one after another while each leaves it as a fresh interpreter would be
-    (`_forkserver.reuse` says what is put back and what retires a worker); a retired worker is replaced. Without it,
-    each worker runs one candidate and exits. `reused` counts the runs that went to a worker that had run before,
-    `retired` why workers were let go."""
+    With `reuse`, a worker runs candidates one after another, putting back what a run changed, and retires where a
+    run left what it cannot put back (`_forkserver.reuse` says which is which, and what its checks cannot see); a
+    retired worker is replaced. Without it, each worker runs one candidate and exits. `reused` counts the runs that
+    went to a worker that had run before, `retired` why workers were let go."""
 
     name = "warm-pool"
 
