@@ -321,3 +321,21 @@ def test_a_run_that_leaves_gpu_memory_held_beyond_the_allowance_retires_its_work
     finally:
         pool.close()
     assert pool.reused == 2 and list(pool.retired) == ["GPU memory still held (128 MiB)"]
+
+
+@pytest.mark.parametrize("executor", ["warm-pool", "forkserver"])
+def test_a_script_that_patches_a_library_gets_a_worker_per_candidate_and_a_note_where_workers_are_warm(
+    tmp_path, capsys, executor
+):
+    script = tmp_path / "job.py"
+    script.write_text("import json\njson.dumps = None\na = 1\nd = {}\nd['missing']\n")
+    argv = ["reduce", str(script), "--workdir", str(tmp_path / "w"), "--executor", executor, "--guard", "none"]
+    assert main([*argv, "--json", "--jobs", "1"]) == 0
+    summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    noted = [n for n in summary["notes"] if n.startswith("a warm worker runs one candidate")]
+    if executor == "warm-pool":
+        assert summary["workers"] == "workers not reused" and noted == [
+            "a warm worker runs one candidate: the script patches what would outlive a run (json.dumps = None)"
+        ]
+    else:
+        assert noted == []

@@ -1264,14 +1264,15 @@ def _start_executor(
     # a warm worker runs the next candidate where the last left it as fresh, unless the script patches a library
     home = opts.prepared.home if opts.prepared else opts.script.resolve().parent
     patch = patches_imports(source, home) if opts.reuse_workers and opts.executor in ("auto", "warm-pool") else ""
-    if patch and not where:
-        notes.append(f"a warm worker runs one candidate: the script patches what would outlive a run ({patch})")
     reuse = opts.reuse_workers and not patch
     try:
-        return make_executor(opts.executor, python, module_imports(source), jobs, recorded, spares, cuda, reuse)
+        executor = make_executor(opts.executor, python, module_imports(source), jobs, recorded, spares, cuda, reuse)
     except MinreproError as exc:
         notes.append(f"{where}{opts.executor} unavailable ({exc}); cold runs used" + (" there" if where else ""))
         return ColdExecutor(python, jobs)
+    if patch and not where and executor.name == "warm-pool":  # a fork server's children never run twice anyway
+        notes.append(f"a warm worker runs one candidate: the script patches what would outlive a run ({patch})")
+    return executor
 
 
 def _warm_executor(
