@@ -47,7 +47,7 @@ CHANGES = [
     "os.umask(0o77)",
     "import threading, time; threading.Thread(target=time.sleep, args=(0.2,)).start()",
     # a daemon thread that would print into the next run's files, had its worker gone on
-    "import threading, time; threading.Thread(target=lambda: time.sleep(0.3) or print('tick'), daemon=True).start()",
+    "import threading, time; threading.Thread(target=lambda: time.sleep(2) or print('tick'), daemon=True).start()",
     "import io; print('before the swap'); sys.stdout = io.StringIO()",
     "gc.disable(); gc.set_threshold(5)",
     "import atexit; atexit.register(lambda: None)",
