@@ -16,7 +16,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from minrepro.cli import main
-from minrepro.harness.executors import ColdExecutor, WarmPoolExecutor, patches_imports
+from minrepro.harness.executors import ColdExecutor, WarmPoolExecutor
+from minrepro.reducers.source import patches_imports
 from minrepro.harness.runner import Signature
 from minrepro.reduction import driver
 

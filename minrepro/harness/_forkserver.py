@@ -440,7 +440,7 @@ def single():
 # out-of-memory or CUDA error as its failure) retires its worker, which exits with the run's code. Library state that a
 # call changes (a registered config class, a progress bar disabled, a once-only warning shown) is not seen here. A
 # run under tracing or profiling (they wrap the libraries) always retires it. The client only reuses a worker for
-# scripts that patch no imported module (`executors.patches_imports`): a monkeypatch would outlive its run.
+# scripts that patch no imported module (`reducers.source.patches_imports`): a monkeypatch would outlive its run.
 
 REUSE_LIMIT = 64  # runs per worker: what a run leaves that no check here sees (caches, fragmentation) stays bounded
 _CUDA_FAILURE = ("CUDA error", "CUBLAS_STATUS", "cuDNN error", "device-side assert", "illegal memory access")

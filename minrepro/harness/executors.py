@@ -8,7 +8,7 @@
 Every candidate gets a process of its own, so a crash or a monkeypatch cannot leak into the next, except in a
 warm pool told to reuse its workers: a worker then runs the next candidate only where the last left none of what its
 checks look for (`_forkserver.reuse` lists them, and what they cannot see), and only for a script that patches nothing
-that outlives a run (`patches_imports`).
+that outlives a run (`reducers.source.patches_imports`).
 
 The reducer only sees `run_many`; `benchmarks/` measures the three against each other.
 """
@@ -471,10 +471,9 @@ class WarmPoolExecutor(_WarmExecutor):
 
     def _spawn(self) -> _Worker:
         proc = _start_worker(self.python, "reuse" if self.reuse else "single", self.preload, self._log, self.jobs)
-        self._spawned = [w for w in self._spawned if w.proc.poll() is None] + [
-            _Worker(proc, _Lines(proc.stdout.fileno()))
-        ]
-        return self._spawned[-1]
+        worker = _Worker(proc, _Lines(proc.stdout.fileno()))
+        self._spawned = [*(w for w in self._spawned if w.proc.poll() is None), worker]
+        return worker
 
     def _take(self, fresh: bool = False) -> _Worker:
         """The next worker in line (with `fresh`, one that has run nothing yet), once its imports are done."""
@@ -584,116 +583,6 @@ class WarmPoolExecutor(_WarmExecutor):
             worker.proc.wait()
         self._log.close()
         self._tmp.cleanup()
-
-
-# assigned on an imported name, and put back (or compared, a change retiring the worker) by a reused worker after each
-# run (`_forkserver._Fresh`, `_forkserver._switches`)
-_PUT_BACK = (
-    "os.environ",
-    "sys.argv",
-    "sys.path",
-    "sys.stdout",
-    "sys.stderr",
-    "torch.backends.cuda.matmul.allow_tf32",
-    "torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction",
-    "torch.backends.cudnn.enabled",
-    "torch.backends.cudnn.benchmark",
-    "torch.backends.cudnn.deterministic",
-    "torch.backends.cudnn.allow_tf32",
-)
-
-
-def _dotted(node: ast.expr) -> tuple[str | None, str]:
-    """The root name of an attribute or subscript chain and the chain as text (`torch.nn.Linear.forward`); the root
-    "type()" where the chain starts at `type(x)`, and `__class__` stays in the text."""
-    parts = []
-    while isinstance(node, (ast.Attribute, ast.Subscript)):
-        if isinstance(node, ast.Attribute):
-            parts.append(node.attr)
-        node = node.value
-    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "type":
-        return "type()", ".".join(["type()", *reversed(parts)])
-    if not isinstance(node, ast.Name):
-        return None, ""
-    return node.id, ".".join([node.id, *reversed(parts)])
-
-
-def _unpacked(target: ast.expr) -> list[ast.expr]:
-    if isinstance(target, (ast.Tuple, ast.List)):
-        return [t for element in target.elts for t in _unpacked(element)]
-    return _unpacked(target.value) if isinstance(target, ast.Starred) else [target]
-
-
-def _targets(node: ast.AST) -> list[ast.expr]:
-    """What a statement assigns or deletes (setattr/delattr: their object, as an attribute of it)."""
-    if isinstance(node, (ast.Assign, ast.Delete)):
-        return [t for target in node.targets for t in _unpacked(target)]
-    if isinstance(node, (ast.AugAssign, ast.AnnAssign)):
-        return [node.target]
-    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("setattr", "delattr"):
-        return [ast.Attribute(node.args[0], "?", ast.Store())] if node.args else []
-    return []
-
-
-def patches_imports(source: str, home: Path | None = None, _seen: set[Path] | None = None) -> str:
-    """The first statement that patches what outlives a run, as text; "" where there is none. A worker that ran it
-    would hand the patch to the next candidate run in it, which a fresh interpreter never sees: such a script's
-    candidates each get a worker of their own. A patch is an assignment, `del`, setattr or delattr on an attribute or
-    an item of an imported module or of a name bound to one (`mll = transformers.models.llama.modeling_llama`), or of
-    a class reached through an instance (`type(model).forward = f`, `model.__class__.forward = f`); the import of
-    `unittest.mock` or `mock` (a patcher started and not stopped); and the same in the modules the script imports from
-    `home`, its own directory. What a reused worker puts back or compares (`_PUT_BACK`) is not a patch."""
-    try:
-        tree = ast.parse(source)
-    except SyntaxError:
-        return "the script does not parse"
-    imported = {
-        (alias.asname or alias.name).split(".")[0]
-        for node in ast.walk(tree)
-        if isinstance(node, (ast.Import, ast.ImportFrom))
-        for alias in node.names
-    }
-    modules = {
-        name
-        for node in ast.walk(tree)
-        for name in (
-            [alias.name for alias in node.names]
-            if isinstance(node, ast.Import)
-            else [node.module or ""]
-            if isinstance(node, ast.ImportFrom)
-            else []
-        )
-    }
-    if modules & {"mock", "unittest.mock"} or any(
-        isinstance(node, ast.ImportFrom) and node.module == "unittest" and any(a.name == "mock" for a in node.names)
-        for node in ast.walk(tree)
-    ):
-        return "imports mock"
-    for node in ast.walk(tree):  # names bound to a chain of attributes of an imported module: aliases of it
-        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Attribute):
-            root, _ = _dotted(node.value)
-            if root in imported:
-                imported |= {t.id for t in node.targets if isinstance(t, ast.Name)}
-    for node in ast.walk(tree):
-        for target in _targets(node):
-            if not isinstance(target, (ast.Attribute, ast.Subscript)):
-                continue
-            root, chain = _dotted(target)
-            through_class = root == "type()" or ".__class__." in chain + "."
-            if (root in imported or through_class) and not any(
-                chain == k or chain.startswith(k + ".") for k in _PUT_BACK
-            ):
-                return ast.unparse(node).splitlines()[0]
-    if home is not None:  # the script's own modules: imported afresh by every run, their patches outlive it too
-        seen = _seen if _seen is not None else set()
-        for name in sorted(modules):
-            for path in (home / f"{name.replace('.', '/')}.py", home / name.replace(".", "/") / "__init__.py"):
-                if path.is_file() and path not in seen:
-                    seen.add(path)
-                    found = patches_imports(path.read_text(encoding="utf-8", errors="replace"), home, seen)
-                    if found:
-                        return f"{found} (in {path.name})"
-    return ""
 
 
 def _cuda_visible_in(python: str) -> bool:

@@ -26,7 +26,7 @@ from collections.abc import Callable
 
 from ..dirs import cache
 from ..errors import MinreproError
-from ..harness.executors import ColdExecutor, Executor, make_executor, patches_imports
+from ..harness.executors import ColdExecutor, Executor, make_executor
 from ..harness.oracle import Cache, CommandOracle, SignatureOracle, same_failure
 from ..harness.probe import probe
 from ..harness.resources import (
@@ -44,7 +44,7 @@ from ..harness.signature import Signature
 from ..inputs import refuse_own_failure
 from ..reducers import FINAL_PASSES, PASSES, PassRecord, reduce_source
 from ..reducers.search import seeding_calls
-from ..reducers.source import code_lines, imported_modules, module_imports, normalize
+from ..reducers.source import code_lines, imported_modules, module_imports, normalize, patches_imports
 from . import output, triggers
 from .guard import UNGUARDED, Guard, GuardSearch, choose_guard, neutralise_library_call
 from .progress import Progress
