@@ -1294,7 +1294,7 @@ def _warm_executor(
     warm = first([script] * max(2, executor.jobs), timeout, home or script.parent)
     if any(run.signature != original for run in warm):
         executor.close()
-        seen = "; ".join(sorted({run.signature.headline if run.signature else "passes" for run in warm}))
+        seen = _answers(warm)
         notes.append(
             f"under {executor.name} the script gives [{seen}] where {CONFIRM_RUNS} cold runs agree on "
             f"'{original.headline}' (it depends on a fresh interpreter: imports done before it, threads, "
@@ -1311,6 +1311,11 @@ def _warm_executor(
         notes.append(f"warm pool: {executor.chosen_because}")
     log(f"executor: {executor.name} (original runs in {warm[0].seconds:.2f} s there)")
     return executor, max(run.seconds for run in warm)
+
+
+def _answers(runs: list[RunResult]) -> str:
+    """What the runs gave, each answer once: their failures' headlines, or "passes"."""
+    return "; ".join(sorted({run.signature.headline if run.signature else "passes" for run in runs}))
 
 
 # a subject whose run takes longer than this: its workers are not reused (a check would cost two such rounds, and a
@@ -1346,7 +1351,7 @@ def _reuse_agrees(
     if all(run.signature == expected for run in runs) and executor.reused:
         return executor, runs
     if executor.reused:  # a worker answered otherwise once reused
-        seen = "; ".join(sorted({run.signature.headline if run.signature else "passes" for run in runs}))
+        seen = _answers(runs)
         notes.append(f"{where}warm pool: workers run one candidate each (in a reused worker the script gives [{seen}])")
     else:  # none was kept: nothing to reuse, and nothing checked
         notes.append(f"{where}warm pool: no worker was kept after a run, so each runs one candidate")
