@@ -1028,6 +1028,50 @@ def test_a_comprehension_statement_unrolls_to_its_first_item():
     assert unrolled("out = [f(x) for x in xs if x]\nouts = [g(a, b) for a in xs for b in ys]\n") == []
 
 
+@settings(max_examples=60, deadline=None)
+@given(
+    st.integers(4, 14),
+    st.sets(st.integers(0, 13), max_size=3),
+    st.lists(st.tuples(st.integers(0, 13), st.integers(0, 13)), max_size=3),
+    st.integers(1, 8),
+)
+def test_a_sweep_ends_interesting_with_no_single_drop_left_and_screens_each_argument_about_once(
+    width, required, conflicts, jobs
+):
+    """Whatever keeps the failure (arguments it needs, pairs of which one must stay), the sweep's groups and its
+    screen cache end where the oracle says yes and no single argument more can go; the screen judges an argument
+    again only where a neighbour's drop changed how its own drop reads (`b=2, ` then `, b=2`)."""
+    from minrepro.reducers.passes import drop_arguments, sweep
+
+    names = [f"a{i}" for i in range(width)]
+    source = "f(" + ", ".join(f"{n}={i}" for i, n in enumerate(names)) + ")\n"
+    kept = [names[i] for i in required if i < width]
+    pairs = [(names[i], names[j]) for i, j in conflicts if i < width and j < width and i != j]
+    screened: list[str] = []
+
+    def present(source, name):
+        return f"{name}=" in source
+
+    def screen(sources):
+        screened.extend(sources)
+        return [all(present(s, n) for n in kept) for s in sources]
+
+    def full(sources):
+        return [
+            all(present(s, n) for n in kept) and all(present(s, a) or present(s, b) for a, b in pairs) for s in sources
+        ]
+
+    problem = Problem(source, full, jobs=jobs, screen_many=screen)
+    sweep(drop_arguments)(problem)
+    assert full([problem.current]) == [True]
+    left = [n for n in names if present(problem.current, n)]
+    for name in left:  # 1-minimal: each argument left is needed
+        single = problem.current.replace(f"{name}=", "_=", 1)
+        alone = [s for s in left if s != name]
+        assert not (all(n in alone for n in kept) and all(a in alone or b in alone for a, b in pairs)), single
+    assert len(screened) <= 2 * width + 2
+
+
 def test_a_sweep_merges_an_edit_of_the_last_token_with_the_others():
     """A rendered candidate lacks the program's final newline: compared as it was, an edit of the last token also
     took that newline, collided with every other edit, and nothing merged."""
