@@ -223,20 +223,6 @@ def test_the_reuse_check_where_the_bug_is_fixed_runs_fresh_workers_first(tmp_pat
         executor.close()
 
 
-def test_the_check_where_the_bug_is_fixed_runs_two_workers_twice_whatever_the_pools_width(tmp_path):
-    """`width`: a round of two fresh workers, then the same two reused; the pool's other workers wait unused."""
-    script = tmp_path / "job.py"
-    script.write_text("import os\nprint(os.getpid())\n")
-    pool = WarmPoolExecutor(None, ["json"], 4, reuse=True)
-    try:
-        executor, runs = driver._reuse_agrees(pool, script, None, 30, None, [], "guard env X: ", True, width=2)
-        assert executor.reuse and len(runs) == 4 and executor.reused == 2
-        assert {r.stdout.strip() for r in runs[:2]} == {r.stdout.strip() for r in runs[2:]}
-        assert sum(w.runs == 0 for w in pool._idle) == 2
-    finally:
-        pool.close()
-
-
 def test_the_warm_check_falls_back_to_one_run_per_worker_where_a_reused_worker_disagrees(tmp_path):
     """A library's own state (here json's module dict, changed through a call) can survive a run: the script then
     answers otherwise in a reused worker, and the pool goes on with a worker per candidate."""

@@ -713,22 +713,11 @@ def _open_search(r: Reduction) -> None:
     ]
     stand_on = (r.scaled.source, r.scaled.path) if r.scaled else (r.source, r.script)
     # a reusing pool where the bug is fixed: the subject passes in its reused workers too, checked beside the bad env's
-    # on two workers, not the pool's width: what a run leaves for the next comes from the script, so any reused worker
-    # shows it, and every run here crowds the bad env's warm check (on a GPU box the check at full width put 34 s
-    # between the guard's passing run and the search)
     checking = ThreadPoolExecutor(max(1, len(r.guard_executors)))
     checks = [
         checking.submit(
             lambda e, py: _reuse_agrees(
-                e,
-                stand_on[1],
-                None,
-                r.good_timeout or r.timeout,
-                r.home,
-                r.notes,
-                f"guard env {py}: ",
-                True,
-                width=GUARD_CHECK_WIDTH,
+                e, stand_on[1], None, r.good_timeout or r.timeout, r.home, r.notes, f"guard env {py}: ", True
             )[0],
             executor,
             py,
@@ -1332,7 +1321,6 @@ def _answers(runs: list[RunResult]) -> str:
 # a subject whose run takes longer than this: its workers are not reused (a check would cost two such rounds, and a
 # worker's 15-20 s of imports is then a small share of each candidate's cost)
 REUSE_CHECK_SECONDS = 20.0
-GUARD_CHECK_WIDTH = 2  # runs per round of the check where the bug is fixed
 
 
 def _reuse_agrees(
@@ -1345,24 +1333,21 @@ def _reuse_agrees(
     where: str = "",
     fresh_first: bool = False,
     seconds: float = 0.0,
-    width: int | None = None,
 ) -> tuple[Executor, list[RunResult]]:
     """A reusing warm pool runs `script` once more in each worker its last round kept (with `fresh_first`, after a
-    round of `width` runs, default all the pool's, in workers that have run nothing); where one answers otherwise than
-    `expected` (None: it passes), the pool goes on with a worker per candidate. So it does, unchecked, where a run of
-    the subject took over REUSE_CHECK_SECONDS (`seconds`, or the fresh round's). The executor to search with, and the
-    runs."""
+    round in workers that have run nothing); where one answers otherwise than `expected` (None: it passes), the pool
+    goes on with a worker per candidate. So it does, unchecked, where a run of the subject took over
+    REUSE_CHECK_SECONDS (`seconds`, or the fresh round's). The executor to search with, and the runs."""
     if not getattr(executor, "reuse", False):
         return executor, []
     home = home or script.parent
-    width = min(executor.jobs, width or executor.jobs)
-    runs = executor.run_fresh([script] * width, timeout, home) if fresh_first else []
+    runs = executor.run_fresh([script] * executor.jobs, timeout, home) if fresh_first else []
     slowest = max([seconds, *(run.seconds for run in runs)])
     if slowest > REUSE_CHECK_SECONDS:
         executor.stop_reuse()
         notes.append(f"{where}warm pool: workers run one candidate each (a run took {slowest:.0f} s)")
         return executor, runs
-    runs += executor.run_many([script] * width, timeout, home)
+    runs += executor.run_many([script] * executor.jobs, timeout, home)
     if all(run.signature == expected for run in runs) and executor.reused:
         return executor, runs
     if executor.reused:  # a worker answered otherwise once reused
