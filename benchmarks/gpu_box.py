@@ -218,6 +218,8 @@ def _reduce_round(args: argparse.Namespace, work: Path) -> Step:
     jobs = [(case, vset) for case in args.reduce_case for vset in args.reduce_sets]
     lanes: list[list[Command]] = [[] for _ in range(min(args.gpus, len(jobs)))]
     cores = _core_shares(len(lanes))
+    # what a row must say of a box it shared (a GPU and a share of the cores each)
+    beside = {1: "", 2: "one of two GPUs, beside another reduce"}.get(len(lanes), f"one of {len(lanes)} GPUs")
     for i, (case, vset) in enumerate(jobs):
         gpu = i % len(lanes)
         where = work / "reduce" / vset  # a checkpoint per set: one saved by a newer transformers may not load
@@ -237,6 +239,7 @@ def _reduce_round(args: argparse.Namespace, work: Path) -> Step:
             str(where),
             "--results",
             str(where / "rows.jsonl"),
+            *(["--box-note", beside] if beside else []),
         ]
         lanes[gpu].append(Command(argv, f"{case}-{vset}.log", {"CUDA_VISIBLE_DEVICES": str(gpu)}))
     # the envs first, in the first lane: the others wait for them (see run_step)

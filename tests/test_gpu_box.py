@@ -4,6 +4,7 @@ run (checked on CPU through --dry-run and its planning functions), and its time 
 from __future__ import annotations
 
 import importlib.util
+import json
 import sys
 import time
 from pathlib import Path
@@ -148,3 +149,33 @@ def test_the_tables_show_the_current_defaults_first_and_earlier_versions_apart(t
     bench.write_doc(doc, ["rows.jsonl"], text)
     page = doc.read_text()
     assert "stale" not in page and text in page and page.endswith(f"{bench.END}\n\nprose after\n")
+
+
+def test_a_row_is_rebuilt_from_a_run_s_log_as_far_as_the_log_holds_it():
+    """A log holds the reduce's JSON summary and the summary table's row: what the tables show comes back the same;
+    what only the rows file held (the output script, the original's run) is None, and `from_log` says so."""
+    spec = importlib.util.spec_from_file_location("bench", ROOT / "benchmarks" / "scale" / "bench.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    row = {"case": "gpu-x", "env": "newest", "box": "16 cores, 1 x GPU", "flags": "defaults", "seconds": 250.4}
+    row |= {"input_lines": 61, "output_lines": 10, "verified": True, "maybe_not_minimal": False, "jobs": 8}
+    row |= {"output_fails_same": True, "output_in_fixed_env": "passes", "workers": "9 run(s) in a reused worker"}
+    row |= {"phases": [{"phase": "search", "seconds": 87.0, "candidates": 247, "jobs": 8}], "timeline": [[114.0, 19]]}
+    summary = {"input_lines": 61, "output_lines": 10, "seconds": 248.0, "jobs": 8, "maybe_not_minimal": False}
+    summary |= {k: row[k] for k in ("phases", "timeline", "workers")} | {"passes": [], "notes": ["n"]}
+
+    log = "progress\n" + json.dumps(summary) + "\n" + bench.tables([row]) + "\n"
+    rebuilt = bench.row_from_log(log)
+    assert rebuilt["from_log"] and rebuilt["output"] is None and rebuilt["original_run_s"] is None
+    assert bench.tables([rebuilt]).splitlines()[2] == bench.tables([row]).splitlines()[2]
+    assert rebuilt["seconds"] == 250.0 and rebuilt["notes"] == ["n"] and rebuilt["phases"] == row["phases"]
+    with pytest.raises(SystemExit, match=r"not a bench\.py log"):
+        bench.row_from_log("no summary here\n")
+
+
+def test_reduces_side_by_side_say_so_in_their_rows():
+    args = gpu_box.parse_args(["reduce-round", "--gpus", "2", "--reduce-sets", "newest,pinned"])
+    bench = [c for c in _commands(args) if "benchmarks/scale/bench.py" in c.argv]
+    assert all(c.argv[c.argv.index("--box-note") + 1].startswith("one of two GPUs") for c in bench)
+    alone = gpu_box.parse_args(["reduce-round", "--gpus", "1", "--reduce-sets", "newest"])
+    assert not any("--box-note" in c.argv for c in _commands(alone))

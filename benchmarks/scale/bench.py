@@ -70,6 +70,15 @@ def main() -> int:
     parser.add_argument("--setup", action="store_true", help="only build the checkpoint and run the original once")
     parser.add_argument("--table", nargs="+", metavar="FILE", help="print the tables from recorded rows and exit")
     parser.add_argument("--doc", type=Path, help="with --table: write the tables into this page's generated region")
+    parser.add_argument(
+        "--box-note", default="", help="said of the box in the row (e.g. 'one of two GPUs, beside another reduce')"
+    )
+    parser.add_argument(
+        "--from-log",
+        nargs="+",
+        metavar="LOG",
+        help="rebuild the rows of these runs' logs (their rows file lost) into --results, and exit",
+    )
     parser.add_argument("reduce_args", nargs="*", help="after --: flags for `minrepro reduce` (not the defaults)")
     args = parser.parse_args()
     if args.table:
@@ -80,8 +89,17 @@ def main() -> int:
         else:
             print(text)
         return 0
+    if args.from_log:
+        if not args.results:
+            parser.error("--from-log needs --results FILE")
+        with open(args.results, "a") as fh:
+            for log in args.from_log:
+                row = row_from_log(Path(log).read_text(errors="replace"))
+                row["box"] += f" ({args.box_note})" if args.box_note else ""
+                fh.write(json.dumps(scrubbed(row)) + "\n")
+        return 0
     if not args.case or not args.python:
-        parser.error("--case and --python are required (or --table FILE)")
+        parser.error("--case and --python are required (or --table FILE, or --from-log LOG)")
     case = OLD_NAMES.get(args.case, args.case)
     arch, script_name, env_var, user_env = CASES[case]
     work = Path(args.workdir).resolve()
@@ -144,7 +162,7 @@ def main() -> int:
     row = {
         "case": case,
         "env": args.label,
-        "box": _box(),
+        "box": _box() + (f" ({args.box_note})" if args.box_note else ""),
         "flags": " ".join(args.reduce_args) or "defaults",
         "executor": summary.get("executor"),
         "jobs": summary.get("jobs"),
@@ -179,6 +197,52 @@ def main() -> int:
         with open(args.results, "a") as fh:
             fh.write(json.dumps(scrubbed(row)) + "\n")  # a record names no path of the machine it was made on
     return 0 if proc.returncode == 0 else 1
+
+
+def row_from_log(text: str) -> dict:
+    """A row as far as a run's log holds it: the reduce's summary (its JSON line) and the summary table's row that
+    the run printed (the box, the wall time, the checks of the output). The output script and the original's run
+    are not in the log: those fields are None, and `from_log` says so."""
+    lines = text.splitlines()
+    summary = next((json.loads(line) for line in reversed(lines) if line.startswith('{"input_lines"')), None)
+    header = next((i for i, line in enumerate(lines) if line.startswith("| case | env | box |")), None)
+    if summary is None or header is None:
+        raise SystemExit("not a bench.py log: it has no reduce summary or no summary table")
+    cells = [c.strip() for c in lines[header + 2].strip("|").split("|")]
+    case, env, box, flags, total, in_out, verified, _, fails_same, where_fixed, jobs, _ = cells
+    yes = {"yes": True, "NO": False}
+    return {
+        "case": case,
+        "env": env,
+        "box": box,
+        "flags": flags,
+        "executor": summary.get("executor"),
+        "jobs": int(jobs) if jobs.isdigit() else summary.get("jobs"),
+        "jobs_why": summary.get("jobs_why"),
+        "workers": summary.get("workers", ""),
+        "exit": None,
+        "seconds": float(total),
+        "input_lines": int(in_out.split("->")[0]),
+        "output_lines": int(in_out.split("->")[1]),
+        "input_tokens": None,
+        "output_tokens": None,
+        "original": None,
+        "original_run_s": None,
+        "output_run_s": None,
+        "output_fails_same": yes.get(fails_same),
+        "output_in_fixed_env": None if where_fixed == "not run" else where_fixed,
+        "verified": yes.get(verified),
+        "maybe_not_minimal": summary.get("maybe_not_minimal"),
+        "guard": summary.get("guard_why"),
+        "passes_in_good_env": summary.get("passes_in_good_env"),
+        "good_run": summary.get("good_run"),
+        "phases": summary.get("phases", []),
+        "passes": summary.get("passes", []),
+        "timeline": summary.get("timeline", []),
+        "notes": summary.get("notes", []),
+        "output": None,
+        "from_log": True,
+    }
 
 
 def _box() -> str:
