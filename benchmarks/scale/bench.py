@@ -182,6 +182,19 @@ def main() -> int:
         if fixed is None
         else ("passes" if fixed.returncode == 0 and not fixed.signature else _first_line(fixed)),
         "verified": bool(summary) and "NOT VERIFIED" not in reduced,
+        **_from_summary(summary),
+        "output": reduced,  # the script itself, for what the numbers do not say (what it kept, how it reads)
+    }
+    print(tables([row]))
+    if args.results:
+        with open(args.results, "a") as fh:
+            fh.write(json.dumps(scrubbed(row)) + "\n")  # a record names no path of the machine it was made on
+    return 0 if proc.returncode == 0 else 1
+
+
+def _from_summary(summary: dict) -> dict:
+    """What a row takes from the reduce's JSON summary as it is."""
+    return {
         "maybe_not_minimal": summary.get("maybe_not_minimal"),
         "guard": summary.get("guard_why"),
         "passes_in_good_env": summary.get("passes_in_good_env"),
@@ -190,13 +203,7 @@ def main() -> int:
         "passes": summary.get("passes", []),
         "timeline": summary.get("timeline", []),
         "notes": summary.get("notes", []),
-        "output": reduced,  # the script itself, for what the numbers do not say (what it kept, how it reads)
     }
-    print(tables([row]))
-    if args.results:
-        with open(args.results, "a") as fh:
-            fh.write(json.dumps(scrubbed(row)) + "\n")  # a record names no path of the machine it was made on
-    return 0 if proc.returncode == 0 else 1
 
 
 def row_from_log(text: str) -> dict:
@@ -232,14 +239,7 @@ def row_from_log(text: str) -> dict:
         "output_fails_same": yes.get(fails_same),
         "output_in_fixed_env": None if where_fixed == "not run" else where_fixed,
         "verified": yes.get(verified),
-        "maybe_not_minimal": summary.get("maybe_not_minimal"),
-        "guard": summary.get("guard_why"),
-        "passes_in_good_env": summary.get("passes_in_good_env"),
-        "good_run": summary.get("good_run"),
-        "phases": summary.get("phases", []),
-        "passes": summary.get("passes", []),
-        "timeline": summary.get("timeline", []),
-        "notes": summary.get("notes", []),
+        **_from_summary(summary),
         "output": None,
         "from_log": True,
     }
