@@ -285,6 +285,46 @@ def test_the_guard_judges_its_candidate_envs_side_by_side_then_reads_them_in_ord
     assert calls == [] and small.known == {}
 
 
+@pytest.mark.parametrize("patched_passes", [True, False])
+def test_the_families_patched_env_is_judged_first_and_alone(tmp_path, monkeypatch, patched_passes):
+    """The catalog's fix of this very failure goes first, its runs alone on the box; where it passes no other env
+    runs, and where it does not, the version sets go side by side and the first that passes is the guard."""
+    from minrepro.reduction import guard as guards
+    from minrepro.reduction.guard import Guard, GuardSearch, choose_guard
+
+    verdicts = {"pinned": SIG, "reporter": None, "newest-patched": None if patched_passes else SIG}
+    ran: list[list[str]] = []
+
+    def runs(self, python):
+        ran[-1].append(python)
+        return [RunResult(0 if verdicts[python] is None else 1, "", "", 0.2, verdicts[python], "boom")] * 2
+
+    def prefetch(self, pythons):
+        ran.append([])
+        for python in pythons:
+            self.known.setdefault(python, runs(self, python))
+
+    def patched(search):
+        return [("newest-patched", Guard("good-env", "the family's patches", ("newest-patched",)))]
+
+    def sets(search):
+        return [(p, Guard("good-env", f"the {p} set", (p,))) for p in ("pinned", "reporter")]
+
+    monkeypatch.setattr(GuardSearch, "_runs", runs)
+    monkeypatch.setattr(GuardSearch, "prefetch", prefetch)
+    monkeypatch.setattr(guards, "patched_family_envs", patched)
+    monkeypatch.setattr(guards, "version_set_envs", sets)
+    monkeypatch.setattr(guards, "GOOD_ENV_CANDIDATES", [patched, sets])
+    search = GuardSearch(tmp_path / "twin.py", "x = 1\n", SIG, "boom", lambda run: True, None, 10.0, print, jobs=8)
+    search.catalog = object()
+    ran.append([])
+    guard = choose_guard(search, [], "auto")
+    if patched_passes:
+        assert ran == [["newest-patched"]] and guard.why == "the family's patches"
+    else:
+        assert ran == [["newest-patched"], ["pinned", "reporter"]] and guard.why == "the reporter set"
+
+
 def test_the_warm_pool_keeps_spare_workers_warming_beyond_its_jobs():
     from minrepro.harness.executors import WarmPoolExecutor
 
