@@ -139,10 +139,14 @@ def test_the_tables_show_the_current_defaults_first_and_earlier_versions_apart(t
     row |= {"output_fails_same": True, "phases": [{"phase": "search", "seconds": 60, "candidates": 30, "jobs": 8}]}
     row |= {"workers": "12 run(s) in a reused worker; retired: none"}
     old = {**row, "case": "then", "flags": "defaults then: something (since changed)", "workers": ""}
-    text = bench.tables([old, row])
+    older_now = {**row, "flags": "defaults then: else (since changed)", "phases": [{**row["phases"][0], "seconds": 99}]}
+    text = bench.tables([old, older_now, row])
     current, earlier = text.split("Earlier versions")
-    assert "| now |" in current and "| then |" not in current and "| then |" in earlier
+    summary = current.split("\n\n")[0]
+    assert "| now |" in summary and "| then |" not in summary and "| then |" in earlier
     assert "| now |  | search | 60 | 30 | 2.0 | 8 |" in current and "12 run(s) in a reused worker" in current
+    # a case with no current row shows its latest row's details; an older row of a current case does not
+    assert "| then |  | search | 60 |" in current and "| now |  | search | 99 |" not in current
     doc = tmp_path / "page.md"
     begin = bench.BEGIN.format(files="rows.jsonl", doc=doc.as_posix())
     doc.write_text(f"# Page\n\n{begin}\nstale\n{bench.END}\n\nprose after\n")

@@ -289,25 +289,29 @@ def _summary_table(rows: list[dict]) -> list[str]:
 
 def tables(rows: list[dict]) -> str:
     """The rows of the current defaults (flags "defaults"): one per reduction, then per phase (with what the warm
-    pool did with its workers), then what each pass removed per minute; then the rows of earlier versions, each
-    saying what has changed since."""
+    pool did with its workers), then what each pass removed per minute, these three also for the latest row of each
+    case and env with no current row; then the rows of earlier versions, each saying what has changed since."""
     current = [row for row in rows if row.get("flags") == "defaults"]
     earlier = [row for row in rows if row.get("flags") != "defaults"]
+    # a case with no row of the current defaults shows its latest row's details (its flags say what changed since)
+    seen = {(row["case"], row.get("env")) for row in current}
+    latest = {(row["case"], row.get("env")): row for row in earlier if (row["case"], row.get("env")) not in seen}
+    detailed = [*current, *latest.values()]
     out = [*_summary_table(current), "", "| case | env | phase | seconds | candidates | s per candidate | at once |"]
     out.append("|---|---|---|---|---|---|---|")
-    for row in current:
+    for row in detailed:
         for phase in row.get("phases", []):
             per = f"{phase['seconds'] / phase['candidates']:.1f}" if phase["candidates"] else ""
             out.append(
                 f"| {row['case']} | {row.get('env', '')} | {phase['phase']} | {phase['seconds']:.0f} | "
                 f"{phase['candidates']} | {per} | {phase['jobs']} |"
             )
-    workers = [row for row in current if row.get("workers")]
+    workers = [row for row in detailed if row.get("workers")]
     if workers:
         out += ["", "| case | env | box | the warm pool's workers |", "|---|---|---|---|"]
         out += [f"| {r['case']} | {r.get('env', '')} | {r.get('box', '')} | {r['workers']} |" for r in workers]
     totals: dict[str, list[float]] = {}
-    for row in current:
+    for row in detailed:
         for record in row.get("passes", []):
             seen = totals.setdefault(record["name"], [0, 0.0, 0, 0])
             seen[0] += record["lines_removed"]
