@@ -2192,7 +2192,10 @@ def _halvings(hits: list[int], levels: int = 3) -> list[list[int]]:
 
 def _span_edit(before: str, after: str) -> tuple[str, str, int]:
     """A candidate as the text it takes out and puts in, and which occurrence of that text: unlike `_edit`'s lines,
-    the same when another edit on its line was taken (`f(a=1, b=2)` without `a=1`, then without `b=2`)."""
+    often the same when another edit on its line was taken (`f(a=1, b=2, c=3)` without `b=2` is `('b=2, ', '', 0)`,
+    and so is `f(b=2, c=3)` without it), not always (`f(a=1, b=2)` without it is `(', b=2', '', 0)`): a key that
+    changes costs one more screen. One that stays while an earlier copy of its text goes may stand for another
+    edit: that edit skips the screen, and is judged in full all the same."""
     before, after = before.rstrip("\n"), after.rstrip("\n")  # a rendered candidate lacks the final newline
     start = 0
     while start < min(len(before), len(after)) and before[start] == after[start]:

@@ -146,7 +146,7 @@ def test_the_tables_show_the_current_defaults_first_and_earlier_versions_apart(t
     assert "| now |" in summary and "| then |" not in summary and "| then |" in earlier
     assert "| now |  | search | 60 | 30 | 2.0 | 8 |" in current and "12 run(s) in a reused worker" in current
     # a case with no current row shows its latest row's details; an older row of a current case does not
-    assert "| then |  | search | 60 |" in current and "| now |  | search | 99 |" not in current
+    assert "| then |  (then) | search | 60 |" in current and "| now |  | search | 99 |" not in current
     doc = tmp_path / "page.md"
     begin = bench.BEGIN.format(files="rows.jsonl", doc=doc.as_posix())
     doc.write_text(f"# Page\n\n{begin}\nstale\n{bench.END}\n\nprose after\n")
@@ -173,6 +173,9 @@ def test_a_row_is_rebuilt_from_a_run_s_log_as_far_as_the_log_holds_it():
     assert rebuilt["from_log"] and rebuilt["output"] is None and rebuilt["original_run_s"] is None
     assert bench.tables([rebuilt]).splitlines()[2] == bench.tables([row]).splitlines()[2]
     assert rebuilt["seconds"] == 250.0 and rebuilt["notes"] == ["n"] and rebuilt["phases"] == row["phases"]
+    flagged = {**row, "flags": "--jobs 2"}  # its row goes under "Earlier versions", after an empty current table
+    log = "progress\n" + json.dumps(summary) + "\n" + bench.tables([flagged]) + "\n"
+    assert bench.row_from_log(log)["flags"] == "--jobs 2"
     with pytest.raises(SystemExit, match=r"not a bench\.py log"):
         bench.row_from_log("no summary here\n")
 

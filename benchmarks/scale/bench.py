@@ -95,7 +95,7 @@ def main() -> int:
         with open(args.results, "a") as fh:
             for log in args.from_log:
                 row = row_from_log(Path(log).read_text(errors="replace"))
-                row["box"] += f" ({args.box_note})" if args.box_note else ""
+                row["box"] += f" ({args.box_note})" if args.box_note and args.box_note not in row["box"] else ""
                 fh.write(json.dumps(scrubbed(row)) + "\n")
         return 0
     if not args.case or not args.python:
@@ -212,7 +212,15 @@ def row_from_log(text: str) -> dict:
     are not in the log: those fields are None, and `from_log` says so."""
     lines = text.splitlines()
     summary = next((json.loads(line) for line in reversed(lines) if line.startswith('{"input_lines"')), None)
-    header = next((i for i, line in enumerate(lines) if line.startswith("| case | env | box |")), None)
+    # the summary table with a row (a run with flags prints an empty current table first, its row under "Earlier")
+    header = next(
+        (
+            i
+            for i, line in enumerate(lines[:-2])
+            if line.startswith("| case | env | box | flags |") and lines[i + 2].startswith("|")
+        ),
+        None,
+    )
     if summary is None or header is None:
         raise SystemExit("not a bench.py log: it has no reduce summary or no summary table")
     cells = [c.strip() for c in lines[header + 2].strip("|").split("|")]
@@ -296,7 +304,8 @@ def tables(rows: list[dict]) -> str:
     # a case with no row of the current defaults shows its latest row's details (its flags say what changed since)
     seen = {(row["case"], row.get("env")) for row in current}
     latest = {(row["case"], row.get("env")): row for row in earlier if (row["case"], row.get("env")) not in seen}
-    detailed = [*current, *latest.values()]
+    # in the detail tables its env says so: "newest (then)"
+    detailed = [*current, *({**row, "env": f"{row.get('env', '')} (then)"} for row in latest.values())]
     out = [*_summary_table(current), "", "| case | env | phase | seconds | candidates | s per candidate | at once |"]
     out.append("|---|---|---|---|---|---|---|")
     for row in detailed:

@@ -3,8 +3,9 @@ the original's signature in the bad environment *and* not in a good one, where t
 
 Chosen in this order, the original having to pass the same check first:
   1. the interpreters named with --good-python;
-  2. a release where the original passes: the environment of another version set (created in the cache);
-  3. the patched environment of the catalog family whose signature and owner match the original's;
+  2. the patched environment of the catalog family whose signature and owner match the original's (the fix of this
+     very failure: judged first and alone, and where it passes no other environment runs);
+  3. a release where the original passes: the environment of another version set (created in the cache);
   4. a necessity control: with the script's call into the library on the failing stack cut, the failure must
      vanish (only for failures a library raised);
   5. none: the result is marked unguarded, loudly, and values feeding the script's own checks are frozen.
@@ -106,7 +107,9 @@ class GuardSearch:
         """ "" if the original passes under `python`, twice (a flaky pass is no pass), else what it met there.
         Passes, not merely "fails otherwise": an earlier bug that masks this one (B before A on pinned) is no
         fixed world."""
-        runs = self.known.get(python) or self.known.setdefault(python, self._runs(python))
+        if not self.known.get(python):
+            self.known[python] = self._runs(python)
+        runs = self.known[python]
         failed = [r for r in runs if r.signature is not None]
         if not failed:
             self.passing_seconds = max([self.passing_seconds, *(r.seconds for r in runs)])
