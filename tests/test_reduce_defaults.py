@@ -285,10 +285,11 @@ def test_the_guard_judges_its_candidate_envs_side_by_side_then_reads_them_in_ord
     assert calls == [] and small.known == {}
 
 
-@pytest.mark.parametrize("patched_passes", [True, False])
+@pytest.mark.parametrize("patched_passes", [True, False, None])
 def test_the_families_patched_env_is_judged_first_and_alone(tmp_path, monkeypatch, patched_passes):
     """The catalog's fix of this very failure goes first, its runs alone on the box; where it passes no other env
-    runs, and where it does not, the version sets go side by side and the first that passes is the guard."""
+    runs, and where it does not, the version sets go side by side and the first that passes is the guard. A failure
+    no family matches (None) has no patched env: the version sets are judged as before, the first alone."""
     from minrepro.reduction import guard as guards
     from minrepro.reduction.guard import Guard, GuardSearch, choose_guard
 
@@ -305,6 +306,8 @@ def test_the_families_patched_env_is_judged_first_and_alone(tmp_path, monkeypatc
             self.known.setdefault(python, runs(self, python))
 
     def patched(search):
+        if patched_passes is None:
+            return []
         return [("newest-patched", Guard("good-env", "the family's patches", ("newest-patched",)))]
 
     def sets(search):
@@ -321,6 +324,8 @@ def test_the_families_patched_env_is_judged_first_and_alone(tmp_path, monkeypatc
     guard = choose_guard(search, [], "auto")
     if patched_passes:
         assert ran == [["newest-patched"]] and guard.why == "the family's patches"
+    elif patched_passes is None:
+        assert ran == [["pinned"], ["reporter"]] and guard.why == "the reporter set"
     else:
         assert ran == [["newest-patched"], ["pinned", "reporter"]] and guard.why == "the reporter set"
 

@@ -95,7 +95,7 @@ def main() -> int:
         with open(args.results, "a") as fh:
             for log in args.from_log:
                 row = row_from_log(Path(log).read_text(errors="replace"))
-                row["box"] += f" ({args.box_note})" if args.box_note and args.box_note not in row["box"] else ""
+                row["box"] = _noted(row["box"], args.box_note)
                 fh.write(json.dumps(scrubbed(row)) + "\n")
         return 0
     if not args.case or not args.python:
@@ -162,12 +162,9 @@ def main() -> int:
     row = {
         "case": case,
         "env": args.label,
-        "box": _box() + (f" ({args.box_note})" if args.box_note else ""),
+        "box": _noted(_box(), args.box_note),
         "flags": " ".join(args.reduce_args) or "defaults",
-        "executor": summary.get("executor"),
         "jobs": summary.get("jobs"),
-        "jobs_why": summary.get("jobs_why"),
-        "workers": summary.get("workers", ""),
         "exit": proc.returncode,
         "seconds": round(seconds, 1),
         "input_lines": code_lines(script.read_text()),
@@ -192,9 +189,17 @@ def main() -> int:
     return 0 if proc.returncode == 0 else 1
 
 
+def _noted(box: str, note: str) -> str:
+    """The box, with what the run shared it with (once)."""
+    return f"{box} ({note})" if note and note not in box else box
+
+
 def _from_summary(summary: dict) -> dict:
     """What a row takes from the reduce's JSON summary as it is."""
     return {
+        "executor": summary.get("executor"),
+        "jobs_why": summary.get("jobs_why"),
+        "workers": summary.get("workers", ""),
         "maybe_not_minimal": summary.get("maybe_not_minimal"),
         "guard": summary.get("guard_why"),
         "passes_in_good_env": summary.get("passes_in_good_env"),
@@ -231,10 +236,7 @@ def row_from_log(text: str) -> dict:
         "env": env,
         "box": box,
         "flags": flags,
-        "executor": summary.get("executor"),
         "jobs": int(jobs) if jobs.isdigit() else summary.get("jobs"),
-        "jobs_why": summary.get("jobs_why"),
-        "workers": summary.get("workers", ""),
         "exit": None,
         "seconds": float(total),
         "input_lines": int(in_out.split("->")[0]),
@@ -302,8 +304,8 @@ def tables(rows: list[dict]) -> str:
     current = [row for row in rows if row.get("flags") == "defaults"]
     earlier = [row for row in rows if row.get("flags") != "defaults"]
     # a case with no row of the current defaults shows its latest row's details (its flags say what changed since)
-    seen = {(row["case"], row.get("env")) for row in current}
-    latest = {(row["case"], row.get("env")): row for row in earlier if (row["case"], row.get("env")) not in seen}
+    measured = {(row["case"], row.get("env")) for row in current}
+    latest = {(row["case"], row.get("env")): row for row in earlier if (row["case"], row.get("env")) not in measured}
     # in the detail tables its env says so: "newest (then)"
     detailed = [*current, *({**row, "env": f"{row.get('env', '')} (then)"} for row in latest.values())]
     out = [*_summary_table(current), "", "| case | env | phase | seconds | candidates | s per candidate | at once |"]
