@@ -583,3 +583,68 @@ def test_a_retracted_program_goes_back_with_everything_accepted_after_it():
     assert problem.retract("a = 1\nb = 2\n") and problem.current == "a = 1\nb = 2\nc = 3\n"
     assert problem.lines == 3 and not problem.retract("b = 2\n")  # never accepted: nothing to take back
     assert not problem.admissible("a = 1\n")  # taken back programs are not proposed again
+
+
+@pytest.mark.parametrize("fix_passes", [True, False])
+def test_the_fixs_warm_pool_starts_beside_the_guards_judgement_and_the_search_takes_it(
+    tmp_path, capsys, monkeypatch, fix_passes
+):
+    """The catalog's fix of this failure is the guard's first env and nearly always passes: its warm pool starts,
+    and gets its reuse check on the twin, while the guard's cold runs judge it (on a GPU box that took 29-41 s after
+    the judgement). The search takes that pool as it is; where the guard chooses otherwise, it is closed unused."""
+    from minrepro.reduction import driver
+    from minrepro.reduction import guard as guards
+    from minrepro.reduction.guard import Guard
+
+    fixed = tmp_path / ("fixed" if fix_passes else "other") / "bin" / "python"
+    fixed.parent.mkdir(parents=True)
+    fixed.symlink_to(sys.executable)
+    family = [(str(fixed), Guard("good-env", "passes with the family's patches", (str(fixed),)))]
+    monkeypatch.setattr(guards, "patched_family_envs", lambda search: family)
+    monkeypatch.setattr(guards, "GOOD_ENV_CANDIDATES", [lambda search: family])
+    monkeypatch.setattr(guards, "SEARCH_ORDER", [guards.patched_family, guards.necessity_control])
+    script = tmp_path / "job.py"
+    text = "import sys\nif 'fixed' not in sys.executable:\n    raise RuntimeError('boom')\n"
+    script.write_text(text)
+    _fake_twin(monkeypatch, text)
+    state, started, checked, closed, seen = [], [], [], [], {}
+    real_start, real_check = driver._start_executor, driver._reuse_agrees
+    real_family, real_choose = driver._start_family_pool, driver._choose_guard
+
+    def start(opts, python, *args, **kwargs):
+        executor = real_start(opts, python, *args, **kwargs)
+        if python == str(fixed):
+            started.append(executor)
+            real_close = executor.close
+            executor.close = lambda: (closed.append(executor), real_close())
+        return executor
+
+    def check(executor, script, *args, **kwargs):
+        if executor.python == str(fixed):
+            checked.append(script.name)
+        return real_check(executor, script, *args, **kwargs)
+
+    def start_family(r, search):
+        state.append(r)
+        real_family(r, search)
+
+    def choose(search, opts, original):
+        seen["the fix's pool started before the judgement"] = state[0].family_pool is not None
+        return real_choose(search, opts, original)
+
+    monkeypatch.setattr(driver, "_start_executor", start)
+    monkeypatch.setattr(driver, "_reuse_agrees", check)
+    monkeypatch.setattr(driver, "_start_family_pool", start_family)
+    monkeypatch.setattr(driver, "_choose_guard", choose)
+    argv = ["reduce", str(script), "--workdir", str(tmp_path / "w"), "--executor", "warm-pool", "--json"]
+    assert main(argv) == 0
+    summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert seen == {"the fix's pool started before the judgement": True}
+    assert len(started) == 1  # the search did not start another
+    if fix_passes:
+        assert summary["guard_why"] == "passes with the family's patches" and summary["passes_in_good_env"]
+        assert checked == ["twin.py"]  # checked once, on the twin, beside the judgement
+        assert state[0].oracle.good[0] is started[0]  # the search's good env runs in it
+    else:
+        assert summary["guard"] != "good-env"
+        assert started[0] in closed  # closed unused (once its start and check ended, and at the latest at the end)

@@ -46,7 +46,7 @@ from ..reducers import FINAL_PASSES, PASSES, PassRecord, reduce_source
 from ..reducers.search import seeding_calls
 from ..reducers.source import code_lines, imported_modules, module_imports, normalize, patches_imports
 from . import output, triggers
-from .guard import UNGUARDED, Guard, GuardSearch, choose_guard, neutralise_library_call
+from .guard import UNGUARDED, Guard, GuardSearch, choose_guard, family_fix_env, neutralise_library_call
 from .progress import Progress
 from .scale import ScaleDown, traced_run, try_scale_down
 
@@ -308,6 +308,7 @@ class Reduction:
     good_timeout: float | None = None
     started: list[Future] = field(default_factory=list)
     warming: Future | None = None  # the bad env's executor, started and measured on the twin beside the guard
+    family_pool: FamilyPool | None = None  # the fix's warm pool, started and checked beside the guard's judgement
     executor: Executor | None = None
     guard_executors: list[Executor] = field(default_factory=list)
     oracle: Any = None
@@ -329,6 +330,17 @@ class Reduction:
     @property
     def searching_cut(self) -> bool:
         return self.unjudged > 0
+
+
+@dataclass
+class FamilyPool:
+    """The warm pool of the catalog's fix for this failure (the guard's first env), started while the guard's cold
+    runs judge it, and its reuse check made on `subject`: the search takes it where the guard chooses that env."""
+
+    python: str
+    subject: Path
+    started: Future  # of the executor, checked
+    notes: list[str]  # what the start and the check said, for the summary where the search takes it
 
 
 @dataclass(frozen=True)
@@ -392,7 +404,8 @@ def _reduce_script(opts: ReduceOptions, log: Callable[[str], None], say: Callabl
             f"verified) is in {out}; resume with: {_resume_command(opts.argv)}"
         ) from None
     finally:
-        for future in r.started:  # one that started while the guard ran (closed below if in use, and only once)
+        early = [r.family_pool.started] if r.family_pool else []
+        for future in [*r.started, *early]:  # one that started while the guard ran (closed below if in use, once)
             with contextlib.suppress(Exception):
                 r.guard_executors.append(future.result())
         for used in {id(e): e for e in [r.executor, *r.guard_executors] if e is not None}.values():
@@ -619,6 +632,7 @@ def guard_phase(r: Reduction) -> None:
         home=r.home,
         known=r.scaled.good_runs if r.scaled else {},
     )
+    _start_family_pool(r, search)
     r.guard = _choose_guard(search, opts, (r.script, r.source) if r.scaled else None)
     # the original's confirming runs went beside the twin's guard (at E4B they ended 30 s into it); where the traced
     # run alone disagreed, the twin goes, and the guard is chosen again on the original
@@ -675,6 +689,48 @@ def _start_executors(r: Reduction) -> None:
         warming.shutdown(wait=False)
 
 
+def _start_family_pool(r: Reduction, search: GuardSearch) -> None:
+    """Where the guard's first env is the catalog's fix of this failure, its warm pool starts, and gets its reuse
+    check on the subject, while the guard's cold runs judge that env: on a GPU box that start and check took 29-41 s
+    after the judgement. Where the guard chooses otherwise, the pool is closed unused."""
+    python = family_fix_env(search, r.opts.good_pythons, r.opts.guard)
+    if python is None or r.opts.executor == "cold":
+        return
+    notes: list[str] = []
+    where, subject, timeout = f"guard env {python}: ", search.script, search.timeout
+
+    def start() -> Executor:
+        executor = _start_executor(r.opts, python, r.source, r.first_run.modules, r.jobs, notes, where)
+        return _reuse_agrees(executor, subject, None, timeout, r.home, notes, where, True)[0]
+
+    starting = ThreadPoolExecutor(1)
+    r.family_pool = FamilyPool(python, subject, starting.submit(start), notes)
+    starting.shutdown(wait=False)
+
+
+def _take_family_pool(r: Reduction, subject: Path) -> dict[str, tuple[Executor, bool]]:
+    """The fix's pool started beside the guard, where the guard chose its env: {python: (executor, whether its reuse
+    check was made on `subject`)}. Otherwise it is closed once its start ends (and the reduction's end waits for
+    that)."""
+    pool = r.family_pool
+    if pool is None:
+        return {}
+    if pool.python in r.guard.pythons:
+        r.family_pool = None  # the search's now: closed with the guard's executors
+        with contextlib.suppress(Exception):  # a start that broke: the search starts that env's pool itself
+            executor = pool.started.result()
+            r.notes += pool.notes
+            return {pool.python: (executor, pool.subject == subject)}
+        return {}
+    pool.started.add_done_callback(_close_started)
+    return {}
+
+
+def _close_started(started: Future) -> None:
+    if started.exception() is None:
+        started.result().close()
+
+
 def _restart_executors(r: Reduction) -> None:
     """The executors started for the twin closed (once the twin's warm runs are done with the bad env's), and started
     again for the original."""
@@ -704,25 +760,29 @@ def _open_search(r: Reduction) -> None:
         ]
     )  # a resumed state is of one or the other
     r.workdir = _workdir(opts, r.script, r.source, key)
+    stand_on = (r.scaled.source, r.scaled.path) if r.scaled else (r.source, r.script)
     early = dict(zip(opts.good_pythons, r.started[1:], strict=False))
+    family = _take_family_pool(r, stand_on[1])
     r.guard_executors = [
-        early[py].result()
+        family[py][0]
+        if py in family
+        else early[py].result()
         if py in early
         else _start_executor(opts, py, r.source, r.first_run.modules, r.jobs, r.notes, f"guard env {py}: ")
         for py in r.guard.pythons
     ]
-    stand_on = (r.scaled.source, r.scaled.path) if r.scaled else (r.source, r.script)
-    # a reusing pool where the bug is fixed: the subject passes in its reused workers too, checked beside the bad env's
+
+    def checked(executor: Executor, py: str) -> Executor:
+        """A reusing pool where the bug is fixed: the subject passes in its reused workers too (checked beside the bad
+        env's, unless the fix's pool was checked on it beside the guard already)."""
+        if py in family and family[py][1]:
+            return executor
+        where = f"guard env {py}: "
+        return _reuse_agrees(executor, stand_on[1], None, r.good_timeout or r.timeout, r.home, r.notes, where, True)[0]
+
     checking = ThreadPoolExecutor(max(1, len(r.guard_executors)))
     checks = [
-        checking.submit(
-            lambda e, py: _reuse_agrees(
-                e, stand_on[1], None, r.good_timeout or r.timeout, r.home, r.notes, f"guard env {py}: ", True
-            )[0],
-            executor,
-            py,
-        )
-        for executor, py in zip(r.guard_executors, r.guard.pythons, strict=False)
+        checking.submit(checked, executor, py) for executor, py in zip(r.guard_executors, r.guard.pythons, strict=False)
     ]
     checking.shutdown(wait=False)
     if r.warming is not None and r.scaled is not None:

@@ -233,6 +233,18 @@ def patched_family_envs(search: GuardSearch) -> list[tuple[str, Guard]]:
     return [(python, Guard("good-env", why, (python,)))] if python else []
 
 
+def family_fix_env(search: GuardSearch, good_pythons: list[str], mode: str) -> str | None:
+    """The env `choose_guard` will judge first where it is the catalog's fix of this very failure (the family's
+    patched env), which nearly always passes: the driver starts its warm pool while the judgement runs. None where
+    the user named the good envs, the guard is off, or no family matches."""
+    if good_pythons or mode != "auto":
+        return None
+    if search.catalog is None:
+        search.catalog = load_catalog()
+    envs = patched_family_envs(search)
+    return envs[0][0] if envs else None
+
+
 def necessity_control(search: GuardSearch) -> Guard | None:
     if search.signature.raised_by != "library":
         return None  # the script raised it itself (a check): there is no library call on the stack to cut
