@@ -585,13 +585,14 @@ def test_a_retracted_program_goes_back_with_everything_accepted_after_it():
     assert not problem.admissible("a = 1\n")  # taken back programs are not proposed again
 
 
-@pytest.mark.parametrize("fix_passes", [True, False])
+@pytest.mark.parametrize("fix_passes", [True, False, None])
 def test_the_fixs_warm_pool_starts_beside_the_guards_judgement_and_the_search_takes_it(
     tmp_path, capsys, monkeypatch, fix_passes
 ):
     """The catalog's fix of this failure is the guard's first env and nearly always passes: its warm pool starts,
     and gets its reuse check on the twin, while the guard's cold runs judge it (on a GPU box that took 29-41 s after
-    the judgement). The search takes that pool as it is; where the guard chooses otherwise, it is closed unused."""
+    the judgement). The search takes that pool as it is; where the guard chooses otherwise, it is closed unused.
+    Where no family matches (None), no pool starts before the guard has chosen."""
     from minrepro.reduction import driver
     from minrepro.reduction import guard as guards
     from minrepro.reduction.guard import Guard
@@ -600,6 +601,7 @@ def test_the_fixs_warm_pool_starts_beside_the_guards_judgement_and_the_search_ta
     fixed.parent.mkdir(parents=True)
     fixed.symlink_to(sys.executable)
     family = [(str(fixed), Guard("good-env", "passes with the family's patches", (str(fixed),)))]
+    family = family if fix_passes is not None else []
     monkeypatch.setattr(guards, "patched_family_envs", lambda search: family)
     monkeypatch.setattr(guards, "GOOD_ENV_CANDIDATES", [lambda search: family])
     monkeypatch.setattr(guards, "SEARCH_ORDER", [guards.patched_family, guards.necessity_control])
@@ -639,12 +641,12 @@ def test_the_fixs_warm_pool_starts_beside_the_guards_judgement_and_the_search_ta
     argv = ["reduce", str(script), "--workdir", str(tmp_path / "w"), "--executor", "warm-pool", "--json"]
     assert main(argv) == 0
     summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
-    assert seen == {"the fix's pool started before the judgement": True}
-    assert len(started) == 1  # the search did not start another
+    assert seen == {"the fix's pool started before the judgement": fix_passes is not None}
+    assert len(started) == (fix_passes is not None)  # the search did not start another
     if fix_passes:
         assert summary["guard_why"] == "passes with the family's patches" and summary["passes_in_good_env"]
         assert checked == ["twin.py"]  # checked once, on the twin, beside the judgement
         assert state[0].oracle.good[0] is started[0]  # the search's good env runs in it
-    else:
+    elif fix_passes is False:
         assert summary["guard"] != "good-env"
         assert started[0] in closed  # closed unused (once its start and check ended, and at the latest at the end)
