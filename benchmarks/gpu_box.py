@@ -61,15 +61,19 @@ def version_sets() -> list[str]:
     return list(data["sets"])
 
 
-def bench_gpu_cases() -> list[str]:
-    """The GPU cases of benchmarks/scale/bench.py: the keys of its `CASES` that start with `gpu-`."""
+def bench_cases() -> list[str]:
+    """The cases of benchmarks/scale/bench.py: the keys of its `CASES` (read, not imported: it needs no torch here)."""
     tree = ast.parse(BENCH.read_text(encoding="utf-8"))
     for node in tree.body:
         named = isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "CASES" for t in node.targets)
         if named and isinstance(node.value, ast.Dict):
-            keys = [k.value for k in node.value.keys if isinstance(k, ast.Constant)]
-            return [k for k in keys if isinstance(k, str) and k.startswith("gpu-")]
+            return [k.value for k in node.value.keys if isinstance(k, ast.Constant) and isinstance(k.value, str)]
     return []
+
+
+def bench_gpu_cases() -> list[str]:
+    """The GPU cases of benchmarks/scale/bench.py: those whose name starts with `gpu-`."""
+    return [case for case in bench_cases() if case.startswith("gpu-")]
 
 
 def detect_gpus() -> int:
@@ -105,7 +109,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--reduce-case",
         action="append",
         metavar="CASE",
-        help="a bench.py case for the reduce round (repeat; default: bench.py's gpu-* cases)",
+        help="bench.py cases for the reduce round (repeat, or separate with commas; default: bench.py's gpu-* cases)",
     )
     parser.add_argument(
         "--reduce-sets",
@@ -137,17 +141,19 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if not args.steps:
         args.steps = [s for s in STEPS if s != "two-gpu-rows" or args.gpus >= 2]
     if "reduce-round" in args.steps:
-        args.reduce_case = args.reduce_case or bench_gpu_cases()
+        given = ",".join(args.reduce_case or [])
+        args.reduce_case = _names(parser, given, bench_cases(), "--reduce-case", "case") if given else bench_gpu_cases()
         if not args.reduce_case:
             parser.error(f"no gpu-* case found in {BENCH.relative_to(ROOT)}: name them with --reduce-case")
     return args
 
 
-def _names(parser: argparse.ArgumentParser, text: str, known: list[str], flag: str) -> list[str]:
-    names = [n.strip() for n in text.split(",") if n.strip()]
+def _names(parser: argparse.ArgumentParser, text: str, known: list[str], flag: str, what: str = "set") -> list[str]:
+    """Comma-separated names, each one of `known`, in the order given (each once)."""
+    names = list(dict.fromkeys(n.strip() for n in text.split(",") if n.strip()))
     bad = [n for n in names if n not in known]
     if bad or not names:
-        parser.error(f"{flag}: unknown set {', '.join(bad) or '(none given)'} (known: {', '.join(known)})")
+        parser.error(f"{flag}: unknown {what} {', '.join(bad) or '(none given)'} (known: {', '.join(known)})")
     return names
 
 

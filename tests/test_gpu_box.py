@@ -61,8 +61,10 @@ def test_the_reduce_round_keeps_bench_py_s_interface():
 
 def test_bench_cases_come_from_bench_py_unless_named():
     assert gpu_box.bench_gpu_cases() and all(c.startswith("gpu-") for c in gpu_box.bench_gpu_cases())
-    args = gpu_box.parse_args(["reduce-round", "--gpus", "1", "--reduce-case", "gpu-x", "--reduce-sets", "pinned"])
-    assert [c.log for c in _commands(args) if "--case" in c.argv] == ["gpu-x-pinned.log"]
+    args = gpu_box.parse_args(
+        ["reduce-round", "--gpus", "1", "--reduce-case", "cpu-gemma3-eval", "--reduce-sets", "pinned"]
+    )
+    assert [c.log for c in _commands(args) if "--case" in c.argv] == ["cpu-gemma3-eval-pinned.log"]
 
 
 def test_an_offline_box_installs_from_the_wheelhouse_and_stays_off_the_hub(tmp_path, capsys):
@@ -82,6 +84,7 @@ def test_record_and_sets_reach_nox(capsys):
         (["two-gpu-rows", "--gpus", "1"], "two-gpu-rows needs two GPUs"),
         (["bisect", "--gpus", "1"], "unknown step bisect"),
         (["--gpus", "1", "--sets", "pinned,oldest"], "unknown set oldest"),
+        (["reduce-round", "--gpus", "2", "--reduce-case", "gpu-gemma4-e4b-eval,gpu-e9b"], "unknown case gpu-e9b"),
         (["--gpus", "1", "--time-limit", "0"], "--time-limit must be a positive"),
         (["--gpus", "0"], "no GPU"),
     ],
@@ -186,3 +189,15 @@ def test_reduces_side_by_side_say_so_in_their_rows():
     assert all(c.argv[c.argv.index("--box-note") + 1].startswith("one of two GPUs") for c in bench)
     alone = gpu_box.parse_args(["reduce-round", "--gpus", "1", "--reduce-sets", "newest"])
     assert not any("--box-note" in c.argv for c in _commands(alone))
+
+
+def test_reduce_cases_given_with_commas_or_repeated_get_a_lane_each(capsys):
+    """`--reduce-case A,B` once read as one case named "A,B", run in one lane; now it is two cases, as repeating the
+    flag gives: on two GPUs, a lane each."""
+    for given in (["gpu-gemma4-e4b-eval,gpu-gemma4-e4b-qlora"], ["gpu-gemma4-e4b-eval", "gpu-gemma4-e4b-qlora"]):
+        argv = ["reduce-round", "--gpus", "2", "--reduce-sets", "newest"]
+        out = _dry_run(capsys, *argv, *[a for case in given for a in ("--reduce-case", case)])
+        lanes = [line for line in out.splitlines() if "bench.py --case" in line]
+        assert len(lanes) == 2
+        assert "CUDA_VISIBLE_DEVICES=0" in lanes[0] and "--case gpu-gemma4-e4b-eval " in lanes[0]
+        assert "CUDA_VISIBLE_DEVICES=1" in lanes[1] and "--case gpu-gemma4-e4b-qlora " in lanes[1]
