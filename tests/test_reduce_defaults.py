@@ -649,4 +649,16 @@ def test_the_fixs_warm_pool_starts_beside_the_guards_judgement_and_the_search_ta
         assert state[0].oracle.good[0] is started[0]  # the search's good env runs in it
     elif fix_passes is False:
         assert summary["guard"] != "good-env"
-        assert started[0] in closed  # closed unused (once its start and check ended, and at the latest at the end)
+    assert closed == started  # closed once: by the search's end, or unused once its start and check ended
+
+
+def test_no_pool_starts_beside_the_guard_for_a_subject_at_real_scale(monkeypatch):
+    """Without a twin the guard judges the original at its real size: a pool's runs beside the guard's would share
+    the GPU's memory with them, so the fix's pool waits for the guard's choice."""
+    from minrepro.reduction import driver
+
+    monkeypatch.setattr(driver, "family_fix_env", lambda search, pythons, mode: "fix/bin/python")
+    opts = SimpleNamespace(good_pythons=[], guard="auto", executor="auto")
+    r = SimpleNamespace(opts=opts, scaled=None, family_pool=None)
+    driver._start_family_pool(r, SimpleNamespace(script=Path("job.py")))
+    assert r.family_pool is None

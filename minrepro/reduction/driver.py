@@ -309,6 +309,7 @@ class Reduction:
     started: list[Future] = field(default_factory=list)
     warming: Future | None = None  # the bad env's executor, started and measured on the twin beside the guard
     family_pool: FamilyPool | None = None  # the fix's warm pool, started and checked beside the guard's judgement
+    dropped: list[Future] = field(default_factory=list)  # the closing of a fix's pool the guard did not choose
     executor: Executor | None = None
     guard_executors: list[Executor] = field(default_factory=list)
     oracle: Any = None
@@ -404,12 +405,14 @@ def _reduce_script(opts: ReduceOptions, log: Callable[[str], None], say: Callabl
             f"verified) is in {out}; resume with: {_resume_command(opts.argv)}"
         ) from None
     finally:
-        early = [r.family_pool.started] if r.family_pool else []
-        for future in [*r.started, *early]:  # one that started while the guard ran (closed below if in use, once)
+        early = [r.family_pool.started] if r.family_pool else []  # taken by the search, or not yet judged
+        for future in [*r.started, *early]:  # one that started while the guard ran (closed below, once each)
             with contextlib.suppress(Exception):
                 r.guard_executors.append(future.result())
         for used in {id(e): e for e in [r.executor, *r.guard_executors] if e is not None}.values():
             used.close()
+        for closing in r.dropped:
+            closing.result()
     text = _write(r, verified=not opts.oracle)
     oracle = r.oracle
     return ReduceSummary(
@@ -690,18 +693,23 @@ def _start_executors(r: Reduction) -> None:
 
 
 def _start_family_pool(r: Reduction, search: GuardSearch) -> None:
-    """Where the guard's first env is the catalog's fix of this failure, its warm pool starts, and gets its reuse
-    check on the subject, while the guard's cold runs judge that env: on a GPU box that start and check took 29-41 s
-    after the judgement. Where the guard chooses otherwise, the pool is closed unused."""
+    """Where the guard judges a twin and its first env is the catalog's fix of this failure, that env's warm pool
+    starts, and gets its reuse check on the twin, while the guard's cold runs judge the env: on a GPU box that start
+    and check took 29-41 s after the judgement. Not for a subject at real scale: its runs beside the guard's would
+    share the GPU's memory with them. Where the guard chooses otherwise, the pool is closed unused."""
     python = family_fix_env(search, r.opts.good_pythons, r.opts.guard)
-    if python is None or r.opts.executor == "cold":
+    if python is None or r.scaled is None or r.opts.executor == "cold":
         return
     notes: list[str] = []
-    where, subject, timeout = f"guard env {python}: ", search.script, search.timeout
+    where, subject, timeout = f"guard env {python}: ", search.script, r.opts.timeout or r.timeout
 
     def start() -> Executor:
         executor = _start_executor(r.opts, python, r.source, r.first_run.modules, r.jobs, notes, where)
-        return _reuse_agrees(executor, subject, None, timeout, r.home, notes, where, True)[0]
+        try:
+            return _reuse_agrees(executor, subject, None, timeout, r.home, notes, where, True)[0]
+        except BaseException:
+            executor.close()
+            raise
 
     starting = ThreadPoolExecutor(1)
     r.family_pool = FamilyPool(python, subject, starting.submit(start), notes)
@@ -710,24 +718,33 @@ def _start_family_pool(r: Reduction, search: GuardSearch) -> None:
 
 def _take_family_pool(r: Reduction, subject: Path) -> dict[str, tuple[Executor, bool]]:
     """The fix's pool started beside the guard, where the guard chose its env: {python: (executor, whether its reuse
-    check was made on `subject`)}. Otherwise it is closed once its start ends (and the reduction's end waits for
-    that)."""
+    check was made on `subject`)}. Otherwise it is closed once its start ends."""
     pool = r.family_pool
     if pool is None:
         return {}
-    if pool.python in r.guard.pythons:
-        r.family_pool = None  # the search's now: closed with the guard's executors
-        with contextlib.suppress(Exception):  # a start that broke: the search starts that env's pool itself
-            executor = pool.started.result()
-            r.notes += pool.notes
-            return {pool.python: (executor, pool.subject == subject)}
+    if pool.python not in r.guard.pythons:
+        _drop_family_pool(r)
         return {}
-    pool.started.add_done_callback(_close_started)
-    return {}
+    try:  # kept in `r.family_pool` all the same: the reduction's end closes it once, with the guard's executors
+        executor = pool.started.result()
+    except Exception:  # a start that broke: the search starts that env's pool itself
+        return {}
+    r.notes += pool.notes
+    return {pool.python: (executor, pool.subject == subject)}
+
+
+def _drop_family_pool(r: Reduction) -> None:
+    """The fix's pool, not wanted: a thread of its own closes it once its start ends (the reduction's end waits for
+    that thread; nothing else closes the pool)."""
+    if r.family_pool is not None:
+        closer = ThreadPoolExecutor(1)
+        r.dropped.append(closer.submit(_close_started, r.family_pool.started))
+        closer.shutdown(wait=False)
+        r.family_pool = None
 
 
 def _close_started(started: Future) -> None:
-    if started.exception() is None:
+    with contextlib.suppress(Exception):  # a start that broke closed what it had started
         started.result().close()
 
 
@@ -741,6 +758,7 @@ def _restart_executors(r: Reduction) -> None:
         with contextlib.suppress(Exception):
             future.result().close()
     r.started, r.warming = [], None
+    _drop_family_pool(r)  # sized and checked for the twin
     _start_executors(r)
 
 

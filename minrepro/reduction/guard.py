@@ -235,7 +235,7 @@ def patched_family_envs(search: GuardSearch) -> list[tuple[str, Guard]]:
 
 def family_fix_env(search: GuardSearch, good_pythons: list[str], mode: str) -> str | None:
     """The env `choose_guard` will judge first where it is the catalog's fix of this very failure (the family's
-    patched env), which nearly always passes: the driver starts its warm pool while the judgement runs. None where
+    patched env), the likeliest to pass: the driver starts its warm pool while the judgement runs. None where
     the user named the good envs, the guard is off, or no family matches."""
     if good_pythons or mode != "auto":
         return None
