@@ -61,11 +61,12 @@ def version_sets() -> list[str]:
     return list(data["sets"])
 
 
-def bench_cases() -> list[str]:
-    """The cases of benchmarks/scale/bench.py: the keys of its `CASES` (read, not imported: it needs no torch here)."""
+def bench_cases(names: str = "CASES") -> list[str]:
+    """The cases of benchmarks/scale/bench.py: the keys of its `CASES` (or of `OLD_NAMES`, the names it still takes),
+    read, not imported: it needs no torch here."""
     tree = ast.parse(BENCH.read_text(encoding="utf-8"))
     for node in tree.body:
-        named = isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "CASES" for t in node.targets)
+        named = isinstance(node, ast.Assign) and any(getattr(t, "id", None) == names for t in node.targets)
         if named and isinstance(node.value, ast.Dict):
             return [k.value for k in node.value.keys if isinstance(k, ast.Constant) and isinstance(k.value, str)]
     return []
@@ -142,7 +143,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         args.steps = [s for s in STEPS if s != "two-gpu-rows" or args.gpus >= 2]
     if "reduce-round" in args.steps:
         given = ",".join(args.reduce_case or [])
-        args.reduce_case = _names(parser, given, bench_cases(), "--reduce-case", "case") if given else bench_gpu_cases()
+        args.reduce_case = (
+            _names(parser, given, bench_cases() + bench_cases("OLD_NAMES"), "--reduce-case", "case")
+            if given
+            else bench_gpu_cases()
+        )
         if not args.reduce_case:
             parser.error(f"no gpu-* case found in {BENCH.relative_to(ROOT)}: name them with --reduce-case")
     return args
