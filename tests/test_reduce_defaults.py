@@ -647,8 +647,12 @@ def test_the_fixs_warm_pool_starts_beside_the_guards_judgement_and_the_search_ta
         assert summary["guard_why"] == "passes with the family's patches" and summary["passes_in_good_env"]
         assert checked == ["twin.py"]  # checked once, on the twin, beside the judgement
         assert state[0].oracle.good[0] is started[0]  # the search's good env runs in it
+        assert "the fix's warm pool started beside the guard's judgement, and was checked there" in summary["notes"]
     elif fix_passes is False:
         assert summary["guard"] != "good-env"
+        assert "the fix's warm pool, started beside the guard's judgement, closed unused" in summary["notes"]
+    else:
+        assert not any("the fix's warm pool" in note for note in summary["notes"])
     assert closed == started  # closed once: by the search's end, or unused once its start and check ended
 
 

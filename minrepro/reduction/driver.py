@@ -723,14 +723,20 @@ def _take_family_pool(r: Reduction, subject: Path) -> dict[str, tuple[Executor, 
     if pool is None:
         return {}
     if pool.python not in r.guard.pythons:
+        r.notes.append("the fix's warm pool, started beside the guard's judgement, closed unused")
         _drop_family_pool(r)
         return {}
     try:  # kept in `r.family_pool` all the same: the reduction's end closes it once, with the guard's executors
         executor = pool.started.result()
     except Exception:  # a start that broke: the search starts that env's pool itself
         return {}
-    r.notes += pool.notes
-    return {pool.python: (executor, pool.subject == subject)}
+    checked = pool.subject == subject
+    r.notes += [
+        *pool.notes,
+        "the fix's warm pool started beside the guard's judgement"
+        + (", and was checked there" if checked else ", and was checked again on the original"),
+    ]
+    return {pool.python: (executor, checked)}
 
 
 def _drop_family_pool(r: Reduction) -> None:
