@@ -585,14 +585,16 @@ def test_a_retracted_program_goes_back_with_everything_accepted_after_it():
     assert not problem.admissible("a = 1\n")  # taken back programs are not proposed again
 
 
-@pytest.mark.parametrize("fix_passes", [True, False, None])
+@pytest.mark.parametrize("case", ["fix passes", "fix fails", "no family", "twin lost"])
 def test_the_fixs_warm_pool_starts_beside_the_guards_judgement_and_the_search_takes_it(
-    tmp_path, capsys, monkeypatch, fix_passes
+    tmp_path, capsys, monkeypatch, case
 ):
-    """The catalog's fix of this failure is the guard's first env and nearly always passes: its warm pool starts,
-    and gets its reuse check on the twin, while the guard's cold runs judge it (on a GPU box that took 29-41 s after
-    the judgement). The search takes that pool as it is; where the guard chooses otherwise, it is closed unused.
-    Where no family matches (None), no pool starts before the guard has chosen."""
+    """The catalog's fix of this failure is the guard's first env: its warm pool starts, and gets its reuse check on
+    the twin, while the guard's cold runs judge it (on a GPU box that took 29-41 s after the judgement). The search
+    takes that pool as it is. Where the guard chooses otherwise, or the twin fails where the fix is (the search then
+    stands on the original, which that check never ran), it is closed unused. Where no family matches, no pool starts
+    before the guard has chosen."""
+    fix_passes = {"fix passes": True, "fix fails": False, "no family": None, "twin lost": True}[case]
     from minrepro.reduction import driver
     from minrepro.reduction import guard as guards
     from minrepro.reduction.guard import Guard
@@ -608,7 +610,7 @@ def test_the_fixs_warm_pool_starts_beside_the_guards_judgement_and_the_search_ta
     script = tmp_path / "job.py"
     text = "import sys\nif 'fixed' not in sys.executable:\n    raise RuntimeError('boom')\n"
     script.write_text(text)
-    _fake_twin(monkeypatch, text)
+    _fake_twin(monkeypatch, text if case != "twin lost" else "raise RuntimeError('boom')\n")
     state, started, checked, closed, seen = [], [], [], [], {}
     real_start, real_check = driver._start_executor, driver._reuse_agrees
     real_family, real_choose = driver._start_family_pool, driver._choose_guard
@@ -642,12 +644,19 @@ def test_the_fixs_warm_pool_starts_beside_the_guards_judgement_and_the_search_ta
     assert main(argv) == 0
     summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert seen == {"the fix's pool started before the judgement": fix_passes is not None}
+    if case == "twin lost":  # the guard chosen on the original: its pool is the search's own, checked on it
+        assert summary["guard_why"] == "passes with the family's patches" and summary["passes_in_good_env"]
+        assert len(started) == 2 and checked == ["twin.py", "job.py"]
+        assert state[0].oracle.good[0] is started[1]
+        assert "the fix's warm pool, started beside the guard's judgement, closed unused" in summary["notes"]
+        assert sorted(map(id, closed)) == sorted(map(id, started))
+        return
     assert len(started) == (fix_passes is not None)  # the search did not start another
     if fix_passes:
         assert summary["guard_why"] == "passes with the family's patches" and summary["passes_in_good_env"]
         assert checked == ["twin.py"]  # checked once, on the twin, beside the judgement
         assert state[0].oracle.good[0] is started[0]  # the search's good env runs in it
-        assert "the fix's warm pool started beside the guard's judgement, and was checked there" in summary["notes"]
+        assert "the fix's warm pool started and was checked beside the guard's judgement" in summary["notes"]
     elif fix_passes is False:
         assert summary["guard"] != "good-env"
         assert "the fix's warm pool, started beside the guard's judgement, closed unused" in summary["notes"]

@@ -716,13 +716,14 @@ def _start_family_pool(r: Reduction, search: GuardSearch) -> None:
     starting.shutdown(wait=False)
 
 
-def _take_family_pool(r: Reduction, subject: Path) -> dict[str, tuple[Executor, bool]]:
-    """The fix's pool started beside the guard, where the guard chose its env: {python: (executor, whether its reuse
-    check was made on `subject`)}. Otherwise it is closed once its start ends."""
+def _take_family_pool(r: Reduction, subject: Path) -> dict[str, Executor]:
+    """The fix's pool started beside the guard, where the guard chose its env for this same subject: {python: the
+    executor, checked on it already}. Otherwise (another env, or the twin dropped since) it is closed once its start
+    ends: its check was of the twin."""
     pool = r.family_pool
     if pool is None:
         return {}
-    if pool.python not in r.guard.pythons:
+    if pool.python not in r.guard.pythons or pool.subject != subject:
         r.notes.append("the fix's warm pool, started beside the guard's judgement, closed unused")
         _drop_family_pool(r)
         return {}
@@ -730,13 +731,8 @@ def _take_family_pool(r: Reduction, subject: Path) -> dict[str, tuple[Executor, 
         executor = pool.started.result()
     except Exception:  # a start that broke: the search starts that env's pool itself
         return {}
-    checked = pool.subject == subject
-    r.notes += [
-        *pool.notes,
-        "the fix's warm pool started beside the guard's judgement"
-        + (", and was checked there" if checked else ", and was checked again on the original"),
-    ]
-    return {pool.python: (executor, checked)}
+    r.notes += [*pool.notes, "the fix's warm pool started and was checked beside the guard's judgement"]
+    return {pool.python: executor}
 
 
 def _drop_family_pool(r: Reduction) -> None:
@@ -788,7 +784,7 @@ def _open_search(r: Reduction) -> None:
     early = dict(zip(opts.good_pythons, r.started[1:], strict=False))
     family = _take_family_pool(r, stand_on[1])
     r.guard_executors = [
-        family[py][0]
+        family[py]
         if py in family
         else early[py].result()
         if py in early
@@ -799,7 +795,7 @@ def _open_search(r: Reduction) -> None:
     def checked(executor: Executor, py: str) -> Executor:
         """A reusing pool where the bug is fixed: the subject passes in its reused workers too (checked beside the bad
         env's, unless the fix's pool was checked on it beside the guard already)."""
-        if py in family and family[py][1]:
+        if py in family:
             return executor
         where = f"guard env {py}: "
         return _reuse_agrees(executor, stand_on[1], None, r.good_timeout or r.timeout, r.home, r.notes, where, True)[0]
