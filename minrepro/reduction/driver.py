@@ -696,7 +696,7 @@ def _start_family_pool(r: Reduction, search: GuardSearch) -> None:
     """Where the guard judges a twin and its first env is the catalog's fix of this failure, that env's warm pool
     starts, and gets its reuse check on the twin, while the guard's cold runs judge the env: on a GPU box that start
     and check took 29-41 s after the judgement. Not for a subject at real scale: its runs beside the guard's would
-    share the GPU's memory with them. Where the guard chooses otherwise, the pool is closed unused."""
+    share the GPU's memory with them. Where the guard chooses otherwise, or the twin goes, the pool is closed unused."""
     python = family_fix_env(search, r.opts.good_pythons, r.opts.guard)
     if python is None or r.scaled is None or r.opts.executor == "cold":
         return
