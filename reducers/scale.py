@@ -755,41 +755,53 @@ def twin_source(source: str, plan: Plan, shrunk: set[Path_], literal_maps: bool 
 FirstInteresting = Callable[[Sequence[str]], "int | None"]
 
 
+@dataclass(frozen=True)
+class Rung:
+    """One step of the twin's ladder: the fields every twin of this step keeps at their real size (besides what a
+    step's own tries keep), named for a person."""
+
+    name: str
+    kept: tuple[Path_, ...] = ()
+
+
+def ladder(plan: Plan) -> list[Rung]:
+    """The twins to try, from the most shrunk to the least: what the run never reached where it failed may still be
+    read where the bug is fixed (prompt ids past the failure, labels, a file of ids), and a twin whose vocabulary is
+    shrunk past them fails there with an artifact of the shrink. Real scale is the step after the last."""
+    rungs = [Rung("every dimension, layer and vocabulary shrunk")]
+    if VOCAB_FIELD in plan.fields:
+        rungs.append(Rung("dimensions and layers shrunk, vocabularies and token ids kept", (VOCAB_FIELD,)))
+    return rungs
+
+
 def scale_down(
-    source: str, plan: Plan, first_interesting: FirstInteresting, cut: Callable[[str], list[str]] | None = None
+    source: str,
+    plan: Plan,
+    first_interesting: FirstInteresting,
+    cut: Callable[[str], list[str]] | None = None,
+    on_rung: Callable[[str], None] | None = None,
 ) -> tuple[str, list[Path_]] | None:
     """The smallest twin that is still interesting, and the fields it had to keep at their real size; None when
-    no twin is. Every field shrunk first (one run); else delta debugging over the fields kept at real size, and
-    the result checked once more (ddmin assumes the whole set is interesting: it need not be, the maps are
-    literal there and were inferred in the original). `cut`: further shrinks of a twin's text (its layers), the
-    smallest first, each judged in a batch of its own before the uncut twins."""
+    no twin is. The ladder's steps in order (`ladder`), each as one batch per layer cut then the uncut twins; then
+    delta debugging over the fields kept at real size, and the result checked once more (ddmin assumes the whole
+    set is interesting: it need not be, the maps are literal there and were inferred in the original). `cut`:
+    further shrinks of a twin's text (its layers), the smallest first. `on_rung`: told each step's name before
+    its candidates are judged (the judge says why a step was refused)."""
     fields = plan.fields
 
     def twin(kept: Sequence[Path_]) -> str | None:
         return twin_source(source, plan, set(fields) - set(kept))
 
-    # towers shrunk first, not gone: on two H200s the E4B eval job's twin with both towers gone passed, and delta
-    # debugging over its 20 fields took 192 s to find the audio tower needed; with the towers kept (each cut to one
-    # small layer) the first twin failed the same way. Leaving them out is then one more candidate.
-    # Both in one batch, side by side (the box holds two twins where it held the original): each was a cold run of
-    # 23-30 s at E4B on an H100, and the towers were needed in each of the three jobs measured there.
-    towers = [path for path in fields if path[-1] == TOWER_GONE]
-    first = twin(towers)
-    if first is None:
+    if twin([]) is None:  # a recorded call is not in the script: no twin of any step
         return None
-    without = twin([]) if towers else None
-    tries = [(without, []), (first, towers)] if without is not None else [(first, towers)]
-    # the twin's 42 layers cut first: every cold run after it (the guard's, the verification's) and the search's
-    # first candidates then build a few layers, not 42. A batch per cut, the smallest first; then the uncut twins
-    cuts = [[c for c in (cut(text) if cut is not None else []) if c != text] for text, _ in tries]
-    batches = [
-        [(shorter[step], kept) for shorter, (_, kept) in zip(cuts, tries, strict=True) if step < len(shorter)]
-        for step in range(max(map(len, cuts)))
-    ]
-    for batch in [*batches, tries]:
-        found = first_interesting([text for text, _ in batch])
+    for rung in ladder(plan):
+        if on_rung is not None:
+            on_rung(rung.name)
+        found = _first_on_rung(twin, fields, rung, first_interesting, cut)
         if found is not None:
-            return batch[found]
+            return found
+    if on_rung is not None:
+        on_rung("the fields the failure needs at their real size, found by delta debugging")
 
     def first_kept(candidates: Sequence[list[Path_]]) -> int | None:
         sources = [twin(kept) for kept in candidates]
@@ -799,3 +811,36 @@ def scale_down(
     kept = ddmin(list(fields), first_kept)
     final = twin(kept)
     return (final, kept) if final is not None and first_interesting([final]) == 0 else None
+
+
+def _first_on_rung(
+    twin: Callable[[Sequence[Path_]], str | None],
+    fields: list[Path_],
+    rung: Rung,
+    first_interesting: FirstInteresting,
+    cut: Callable[[str], list[str]] | None,
+) -> tuple[str, list[Path_]] | None:
+    """The first interesting twin of one step of the ladder, or None."""
+    # towers shrunk first, not gone: on two H200s the E4B eval job's twin with both towers gone passed, and delta
+    # debugging over its 20 fields took 192 s to find the audio tower needed; with the towers kept (each cut to one
+    # small layer) the first twin failed the same way. Leaving them out is then one more candidate.
+    # Both in one batch, side by side (the box holds two twins where it held the original).
+    towers = [path for path in fields if path[-1] == TOWER_GONE]
+    kept = list(rung.kept)
+    first = twin([*kept, *towers])
+    if first is None:
+        return None
+    without = twin(kept) if towers else None
+    tries = [(without, kept), (first, [*kept, *towers])] if without is not None else [(first, [*kept, *towers])]
+    # the twin's layers cut first: every cold run after it (the guard's, the verification's) and the search's
+    # first candidates then build a few layers, not all of them. A batch per cut, the smallest first; then uncut
+    cuts = [[c for c in (cut(text) if cut is not None else []) if c != text] for text, _ in tries]
+    batches = [
+        [(shorter[step], kept) for shorter, (_, kept) in zip(cuts, tries, strict=True) if step < len(shorter)]
+        for step in range(max(map(len, cuts)))
+    ]
+    for batch in [*batches, tries]:
+        found = first_interesting([text for text, _ in batch])
+        if found is not None:
+            return batch[found]
+    return None

@@ -22,7 +22,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from ..dirs import cache
 from ..errors import MinreproError
@@ -46,9 +46,19 @@ from ..reducers import FINAL_PASSES, PASSES, PassRecord, reduce_source
 from ..reducers.search import seeding_calls
 from ..reducers.source import code_lines, imported_modules, module_imports, normalize, patches_imports
 from . import output, triggers
-from .guard import UNGUARDED, Guard, GuardSearch, choose_guard, family_fix_env, neutralise_library_call
+from .guard import (
+    UNDECIDED,
+    UNGUARDED,
+    OutOfTime,
+    Guard,
+    GuardSearch,
+    choose_guard,
+    family_fix_env,
+    first_good_env,
+    neutralise_library_call,
+)
 from .progress import Progress
-from .scale import ScaleDown, traced_run, try_scale_down
+from .scale import Refusal, ScaleDown, TwinJudge, traced_run, try_scale_down
 
 CONFIRM_RUNS = 3  # the original runs this many times, cold, to establish its failure: all must agree
 # Runs of each candidate in each good env (guard) that must all pass. A library's crash is a code path, not a
@@ -267,6 +277,14 @@ class Deadline:
         until = self.search_until()
         return until is not None and time.monotonic() >= until
 
+    def end(self) -> float | None:
+        """When the whole reduce must have ended (None: no budget)."""
+        return None if self.seconds is None else self.start + self.seconds
+
+    def left(self) -> float | None:
+        end = self.end()
+        return None if end is None else end - time.monotonic()
+
 
 @dataclass
 class Reduction:
@@ -304,7 +322,7 @@ class Reduction:
     scale_dir: Path | None = None
     scaled: ScaleDown | None = None
     # guard and search set-up
-    guard: Guard = UNGUARDED
+    guard: Guard = UNDECIDED
     good_timeout: float | None = None
     started: list[Future] = field(default_factory=list)
     warming: Future | None = None  # the bad env's executor, started and measured on the twin beside the guard
@@ -327,6 +345,7 @@ class Reduction:
     good_pass: bool | None = None
     good_said: str = ""  # what the good runs of the result did
     phases: list[dict] = field(default_factory=list)
+    ending: str = ""  # why the reduction ended on the original without a search (the time budget)
 
     @property
     def searching_cut(self) -> bool:
@@ -414,12 +433,12 @@ def _reduce_script(opts: ReduceOptions, log: Callable[[str], None], say: Callabl
         for closing in r.dropped:
             closing.result()
     text = _write(r, verified=not opts.oracle)
-    oracle = r.oracle
+    stats = r.oracle.stats if r.oracle is not None else None
     return ReduceSummary(
         code_lines(source),
         code_lines(text),
-        oracle.stats.calls,
-        oracle.stats.cache_hits,
+        stats.calls if stats else 0,
+        stats.cache_hits if stats else 0,
         round(time.monotonic() - start, 1),
         r.headline,
         str(out),
@@ -431,11 +450,11 @@ def _reduce_script(opts: ReduceOptions, log: Callable[[str], None], say: Callabl
         [asdict(t) for t in r.found],
         r.notes,
         getattr(r.executor, "snapshot_runs", 0),
-        oracle.good_runs if r.guard.pythons else 0,
+        r.oracle.good_runs if r.oracle is not None and r.guard.pythons else 0,
         r.jobs,
         r.jobs_why,
         opts.max_seconds,
-        r.searching_cut,
+        r.searching_cut or bool(r.ending),
         r.good_said,
         r.phases,
         [asdict(record) for record in r.pass_records.values()],
@@ -584,6 +603,7 @@ def scale_down_phase(r: Reduction) -> None:
     is tried on what the search will stand on."""
     if r.scaled is None:
         until = r.deadline.search_until()
+        refused: list[Refusal] = []
         r.scaled = _scale_down(
             r.opts,
             r.scale_dir,
@@ -599,7 +619,14 @@ def scale_down_phase(r: Reduction) -> None:
             r.progress,
             r.say,
             None if until is None else until - VERIFY_FACTOR * r.first_run.seconds,
+            _twin_judges(r),
+            r.matcher,
+            refused,
         )
+        r.notes += [str(refusal) for refusal in refused]
+        if r.scaled is None and refused:
+            r.notes.append("no twin holds where the bug is fixed: reduced at real scale")
+            r.say(r.notes[-1])
     if r.scaled is not None:
         twin_runs = list(r.scaled.good_runs.values())
         r.jobs, r.jobs_why = choose_jobs(
@@ -608,6 +635,20 @@ def scale_down_phase(r: Reduction) -> None:
             "the twin",
         )
         r.say(f"parallel runs: {r.jobs} ({r.jobs_why})")
+
+
+def _twin_judges(r: Reduction) -> dict[str, bool]:
+    """Where the scale-down judges a twin with the bug fixed, python -> named by the user: the --good-python envs, else
+    the env the guard will judge first (made while the original ran)."""
+    if r.opts.good_pythons:
+        return {py: True for py in r.opts.good_pythons}
+    if r.good_envs is not None:
+        r.good_envs.result()
+    search = GuardSearch(
+        r.script, r.source, r.original, r.first_run.raw_headline, r.matcher, r.env, r.timeout, r.log, notes=r.notes
+    )
+    first = first_good_env(search, r.opts.good_pythons, r.opts.guard)
+    return {first: False} if first else {}
 
 
 def guard_phase(r: Reduction) -> None:
@@ -634,17 +675,25 @@ def guard_phase(r: Reduction) -> None:
         jobs=r.jobs if r.scaled else parallel_runs(r.cold, 2),  # a twin is small: the box's share
         home=r.home,
         known=r.scaled.good_runs if r.scaled else {},
+        until=r.deadline.end(),
+        least=r.first_run.seconds,
     )
     _start_family_pool(r, search)
-    r.guard = _choose_guard(search, opts, (r.script, r.source) if r.scaled else None)
-    # the original's confirming runs went beside the twin's guard (at E4B they ended 30 s into it); where the traced
-    # run alone disagreed, the twin goes, and the guard is chosen again on the original
-    if r.scaled is not None:
+    try:
+        r.guard = _choose_guard(search, opts, (r.script, r.source) if r.scaled else None)
+        # the original's confirming runs went beside the twin's guard; where the traced run alone disagreed, the
+        # twin goes, and the guard is chosen again on the original
+        if r.scaled is not None:
+            confirmed(r)
+            if r.scaled is None:  # and what was sized on the twin with it: the executors start again for the original
+                _restart_executors(r)
+                if search.script != r.script:
+                    r.guard = choose_guard(_on_original(search, r.script, r.source), opts.good_pythons, opts.guard)
+    except OutOfTime as spent:
         confirmed(r)
-        if r.scaled is None:  # and what was sized on the twin with it: the executors start again for the original
-            _restart_executors(r)
-            if search.script != r.script:
-                r.guard = choose_guard(_on_original(search, r.script, r.source), opts.good_pythons, opts.guard)
+        r.guard = replace(UNDECIDED, why=f"not decided within the time budget: {spent}")
+        _end_on_original(r, f"the guard could not be decided within the time budget ({spent})")
+        return
     if r.scaled is not None and search.script != subject_path:  # the twin lost the bug: real scale after all
         r.notes.append("the tiny twin does not pass where the bug is fixed: reduced at real scale")
         r.say(r.notes[-1])
@@ -662,7 +711,33 @@ def guard_phase(r: Reduction) -> None:
     r.deadline.reserve = (
         VERIFY_FACTOR * max(bad_seconds, search.passing_seconds if r.guard.pythons else 0.0) + VERIFY_GRACE
     )
+    left = r.deadline.left()
+    if r.scaled is None and left is not None and left < r.deadline.reserve + r.first_run.seconds:
+        # at real scale a search that cannot run one candidate and then verify its result is no search: said now
+        original_runs = search.known.get(r.guard.pythons[0], []) if r.guard.pythons else []
+        _end_on_original(
+            r,
+            f"the time budget cannot hold a search and its cold verification: verifying takes about "
+            f"{r.deadline.reserve:.0f} s (a run where the bug is fixed took {search.passing_seconds:.0f} s), one "
+            f"candidate about {r.first_run.seconds:.0f} s, and {left:.0f} s are left",
+            original_runs,
+        )
+        return
     _open_search(r)
+
+
+def _end_on_original(r: Reduction, why: str, good: Sequence[RunResult] = ()) -> None:
+    """The reduction ends on what it established: the original, which failed with the signature in each cold run,
+    and passed in the guard's runs where it had them. The search and the verification are not run."""
+    r.ending = why
+    r.notes.append(f"not reduced: {why}; the result is the original, as established")
+    r.say(r.notes[-1])
+    r.scaled = None
+    r.best = r.result = r.source
+    r.good_pass = True if good and all(run.signature is None for run in good) else None
+    if r.good_pass:
+        seconds = ", ".join(f"{run.seconds:.0f}" for run in good)
+        r.good_said = f"passes: exit 0 in {len(good)} of {len(good)} cold runs ({seconds} s)"
 
 
 def _start_executors(r: Reduction) -> None:
@@ -971,17 +1046,17 @@ PHASES: list[Phase] = [
         lambda r: ("the tiny twin" if r.scaled else "the original") + " where the bug is fixed",
         applies=lambda r: not r.opts.oracle,
     ),
-    Phase("search", search_phase),
+    Phase("search", search_phase, applies=lambda r: not r.ending),
     Phase(
         "trigger report",
         trigger_phase,
-        applies=lambda r: r.opts.triggers and not r.opts.oracle and not r.deadline.passed(),
+        applies=lambda r: r.opts.triggers and not r.opts.oracle and not r.deadline.passed() and not r.ending,
     ),
     Phase(
         "verify",
         verify_phase,
         lambda r: "the result cold, in the bad and the good environments",
-        applies=lambda r: not r.opts.oracle,
+        applies=lambda r: not r.opts.oracle and not r.ending,
     ),
 ]
 
@@ -1093,11 +1168,15 @@ def _scale_down(
     progress: Progress,
     say: Callable[[str], None],
     until: float | None = None,
+    goods: dict[str, bool] | None = None,
+    matches: Callable[[RunResult], bool] | None = None,
+    refused: list[Refusal] | None = None,
 ) -> ScaleDown | None:
-    """The tiny twin, judged where the script fails (same signature, same time rules, no guard yet). Each candidate
-    also runs twice in each --good-python env, at the same time: those are the guard's two runs of the twin, which
-    the guard then takes as they are (at E4B they were a third run of 91 s, after the judge's own). Past `until`
-    (the time budget less the verification's share) no twin is tried: the search stands on the original."""
+    """The tiny twin, judged in both worlds, step by step from the most shrunk (`TwinJudge`): the same signature
+    where the script fails (the same time rules, no guard yet), and a run to its end where the bug is fixed (`goods`:
+    python -> named by the user; default the --good-python envs). Those runs are the guard's two runs of the twin,
+    which it then takes as they are; the steps refused there are added to `refused`. Past `until` (the time budget
+    less the verification's share) no twin is tried: the search stands on the original."""
     key = json.dumps(["scale", opts.signature, python])
     home = opts.prepared.home if opts.prepared else script.parent
     oracle = SignatureOracle(
@@ -1110,37 +1189,31 @@ def _scale_down(
         regex=opts.signature,
         cwd_writes_allowed=bool(first_run.cwd_writes),
     )
-    good_runs: dict[str, dict[str, list[RunResult]]] = {}  # candidate -> good python -> its runs there
-    jobs = getattr(executor, "jobs", 1)
+    goods = {py: True for py in opts.good_pythons} if goods is None else goods
 
-    def judge(sources: list[str]) -> list[bool]:
-        """Fails the same where the script fails, and (where --good-python names the fixed world) runs to its end
-        there: a twin that crashes otherwise where the bug is fixed (E4B's per-layer vocabulary shrunk below the
-        prompt's ids: an IndexError) is an artifact of the shrink, not a faithful twin."""
-        # no more runs at once than `jobs`, which the original's memory allowed (a twin that keeps real-size fields is
-        # as large): the good runs take the slots the bad runs leave, one each at the least
-        spare = max(1, (jobs - min(jobs, len(sources))) // max(1, len(opts.good_pythons)))
-        with ThreadPoolExecutor(1 + len(opts.good_pythons)) as pool:
-            bad = pool.submit(oracle.test_many, sources)
-            good = {
-                py: pool.submit(
-                    _run_sources, [s for s in sources for _ in range(2)], py, workdir / "good", timeout, home, spare
-                )
-                for py in opts.good_pythons
-            }
-            answers = bad.result()
-            for python_, runs in ((py, future.result()) for py, future in good.items()):
-                for i, text in enumerate(sources):
-                    pair = runs[2 * i : 2 * i + 2]
-                    good_runs.setdefault(text, {})[python_] = pair
-                    answers[i] = answers[i] and all(run.signature is None for run in pair)
-        return answers
+    def run_good(sources: list[str], py: str, jobs: int) -> list[RunResult]:
+        return _run_sources(sources, py, workdir / "good", timeout, home, jobs)
 
-    scaled = try_scale_down(normalize(source), traced, _within(_counted(judge, progress), until, [0]), say)
+    judge = TwinJudge(
+        oracle.test_many,
+        goods,
+        run_good,
+        matches or functools.partial(same_failure, original, opts.signature),
+        # no more runs at once than `jobs`, which the original's memory allowed (a twin that keeps real-size fields
+        # is as large): the good runs take the slots the bad runs leave
+        getattr(executor, "jobs", 1),
+        say,
+    )
+    scaled = try_scale_down(
+        normalize(source), traced, _within(_counted(judge, progress), until, [0]), say, judge.on_rung
+    )
+    if refused is not None:
+        refused += judge.refused
     if scaled is None:
         return None
     scaled.path, scaled.original = workdir / "twin.py", _digest(source)
-    scaled.good_runs = good_runs.get(scaled.source, {})
+    scaled.good_runs = judge.good_runs.get(scaled.source, {})
+    scaled.refused, scaled.rung = list(judge.refused), judge.rung
     runs = getattr(oracle, "runs", None)  # what the chosen twin cost cold (a stand-in oracle may not say)
     if runs:
         scaled.bad_run = runs.get(oracle.cache.hash(scaled.source)[:16])
@@ -1311,6 +1384,8 @@ def _write(r: Reduction, verified: bool) -> str:
     ]
     if verified and r.good_said:
         lines.append(f"# Where the bug is fixed it {r.good_said}.")
+    if r.ending:
+        lines.append(f"# Not reduced: {r.ending}.")
     if verified and r.searching_cut:
         lines.append(
             f"# The search stopped at its time budget (--max-seconds {r.opts.max_seconds:g}): maybe not minimal."

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ast
 import re
+import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,7 +41,7 @@ class Guard:
 
     @property
     def guarded(self) -> bool:
-        return self.kind != "none"
+        return self.kind in ("good-env", "necessity")
 
     def key(self) -> list[str]:
         """What the answer cache must be keyed on: an unguarded answer is not a guarded one."""
@@ -48,6 +49,11 @@ class Guard:
 
 
 UNGUARDED = Guard("none", "unguarded: no environment where the bug is fixed, and no library call to cut")
+UNDECIDED = Guard("undecided", "not decided: the reduction stopped before the guard judged an environment")
+
+
+class OutOfTime(Exception):
+    """The time budget cannot hold the guard's runs: what is left, and what a run there is known to take."""
 
 
 def neutralise_library_call(source: str, run: RunResult) -> str | None:
@@ -99,6 +105,8 @@ class GuardSearch:
     passing_seconds: float = 0.0  # the slowest passing run seen: a pass runs to the end, a failure may stop early
     home: Path | None = None  # where the user's script lives (its imports); default: the judged script's folder
     known: dict[str, list[RunResult]] = field(default_factory=dict)  # runs of `script` made already, per python
+    until: float | None = None  # no run past this (the time budget's end); a run it cuts leaves the guard undecided
+    least: float = 0.0  # what a run of the subject takes at the least (where the script fails: it stops early)
 
     def passes_in(self, python: str) -> bool:
         return not self.why_not_passing(python)
@@ -123,9 +131,21 @@ class GuardSearch:
         return f"{what} in {len(failed)} of {len(runs)} runs ({', '.join(f'{r.seconds:.0f} s' for r in runs)})"
 
     def _runs(self, python: str) -> list[RunResult]:
-        return ColdExecutor(python, min(2, self.jobs)).run_many(
-            [self.script, self.script], self.timeout, self.home or self.script.parent
+        timeout = self.timeout
+        if self.until is not None:
+            left = self.until - time.monotonic()
+            if left < self.least:
+                raise OutOfTime(
+                    f"{left:.0f} s of the time budget were left, and a run of the subject takes at least "
+                    f"{self.least:.0f} s"
+                )
+            timeout = min(timeout, left)
+        runs = ColdExecutor(python, min(2, self.jobs)).run_many(
+            [self.script, self.script], timeout, self.home or self.script.parent
         )
+        if timeout < self.timeout and any(r.signature is not None and r.signature.kind == "timeout" for r in runs):
+            raise OutOfTime(f"a run where the bug may be fixed was still going when the budget ended ({timeout:.0f} s)")
+        return runs
 
     def prefetch(self, pythons: list[str]) -> None:
         """Run the subject in each of these envs side by side (as many envs at once as `jobs` holds pairs of runs),
@@ -275,6 +295,27 @@ SEARCH_ORDER: list[Callable[[GuardSearch], Guard | None]] = [patched_family, oth
 GOOD_ENV_CANDIDATES: list[Callable[[GuardSearch], list[tuple[str, Guard]]]] = [patched_family_envs, version_set_envs]
 
 
+def good_env_candidates(search: GuardSearch) -> list[str]:
+    """The envs the guard may judge, in its order (the family's fix, then the other version sets)."""
+    if search.catalog is None:
+        search.catalog = load_catalog()
+    return list(dict.fromkeys(python for envs in GOOD_ENV_CANDIDATES for python, _ in envs(search)))
+
+
+def first_good_env(search: GuardSearch, good_pythons: list[str], mode: str) -> str | None:
+    """The env `choose_guard` judges first in mode "auto", where the user named none: a twin is judged there in the
+    scale-down, before the guard takes its runs."""
+    if good_pythons or mode != "auto":
+        return None
+    if search.catalog is None:
+        search.catalog = load_catalog()
+    for envs in GOOD_ENV_CANDIDATES:  # the first of the first kind that has one: the others are not made here
+        found = envs(search)
+        if found:
+            return found[0][0]
+    return None
+
+
 def choose_guard(search: GuardSearch, good_pythons: list[str], mode: str) -> Guard:
     """The guard for a reduction: named interpreters, else the first of SEARCH_ORDER that holds (mode "auto"),
     else none. The caller checks the original against the chosen guard before the search starts."""
@@ -282,9 +323,7 @@ def choose_guard(search: GuardSearch, good_pythons: list[str], mode: str) -> Gua
         return named_pythons(search, good_pythons)
     if mode == "none":
         return UNGUARDED
-    if search.catalog is None:
-        search.catalog = load_catalog()
-    candidates = list(dict.fromkeys(python for envs in GOOD_ENV_CANDIDATES for python, _ in envs(search)))
+    candidates = good_env_candidates(search)
     if candidates and not search.passes_in(candidates[0]):  # the likeliest alone: its runs have the box to themselves
         search.prefetch(candidates[1:])
     for find in SEARCH_ORDER:

@@ -8,9 +8,10 @@ from __future__ import annotations
 import ast
 import json
 import tempfile
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from collections.abc import Callable, Sequence
 
 from ..harness.runner import RunResult, run_script
 from ..reducers.passes import fewer_layers
@@ -28,6 +29,8 @@ class ScaleDown:
     # its runs in each --good-python env while it was judged (the guard takes them); not kept in the memo
     good_runs: dict[str, list[RunResult]] = field(default_factory=dict)
     bad_run: RunResult | None = None  # its cold run where the script fails (what verifying it costs); not kept either
+    refused: list[Refusal] = field(default_factory=list)  # steps of the ladder refused where the bug is fixed
+    rung: str = ""  # the step of the ladder the twin was taken from
 
     def to_json(self) -> str:
         return json.dumps(
@@ -37,13 +40,125 @@ class ScaleDown:
                 "kept": self.kept,
                 "runs": self.runs,
                 "original": self.original,
+                "refused": [[r.rung, r.why] for r in self.refused],
+                "rung": self.rung,
             }
         )
 
     @classmethod
     def from_json(cls, text: str, path: Path) -> ScaleDown:
         data = json.loads(text)
-        return cls(data["source"], data["description"], data["kept"], data["runs"], path, data["original"])
+        refused = [Refusal(rung, why) for rung, why in data.get("refused", [])]
+        return cls(
+            data["source"],
+            data["description"],
+            data["kept"],
+            data["runs"],
+            path,
+            data["original"],
+            refused=refused,
+            rung=data.get("rung", ""),
+        )
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """A step of the twin's ladder refused where the bug is fixed: the twin failed there otherwise than the bug,
+    an artifact of its shrink (`why`: the failure's final line and the twin's line it came from)."""
+
+    rung: str
+    why: str
+
+    def __str__(self) -> str:
+        return f"the twin with {self.rung} fails where the bug is fixed: {self.why}"
+
+
+def where_it_failed(run: RunResult, source: str) -> str:
+    """A failing run as a person reads it: its final line, and the script's line the failure came from."""
+    headline = (run.raw_headline or (run.signature.headline if run.signature else "")).splitlines()
+    what = headline[0] if headline else "failed"
+    if run.signature is not None and run.signature.kind == "timeout":
+        what = f"timed out after {run.seconds:.0f} s"
+    lines = source.splitlines()
+    line = run.script_lines[-1] if run.script_lines else None
+    if line is None or not 0 < line <= len(lines):
+        return what
+    text = lines[line - 1].strip()
+    return f"{what} (at `{text[:77] + '...' if len(text) > 80 else text}`)"
+
+
+GOOD_RUNS = 2  # a twin's runs where the bug is fixed: a flaky pass is no pass (the guard takes these as its own)
+
+
+@dataclass
+class TwinJudge:
+    """A twin is judged in both worlds: it fails with the original's signature where the script fails
+    (`bad`), and where the bug is fixed it runs to its end (`goods`: python -> whether the user named it, so that
+    the original is known to pass there). Where it fails there otherwise than the bug, the step is refused, and why
+    is kept; where it fails there the same way in an env the guard has not judged yet, the guard decides.
+    `run_good(sources, python, jobs)`: each source's cold runs there. The good runs of a batch go beside its bad runs
+    where the slots hold them all, else after, for the first twin the bad world accepts, then the next."""
+
+    bad: Callable[[list[str]], list[bool]]
+    goods: dict[str, bool]
+    run_good: Callable[[list[str], str, int], list[RunResult]]
+    matches: Callable[[RunResult], bool]
+    jobs: int = 1
+    say: Callable[[str], None] = lambda text: None
+    rung: str = ""
+    refused: list[Refusal] = field(default_factory=list)
+    good_runs: dict[str, dict[str, list[RunResult]]] = field(default_factory=dict)  # twin -> python -> runs
+
+    def on_rung(self, name: str) -> None:
+        self.rung = name
+
+    def __call__(self, sources: list[str]) -> list[bool]:
+        if not self.goods:
+            return self.bad(sources)
+        if self.jobs >= len(sources) * (1 + GOOD_RUNS * len(self.goods)):  # one round holds every run
+            with ThreadPoolExecutor(2) as pool:
+                bad = pool.submit(self.bad, sources)
+                self._judge_good(sources, spare=self.jobs - len(sources))
+                answers = bad.result()
+            return [yes and self._holds(text) for yes, text in zip(answers, sources, strict=True)]
+        answers = self.bad(sources)
+        for i, text in enumerate(sources):
+            if not answers[i]:
+                continue
+            self._judge_good([text], spare=self.jobs)
+            if self._holds(text):
+                return [j == i for j in range(len(sources))]  # the first in order wins; the rest are not needed
+            answers[i] = False
+        return answers
+
+    def _judge_good(self, sources: list[str], spare: int) -> None:
+        todo = [text for text in sources if text not in self.good_runs]
+        per_env = max(1, spare // max(1, len(self.goods)))
+        with ThreadPoolExecutor(max(1, len(self.goods))) as pool:
+            found = {
+                py: pool.submit(self.run_good, [t for t in todo for _ in range(GOOD_RUNS)], py, per_env)
+                for py in self.goods
+            }
+            for python, future in found.items():
+                runs = future.result()
+                for i, text in enumerate(todo):
+                    self.good_runs.setdefault(text, {})[python] = runs[GOOD_RUNS * i : GOOD_RUNS * i + GOOD_RUNS]
+
+    def _holds(self, text: str) -> bool:
+        """Whether the twin's runs where the bug is fixed leave it standing; a refusal is kept, and said."""
+        for python, named in self.goods.items():
+            runs = self.good_runs.get(text, {}).get(python, [])
+            failed = [run for run in runs if run.signature is not None]
+            if not failed:
+                continue
+            if not named and all(self.matches(run) for run in failed):
+                continue  # the same failure in an env not yet judged on the original: the guard decides
+            refusal = Refusal(self.rung or "its fields shrunk", where_it_failed(failed[0], text))
+            if refusal not in self.refused:
+                self.refused.append(refusal)
+                self.say(f"scale-down: {refusal}")
+            return False
+        return True
 
 
 def describe(plan: Plan, kept: list[tuple[str, ...]]) -> str:
@@ -76,9 +191,14 @@ def traced_run(source: str, python: str, timeout: float, workdir: Path, home: Pa
 
 
 def try_scale_down(
-    source: str, run: RunResult, test_many: Callable[[list[str]], list[bool]], log: Callable[[str], None]
+    source: str,
+    run: RunResult,
+    test_many: Callable[[list[str]], list[bool]],
+    log: Callable[[str], None],
+    on_rung: Callable[[str], None] | None = None,
 ) -> ScaleDown | None:
-    """The twin the oracle accepts, or None (nothing loaded from a checkpoint, or no twin keeps the failure)."""
+    """The twin the oracle accepts, or None (nothing loaded from a checkpoint, or no twin keeps the failure).
+    `on_rung`: told each step of the ladder before its twins are judged."""
     plan = plan_from_trace(run.trace, source)
     if plan is None:
         return None
@@ -96,7 +216,7 @@ def try_scale_down(
         how.update(found)
         return list(found)
 
-    found = scale_down(source, plan, first_interesting, cuts)
+    found = scale_down(source, plan, first_interesting, cuts, on_rung)
     if not found:
         return None
     layers = f", layers cut to {how[found[0]]}" if found[0] in how else ""

@@ -1,0 +1,181 @@
+"""The twin's ladder: each twin judged where the script fails and where the bug is fixed, from the most shrunk to
+the least; a step refused where the bug is fixed is said, with the failure and the twin's line it came from."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from minrepro.harness.runner import RunResult
+from minrepro.harness.signature import Signature
+from minrepro.reducers.scale import VOCAB_FIELD, ladder, plan_from_trace
+from minrepro.reduction.guard import GuardSearch, OutOfTime
+from minrepro.reduction.scale import Refusal, TwinJudge, try_scale_down, where_it_failed
+
+ORIGINAL = Signature("exception", "TypeError", "Params4bit.__new__() got an unexpected keyword argument", ())
+INDEX_ERROR = Signature("exception", "IndexError", "index out of range in self", ())
+
+JOB = """\
+import torch
+from transformers import AutoModelForCausalLM
+
+PROMPTS = {"greeting": 22335, "question": 3689}
+
+
+def main():
+    model = AutoModelForCausalLM.from_pretrained("/data/ckpt/base")
+    for name, first in PROMPTS.items():
+        ids = torch.tensor([[2, first]])
+        model.generate(ids)
+
+
+main()
+"""
+CONFIG = {"model_type": "llama", "hidden_size": 2048, "num_hidden_layers": 4, "vocab_size": 32000}
+RECORDS = [
+    {
+        "event": "from_pretrained",
+        "status": "returned",
+        "line": 8,
+        "model_class": "LlamaForCausalLM",
+        "model_type": "llama",
+        "config": CONFIG,
+        "config_defaults": {"model_type": "llama", "hidden_size": 4096, "num_hidden_layers": 32},
+    },
+    {"event": "token_ids", "ids": [2], "table": 32000},
+]
+
+
+def run(signature: Signature | None, seconds: float = 1.0, lines: tuple[int, ...] = ()) -> RunResult:
+    headline = signature.headline if signature else ""
+    return RunResult(1 if signature else 0, "", "", seconds, signature, headline, script_lines=lines)
+
+
+def fixed_world(refuse):
+    """A good env whose runs of a twin fail with IndexError at the twin's generate line where `refuse(text)`."""
+
+    def run_good(sources, python, jobs):
+        out = []
+        for text in sources:
+            line = next(i for i, t in enumerate(text.splitlines(), 1) if "generate" in t)
+            out.append(run(INDEX_ERROR, lines=(line,)) if refuse(text) else run(None))
+        return out
+
+    return run_good
+
+
+def test_the_ladder_goes_from_the_most_shrunk_to_the_vocabulary_kept():
+    plan = plan_from_trace(RECORDS, JOB)
+    assert [r.kept for r in ladder(plan)] == [(), (VOCAB_FIELD,)]
+
+
+def test_a_twin_refused_where_the_bug_is_fixed_climbs_to_the_vocabulary_kept_and_says_why():
+    said, rungs = [], []
+    judge = TwinJudge(
+        lambda sources: [True] * len(sources),  # where the script fails, every twin fails the same way
+        {"good-python": False},
+        fixed_world(lambda text: "'vocab_size': 32000" not in text),  # ids past a shrunk vocabulary
+        lambda r: r.signature == ORIGINAL,
+        jobs=1,
+        say=said.append,
+    )
+    traced = RunResult(1, "", "", 1.0, ORIGINAL, "", trace=tuple(RECORDS))
+
+    def on_rung(name):
+        rungs.append(name)
+        judge.on_rung(name)
+
+    scaled = try_scale_down(JOB, traced, judge, lambda text: None, on_rung)
+    assert scaled is not None and "'vocab_size': 32000" in scaled.source
+    assert "'hidden_size': 64" in scaled.source  # the dimensions are still shrunk on that step
+    assert rungs == [r.name for r in ladder(plan_from_trace(RECORDS, JOB))]
+    (refusal,) = judge.refused
+    assert refusal.rung == rungs[0]
+    assert refusal.why.startswith("IndexError: index out of range in self (at `model.generate(ids)`")
+    assert said == [f"scale-down: {refusal}"]
+    # the accepted twin's runs where the bug is fixed are kept for the guard
+    assert all(r.signature is None for r in judge.good_runs[scaled.source]["good-python"])
+
+
+def test_the_same_failure_in_an_env_the_guard_has_not_judged_leaves_the_twin_to_the_guard():
+    """Where the env the twin is judged in may not fix the bug at all, failing there the same way says nothing of
+    the twin; in an env the user named as fixed, it refuses the twin."""
+    same = lambda sources, python, jobs: [run(ORIGINAL) for _ in sources]  # noqa: E731
+    for named, holds in ((False, True), (True, False)):
+        judge = TwinJudge(lambda s: [True] * len(s), {"py": named}, same, lambda r: r.signature == ORIGINAL)
+        assert judge(["twin = 1\n"]) == [holds]
+
+
+def test_lazily_judged_the_first_twin_the_bad_world_accepts_is_the_only_one_run_where_the_bug_is_fixed():
+    asked = []
+
+    def run_good(sources, python, jobs):
+        asked.extend(sources)
+        return [run(None) for _ in sources]
+
+    judge = TwinJudge(lambda s: [False, True, True], {"py": False}, run_good, lambda r: False, jobs=2)
+    assert judge(["a\n", "b\n", "c\n"]) == [False, True, False]
+    assert asked == ["b\n", "b\n"]
+
+
+def test_where_it_failed_names_the_line_of_the_script_and_survives_a_line_it_does_not_have():
+    source = "import torch\nmodel.generate(ids)\n"
+    assert where_it_failed(run(INDEX_ERROR, lines=(1, 2)), source) == (
+        "IndexError: index out of range in self (at `model.generate(ids)`)"
+    )
+    assert where_it_failed(run(INDEX_ERROR, lines=(9,)), source) == "IndexError: index out of range in self"
+    assert str(Refusal("x", "y")) == "the twin with x fails where the bug is fixed: y"
+
+
+def test_the_guard_refuses_to_start_a_run_the_budget_cannot_hold(tmp_path, monkeypatch):
+    from minrepro.reduction import guard as guard_module
+
+    started = []
+
+    class Cold:
+        def __init__(self, *a):
+            pass
+
+        def run_many(self, paths, timeout, home):
+            started.append(timeout)
+            return [run(Signature("timeout", "Timeout", "", ())) for _ in paths]
+
+    monkeypatch.setattr(guard_module, "ColdExecutor", Cold)
+    search = GuardSearch(tmp_path / "job.py", "", ORIGINAL, "", lambda r: False, None, 600.0, print, least=30.0)
+    search.until = time.monotonic() + 10  # less than a run of the subject takes
+    with pytest.raises(OutOfTime, match="10 s of the time budget were left"):
+        search.passes_in("good")
+    assert started == []
+    search.until = time.monotonic() + 100  # a run is started, cut by the budget: undecided, not "fails"
+    with pytest.raises(OutOfTime, match="still going when the budget ended"):
+        search.passes_in("good")
+    assert 90 < started[0] <= 100
+
+
+def test_the_images_own_variables_are_neither_set_nor_named(tmp_path):
+    from minrepro.inputs import record_env
+
+    moved, held = record_env(
+        {
+            "CUDA_VERSION": "13.0.2",
+            "NCCL_VERSION": "2.27",
+            "TORCH_CUDA_ARCH_LIST": "9.0",
+            "NV_LIBCUBLAS_VERSION": "13",
+            "NVIDIA_VISIBLE_DEVICES": "all",
+            "BNB_CUDA_VERSION": "130",
+            "PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True",
+            "HF_HOME": str(tmp_path),
+        }
+    )
+    assert moved == {"BNB_CUDA_VERSION": "130", "PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}
+    assert held == {"HF_HOME": str(tmp_path)}
+
+
+def test_a_memo_keeps_the_ladders_refusals(tmp_path: Path):
+    from minrepro.reduction.scale import ScaleDown
+
+    scaled = ScaleDown("x = 1\n", "d", [], 3, refused=[Refusal("a", "why")], rung="b")
+    back = ScaleDown.from_json(scaled.to_json(), tmp_path / "twin.py")
+    assert back.refused == [Refusal("a", "why")] and back.rung == "b" and back.path == tmp_path / "twin.py"
