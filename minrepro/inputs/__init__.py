@@ -87,6 +87,11 @@ ENV_PLACES = {
     "TORCHINDUCTOR_CACHE_DIR",
     "TRITON_CACHE_DIR",
 }
+# What a box's image says of itself (CUDA's, NGC's and PyTorch's images set dozens): no library under test reads
+# them, so an output neither sets nor names them. BNB_CUDA_VERSION is read: it picks bitsandbytes' native library.
+IMAGE_FACTS = re.compile(
+    r"^(?!BNB_)\w+_VERSION$|^NV_|^NVIDIA_|^CUDA_(?:PKG|DRIVER)|^TORCH_CUDA_ARCH_LIST$|^PYTORCH_BUILD_"
+)
 SECRET = re.compile(r"(?:^|_)(?:TOKEN|KEY)(?:_|$)|SECRET|PASSWORD|CREDENTIAL")  # never written anywhere; named only
 # Files a script reads as its settings or data (their relative paths are made absolute), and checkpoint folders.
 READ_SUFFIXES = {".yaml", ".yml", ".json", ".jsonl", ".toml", ".ini", ".cfg", ".conf", ".txt", ".csv", ".tsv"}
@@ -404,7 +409,7 @@ def record_env(environ: Mapping[str, str]) -> tuple[dict[str, str], dict[str, st
     only) from the environment the original runs in."""
     moved, held = {}, {}
     for key, value in sorted(environ.items()):
-        if not (key.startswith(ENV_PREFIXES) or key in ENV_NAMES):
+        if not (key.startswith(ENV_PREFIXES) or key in ENV_NAMES) or IMAGE_FACTS.search(key):
             continue
         if SECRET.search(key):
             held[key] = "(set; not recorded)"
