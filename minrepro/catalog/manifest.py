@@ -7,13 +7,14 @@ import re
 import sys
 import tomllib
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from packaging.requirements import Requirement
 from packaging.version import InvalidVersion, Version
 
+from ..envs.latest import LATEST, SNAPSHOT
 from ..envs.sets import VersionSet, _version_set, detect_set, load_sets
 from ..errors import MinreproError
 from ..reducers.source import code_lines, imported_modules
@@ -41,7 +42,9 @@ class Case:
     family: str
     device: str
     signature: str
-    outcomes: dict[str, str]  # version set -> declared outcome (pinned and newest always; other sets optional)
+    # version set -> declared outcome (pinned and newest always; other sets optional). `latest` (no table in sets.toml:
+    # the index's newest releases when it runs) may be declared where a case is known to behave otherwise there
+    outcomes: dict[str, str]
     fixed_in: tuple[str, ...]
     upstream: tuple[str, ...]
     owner: str | None = None
@@ -109,8 +112,26 @@ class Catalog:
 
     def version_set(self, name: str) -> VersionSet:
         if name not in self.sets:
-            raise MinreproError(f"unknown version set {name!r} (known: {', '.join(self.sets)})")
+            resolved = " (`latest` is resolved from the index by the commands that take it)" if name == LATEST else ""
+            raise MinreproError(f"unknown version set {name!r} (known: {', '.join(self.sets)}){resolved}")
         return self.sets[name]
+
+    def with_set(self, vset: VersionSet, declared: dict[str, str] | None = None) -> Catalog:
+        """This catalog with one more version set (`latest`, resolved when a command runs), each case declaring for it
+        `declared[case id]` where given, else what the case declares for it in the manifest; controls pass there."""
+        declared = declared or {}
+
+        def case(c: Case) -> Case:
+            outcome = declared.get(c.id, c.declared(vset.name))
+            rest = {k: v for k, v in c.outcomes.items() if k != vset.name}
+            return replace(c, outcomes={**rest, vset.name: outcome} if outcome else rest)
+
+        controls = tuple(
+            replace(c, case=replace(c.case, outcomes={**c.case.outcomes, vset.name: "pass"})) for c in self.controls
+        )
+        return replace(
+            self, sets={**self.sets, vset.name: vset}, cases=tuple(case(c) for c in self.cases), controls=controls
+        )
 
     def detect_set(self, installed: dict[str, str | None]) -> str | None:
         """The name of the version set the installed distributions match exactly, if any."""
@@ -220,10 +241,10 @@ def _case(root: Path, index: int, raw: dict[str, Any], sets: dict[str, VersionSe
     missing = [key for key in REQUIRED if key not in raw]
     if missing:
         raise MinreproError(f"catalog.toml: {label} is missing field(s): {', '.join(missing)}")
-    unknown = sorted(set(raw) - set(REQUIRED) - set(OPTIONAL) - set(sets))
+    unknown = sorted(set(raw) - set(REQUIRED) - set(OPTIONAL) - set(sets) - {LATEST})
     if unknown:
         raise MinreproError(f"catalog.toml: {label} has unknown field(s): {', '.join(unknown)}")
-    outcomes = {name: raw[name] for name in sets if name in raw}
+    outcomes = {name: raw[name] for name in (*sets, LATEST) if name in raw}
     for key, value in outcomes.items():
         if value not in OUTCOMES:
             raise MinreproError(f"catalog.toml: {label}: {key} = {value!r}, expected one of {OUTCOMES}")
@@ -362,11 +383,30 @@ def _check_pins(case: Case, meta: dict[str, Any], catalog: Catalog, libraries: s
         req = Requirement(dep)
         deps[req.name.lower()] = str(req.specifier)
     failing = case.failing_set()
-    pins = catalog.sets[failing].pins()
     problems = [f"imports {lib} but the script block does not list it" for lib in sorted(libraries - set(deps))]
+    if failing == LATEST and LATEST not in catalog.sets:
+        return problems + _check_latest_pins(deps, catalog.sets[SNAPSHOT].pins())
+    pins = catalog.sets[failing].pins()
     for dist, spec in deps.items():
         if dist in pins and spec != f"=={pins[dist]}":
             problems.append(f"script block pins {dist}{spec or ' (unpinned)'}, the {failing} set has =={pins[dist]}")
+    return problems
+
+
+def _check_latest_pins(deps: dict[str, str], snapshot: dict[str, str]) -> list[str]:
+    """A case that first fails on `latest` pins the releases it failed on: none below the snapshot's, one above."""
+    problems, newer = [], False
+    for dist, pinned in snapshot.items():
+        spec = deps.get(dist)
+        if spec is None:
+            continue
+        if not spec.startswith("==") or Version(spec[2:]) < Version(pinned):
+            problems.append(
+                f"script block pins {dist}{spec or ' (unpinned)'}: a latest case pins a release >= {pinned}"
+            )
+        newer |= spec.startswith("==") and Version(spec[2:]) > Version(pinned)
+    if not newer and not problems:
+        problems.append(f"it first fails on {LATEST}, but its block pins no release newer than the {SNAPSHOT} set's")
     return problems
 
 
