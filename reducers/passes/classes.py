@@ -1,0 +1,272 @@
+"""Classes: a method called once inlined with `self` as its instance, what that leaves of the instance read from
+its constructor's arguments, a dataclass's field read as its default, and a class left empty dropped."""
+
+from __future__ import annotations
+
+import ast
+import copy
+import re
+from collections.abc import Iterator
+
+from ..scale import callee_name
+from ..source import replace_node
+from .common import _nth
+from .functions import (
+    _Substitute,
+    _arguments,
+    _assigned,
+    _bind,
+    _is_simple,
+    _returns_early,
+    _statement_slots,
+    _without_docstring,
+)
+
+
+def inline_methods(tree: ast.Module) -> Iterator[ast.Module]:
+    """A method called once, as a statement or `y = obj.m(...)`, on an instance of a module-level class (`C(...).m()`,
+    or `x.m()` where `x = C(...)` is the only binding of `x`), is replaced by its body with `self` as that instance:
+    a serving script's `server.start()` becomes the loads it makes, `self.model = ...` reading `server.model = ...`.
+    Without it a class-based script kept its class around the failing call (23 lines where the function-based job
+    gave 11)."""
+    classes = {c.name: c for c in tree.body if isinstance(c, ast.ClassDef)}
+    for k, (block, i) in enumerate(_statement_slots(tree)):
+        if _method_call(tree, classes, block[i]) is not None:
+            new = copy.deepcopy(tree)
+            if _inline_method(new, *_statement_slots(new)[k]):
+                yield new
+
+
+def _method_call(tree: ast.Module, classes: dict, stmt: ast.stmt) -> tuple[ast.Call, ast.FunctionDef] | None:
+    """The call in `stmt` (`obj.m(...)` or `y = obj.m(...)`) and the method it calls, where inlining it is sound."""
+    call = stmt.value if isinstance(stmt, (ast.Expr, ast.Assign)) else None
+    if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute)):
+        return None
+    obj, name = call.func.value, call.func.attr
+    if isinstance(obj, ast.Call) and isinstance(obj.func, ast.Name):
+        cls = obj.func.id
+    elif isinstance(obj, ast.Name):
+        made = [
+            s.value.func.id
+            for s in ast.walk(tree)
+            if isinstance(s, ast.Assign)
+            and any(isinstance(t, ast.Name) and t.id == obj.id for t in s.targets)
+            and isinstance(s.value, ast.Call)
+            and isinstance(s.value.func, ast.Name)
+        ]
+        binds = [
+            n for n in ast.walk(tree) if isinstance(n, ast.Name) and n.id == obj.id and isinstance(n.ctx, ast.Store)
+        ]
+        cls = made[0] if len(made) == 1 and len(binds) == 1 else None
+    else:
+        return None
+    method = next(
+        (f for f in getattr(classes.get(cls), "body", []) if isinstance(f, ast.FunctionDef) and f.name == name), None
+    )
+    if (
+        method is None
+        or name.startswith("__")
+        or method.decorator_list
+        or not method.args.args
+        or _returns_early(method)
+        or any(isinstance(n, (ast.Yield, ast.YieldFrom)) for n in ast.walk(method))
+        or any(isinstance(n, ast.Name) and n.id in ("super", "__class__") for n in ast.walk(method))
+        or sum(isinstance(n, ast.Attribute) and n.attr == name for n in ast.walk(tree)) != 1  # called here only
+    ):
+        return None
+    return call, method
+
+
+def _inline_method(tree: ast.Module, block: list[ast.stmt], index: int) -> bool:
+    stmt = block[index]
+    classes = {c.name: c for c in tree.body if isinstance(c, ast.ClassDef)}
+    call, method = _method_call(tree, classes, stmt)
+    inlined = copy.deepcopy(method)
+    instance = call.func.value
+    if isinstance(instance, ast.Call):  # `C(...).m()`: the instance gets a name, as a maintainer would write it
+        name = re.sub(r"(?<!^)(?=[A-Z])", "_", instance.func.id).lower()
+        while name in {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}:
+            name += "_"
+        _Substitute({inlined.args.args[0].arg: ast.Name(name, ast.Load())}).visit(inlined)
+        inlined.args.args[0].arg = name
+    binds = _bind(inlined, ast.Call(ast.Name("_", ast.Load()), [instance, *call.args], call.keywords))
+    if binds is None:
+        return False
+    body = _without_docstring(inlined.body)
+    if body and isinstance(body[-1], ast.Return):
+        ret = body.pop()
+        if isinstance(stmt, ast.Assign) and ret.value is not None:
+            body.append(ast.Assign(stmt.targets, ret.value))
+        elif ret.value is not None:
+            body.append(ast.Expr(ret.value))
+    elif isinstance(stmt, ast.Assign):
+        body.append(ast.Assign(stmt.targets, ast.Constant(None)))
+    block[index : index + 1] = binds + body
+    owner = next(c for c in classes.values() if method in c.body)
+    owner.body.remove(method)
+    owner.body = owner.body or [ast.Pass()]
+    return True
+
+
+def flatten_instances(tree: ast.Module) -> Iterator[ast.Module]:
+    """What a method's inlining leaves of an instance (`server = Server(ServerConfig())`, bound once): a read of an
+    attribute its `__init__` set from a parameter becomes the argument (`server.config.root` reads
+    `ServerConfig().root`; a call only where it is read once), and an attribute set and never read is its value
+    alone (`server.model = dispatch_model(...)` becomes the call). The instance, then its class, fall to the passes
+    that drop what nothing reads."""
+    classes = {c.name: c for c in tree.body if isinstance(c, ast.ClassDef)}
+    # names outside the classes (a method's parameter `config` is no clash for a module-level `config`)
+    used = {n.id for s in tree.body if not isinstance(s, ast.ClassDef) for n in ast.walk(s) if isinstance(n, ast.Name)}
+    for name, call in _instances(tree, classes).items():
+        init = next(
+            (f for f in classes[call.func.id].body if isinstance(f, ast.FunctionDef) and f.name == "__init__"), None
+        )
+        for attr, value in _constructor_values(init, call).items():
+            uses = _attribute_uses(tree, name, attr)
+            if not uses or any(not isinstance(n.ctx, ast.Load) for n in uses):
+                continue
+            new = copy.deepcopy(tree)
+            if _is_simple(value) or len(uses) == 1:
+                replacement = value
+            elif attr not in used and _argument(call, value) is not None:  # evaluated once, then `config`
+                replacement = ast.Name(attr, ast.Load())
+                made = next(s for s in new.body if isinstance(s, ast.Assign) and ast.dump(s.value) == ast.dump(call))
+                replace_node(made.value, _argument(made.value, value), ast.Name(attr, ast.Load()))
+                new.body.insert(new.body.index(made), ast.Assign([ast.Name(attr, ast.Store())], copy.deepcopy(value)))
+            else:
+                continue
+            for node in _attribute_uses(new, name, attr):
+                replace_node(new, node, copy.deepcopy(replacement))
+            yield new
+        for k, stmt in enumerate(tree.body):
+            target = stmt.targets[0] if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 else None
+            if (
+                isinstance(target, ast.Attribute)
+                and isinstance(target.value, ast.Name)
+                and target.value.id == name
+                and len(_attribute_uses(tree, name, target.attr)) == 1  # set here, read nowhere
+            ):
+                new = copy.deepcopy(tree)
+                new.body[k] = ast.Expr(new.body[k].value)
+                yield new
+
+
+def dataclass_defaults(tree: ast.Module) -> Iterator[ast.Module]:
+    """`Config().root` of a dataclass built without arguments reads the field's default as written:
+    `field(default_factory=lambda: tempfile.mkdtemp())` gives `tempfile.mkdtemp()`, `root: str = 'x'` gives `'x'`.
+    The class then falls to the passes that drop what nothing reads."""
+    defaults = {
+        c.name: {
+            f.target.id: _field_default(f.value)
+            for f in c.body
+            if isinstance(f, ast.AnnAssign) and isinstance(f.target, ast.Name) and f.value is not None
+        }
+        for c in tree.body
+        if isinstance(c, ast.ClassDef) and any(callee_name(d) == "dataclass" for d in c.decorator_list)
+    }
+    reads = [
+        i
+        for i, n in enumerate(n for n in ast.walk(tree) if isinstance(n, ast.Attribute))
+        if isinstance(n.ctx, ast.Load)
+        and isinstance(n.value, ast.Call)
+        and isinstance(n.value.func, ast.Name)
+        and not n.value.args
+        and not n.value.keywords
+        and defaults.get(n.value.func.id, {}).get(n.attr) is not None
+    ]
+    for index in reads:
+        new = copy.deepcopy(tree)
+        node = _nth(new, ast.Attribute, index)
+        if replace_node(new, node, copy.deepcopy(defaults[node.value.func.id][node.attr])):
+            yield new
+
+
+def _field_default(value: ast.expr) -> ast.expr | None:
+    """What a dataclass field's default evaluates to, as an expression: the value, or a default factory's call."""
+    if isinstance(value, ast.Call) and callee_name(value.func) == "field":
+        for k in value.keywords:
+            if k.arg == "default":
+                return k.value
+            if k.arg == "default_factory":
+                return k.value.body if isinstance(k.value, ast.Lambda) else ast.Call(k.value, [], [])
+        return None
+    return value
+
+
+def _instances(tree: ast.Module, classes: dict) -> dict[str, ast.Call]:
+    """Module-level names bound once, to `C(...)` of a module-level class C whose methods are all gone but
+    `__init__` (each inlined where it was called: an attribute a method reads or sets is the instance's business)."""
+    found = {}
+    for stmt in tree.body:
+        if (
+            isinstance(stmt, ast.Assign)
+            and len(stmt.targets) == 1
+            and isinstance(stmt.targets[0], ast.Name)
+            and isinstance(stmt.value, ast.Call)
+            and isinstance(stmt.value.func, ast.Name)
+            and stmt.value.func.id in classes
+            and all(f.name == "__init__" for f in classes[stmt.value.func.id].body if isinstance(f, ast.FunctionDef))
+        ):
+            name = stmt.targets[0].id
+            stores = [
+                n for n in ast.walk(tree) if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Store)
+            ]
+            if len(stores) == 1:
+                found[name] = stmt.value
+    return found
+
+
+def _constructor_values(init: ast.FunctionDef | None, call: ast.Call) -> dict[str, ast.expr]:
+    """Attribute -> the argument it holds, for each `self.attr = param` at the top of `__init__` (simple signatures)."""
+    bound = _arguments(init, call, skip=1) if init is not None and init.args.args else None
+    if not bound:
+        return {}
+    this = init.args.args[0].arg
+    out = {}
+    for stmt in init.body:
+        target = stmt.targets[0] if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 else None
+        if (
+            isinstance(target, ast.Attribute)
+            and isinstance(target.value, ast.Name)
+            and target.value.id == this
+            and isinstance(stmt.value, ast.Name)
+            and stmt.value.id in bound
+            and not _assigned(init, stmt.value.id)
+        ):
+            out[target.attr] = bound[stmt.value.id]
+    return out
+
+
+def _argument(call: ast.Call, value: ast.expr) -> ast.expr | None:
+    """The argument node of `call` that is `value` as written (the same dump); None for a default."""
+    return next((a for a in [*call.args, *(k.value for k in call.keywords)] if ast.dump(a) == ast.dump(value)), None)
+
+
+def _attribute_uses(tree: ast.AST, name: str, attr: str) -> list[ast.Attribute]:
+    return [
+        n
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Attribute) and n.attr == attr and isinstance(n.value, ast.Name) and n.value.id == name
+    ]
+
+
+def drop_empty_classes(tree: ast.Module) -> Iterator[ast.Module]:
+    """A class whose body is only `pass` or a docstring (what a reduction leaves of a config holder, passed to calls
+    that ignore it) goes, with every argument that names it: `class WorkerConfig: pass` ... `Job(WorkerConfig)`."""
+    for cls in [
+        n
+        for n in tree.body
+        if isinstance(n, ast.ClassDef)
+        and not n.bases
+        and not n.decorator_list
+        and all(
+            isinstance(b, ast.Pass) or (isinstance(b, ast.Expr) and isinstance(b.value, ast.Constant)) for b in n.body
+        )
+    ]:
+        new = copy.deepcopy(tree)
+        new.body = [n for n in new.body if not (isinstance(n, ast.ClassDef) and n.name == cls.name)]
+        for call in [n for n in ast.walk(new) if isinstance(n, ast.Call)]:
+            names = lambda e: {x.id for x in ast.walk(e) if isinstance(x, ast.Name)}  # noqa: E731
+            call.args = [a for a in call.args if cls.name not in names(a)]
+            call.keywords = [k for k in call.keywords if cls.name not in names(k.value)]
+        yield new
