@@ -48,6 +48,8 @@ CASES = {
     "gpu-gemma4-e4b-eval": ("gemma4-e4b", "eval_gemma4_gpu.py", "GEMMA4_CKPT", {}),
     "gpu-gemma4-e4b-serve": ("gemma4-e4b", "serve_gemma4_gpu.py", "GEMMA4_CKPT", {}),
     "gpu-gemma4-e4b-qlora": ("gemma4-e4b", "qlora_step_gemma4_gpu.py", "GEMMA4_CKPT", {}),
+    # scripts from outside the project's own jobs: on the good path they read what the failing run never reached
+    "gpu-gemma4-e4b-smoke": ("gemma4-e4b", "corpus_gpu/serve_prompts_gemma4.py", "GEMMA4_CKPT", {}),
 }
 TARGET_LINES = 20  # a maintainer's repro: the table says when the reduce first held one this short
 OLD_NAMES = {
@@ -115,7 +117,7 @@ def main() -> int:
             print(f"checkpoint {arch} built in {time.monotonic() - began:.0f} s", file=sys.stderr)
     job = work / "jobs" / f"{case}-{hashlib.sha256(args.python.encode()).hexdigest()[:8]}"
     job.mkdir(parents=True, exist_ok=True)
-    script = job / script_name
+    script = job / Path(script_name).name
     shutil.copy(HERE / script_name, script)
     os.environ.update({env_var: str(checkpoint), **user_env})
     if args.setup:
@@ -208,6 +210,8 @@ def _from_summary(summary: dict) -> dict:
         "passes": summary.get("passes", []),
         "timeline": summary.get("timeline", []),
         "notes": summary.get("notes", []),
+        "twin": summary.get("twin", ""),  # the step of the twin's ladder the search stood on ("": real scale)
+        "twin_refused": summary.get("twin_refused", []),  # the steps refused where the bug is fixed, and why
     }
 
 
@@ -317,6 +321,14 @@ def tables(rows: list[dict]) -> str:
                 f"| {row['case']} | {row.get('env', '')} | {phase['phase']} | {phase['seconds']:.0f} | "
                 f"{phase['candidates']} | {per} | {phase['jobs']} |"
             )
+    twins = [row for row in detailed if "twin" in row]
+    if twins:  # the step of the twin's ladder each reduce stood on, and why the steps before it were refused
+        out += ["", "| case | env | twin | refused where the bug is fixed |", "|---|---|---|---|"]
+        out += [
+            f"| {r['case']} | {r.get('env', '')} | {r['twin'] or 'none: real scale'} | "
+            f"{'; '.join(r.get('twin_refused') or []) or '-'} |"
+            for r in twins
+        ]
     workers = [row for row in detailed if row.get("workers")]
     if workers:
         out += ["", "| case | env | box | the warm pool's workers |", "|---|---|---|---|"]

@@ -139,6 +139,8 @@ class ReduceSummary:
     # (seconds since the start, code lines) at each accepted candidate: how soon the script was how small
     timeline: list[tuple[float, int]] = field(default_factory=list)
     workers: str = ""  # the warm pool's reuse of its workers: runs in a reused worker, why workers retired
+    twin: str = ""  # the step of the twin's ladder the search stood on ("" where it stood on the original)
+    twin_refused: list[str] = field(default_factory=list)  # the steps refused where the bug is fixed, and why
 
     def as_json(self) -> dict:
         return asdict(self)
@@ -346,6 +348,7 @@ class Reduction:
     good_said: str = ""  # what the good runs of the result did
     phases: list[dict] = field(default_factory=list)
     ending: str = ""  # why the reduction ended on the original without a search (the time budget)
+    refused: list[Refusal] = field(default_factory=list)  # steps of the twin's ladder refused where the bug is fixed
 
     @property
     def searching_cut(self) -> bool:
@@ -460,6 +463,8 @@ def _reduce_script(opts: ReduceOptions, log: Callable[[str], None], say: Callabl
         [asdict(record) for record in r.pass_records.values()],
         r.progress.timeline,
         getattr(r.executor, "describe_reuse", str)(),
+        r.scaled.rung if r.scaled is not None else "",
+        [str(refusal) for refusal in r.refused],
     )
 
 
@@ -603,7 +608,7 @@ def scale_down_phase(r: Reduction) -> None:
     is tried on what the search will stand on."""
     if r.scaled is None:
         until = r.deadline.search_until()
-        refused: list[Refusal] = []
+        refused = r.refused
         r.scaled = _scale_down(
             r.opts,
             r.scale_dir,
@@ -627,6 +632,8 @@ def scale_down_phase(r: Reduction) -> None:
         if r.scaled is None and refused:
             r.notes.append("no twin holds where the bug is fixed: reduced at real scale")
             r.say(r.notes[-1])
+    elif r.scaled is not None:  # a twin found by an earlier run of this reduction
+        r.refused = list(r.scaled.refused)
     if r.scaled is not None:
         twin_runs = list(r.scaled.good_runs.values())
         r.jobs, r.jobs_why = choose_jobs(
@@ -715,6 +722,8 @@ def guard_phase(r: Reduction) -> None:
     if r.scaled is None and left is not None and left < r.deadline.reserve + r.first_run.seconds:
         # at real scale a search that cannot run one candidate and then verify its result is no search: said now
         original_runs = search.known.get(r.guard.pythons[0], []) if r.guard.pythons else []
+        if r.guard.kind == "necessity":  # chosen, but its control has not run on the original: not decided
+            r.guard = replace(UNDECIDED, why="not decided within the time budget: the necessity control was not run")
         _end_on_original(
             r,
             f"the time budget cannot hold a search and its cold verification: verifying takes about "
@@ -1609,6 +1618,10 @@ def print_summary(summary: ReduceSummary, as_json: bool) -> None:
         )
     if summary.executor == "warm-pool" and summary.workers:
         print(f"warm pool: {summary.workers}")
+    if summary.twin or summary.twin_refused:
+        print(f"twin: {summary.twin or 'none: reduced at real scale'}")
+        for refused in summary.twin_refused:
+            print(f"  refused: {refused}")
     if summary.maybe_not_minimal:
         print(f"stopped at the time budget ({summary.budget_seconds:g} s): verified, maybe not minimal")
     if summary.triggers:
