@@ -145,3 +145,37 @@ def test_backward_slice_keeps_the_module_docstring_a_parser_reads():
     assert backward_slice(body, 2) == [0, 1, 2]
     body = ast.parse('"""Evaluate an adapter."""\nimport argparse\np = argparse.ArgumentParser()\n').body
     assert backward_slice(body, 2) == [1, 2]
+
+
+def test_the_reads_written_back_are_the_reads_the_profile_records():
+    """The profile's rule (the bootstrap's `read_key`) says which reads it records, by their source; the search finds
+    the reads of a program by that source alone, without the harness: the same reads, in the same order."""
+    from minrepro.harness._bootstrap import read_key
+    from minrepro.reducers.passes.profiled import _recorded_reads
+
+    source = (
+        "import sys, json, configparser\nargs = parser.parse_args()\ncfg = json.load(open(args.config))\n"
+        "m = configparser.ConfigParser()['model']\nsteps = args.steps\nseed = cfg['eval']['seed']\n"
+        "layers = m.getint('layers')\nkind = cfg['q'].get('type', 'nf4')\ndyn = m.get(name)\nmade = make().get('x')\n"
+        "fallback = m.getint('x', fallback=1)\nfirst = sys.argv[1]\ntext = Path(args.path).read_text()\n"
+        "cfg['a']['b'] = 2\nargs.lr = 3\ndel cfg['old']\nmodel.to(device)\n"
+    )
+    recorded = list(dict.fromkeys(k for k in map(read_key, ast.walk(ast.parse(source))) if k is not None))
+    assert {
+        "args.steps",
+        "cfg['eval']['seed']",
+        "m.getint('layers')",
+        "sys.argv[1]",
+        "json.load(open(args.config))",
+    } <= (set(recorded))
+    assert "m.get(name)" not in recorded and "model.to(device)" not in recorded
+    assert _recorded_reads(source, dict.fromkeys(recorded, "1")) == recorded
+    # a value whose source the program only writes to, or deletes, is no read of it
+    assert _recorded_reads("args.lr = 3\ndel cfg['old']\n", {"args.lr": "1", "cfg['old']": "1"}) == []
+
+
+def test_the_search_and_the_profile_name_the_same_file_readers():
+    from minrepro.harness import _bootstrap
+    from minrepro.reducers.passes import profiled
+
+    assert profiled.FILE_READERS == _bootstrap.FILE_READERS

@@ -256,12 +256,15 @@ def test_an_ini_config_read_through_getters_is_resolved_and_falls_off(tmp_path, 
 
 
 def test_getter_reads_are_keys_only_with_constant_arguments_on_a_read():
-    from minrepro.reducers.passes import _read_keys
+    import ast
 
-    keys = _read_keys(
+    from minrepro.harness._bootstrap import read_key
+
+    source = (
         "a = m.getint('layers')\nb = cfg['q'].get('type', 'nf4')\nc = m.get(name)\n"
         "d = make().get('x')\ne = m.getint('x', fallback=1)\nf = m.pop('x')\n"
     )
+    keys = dict.fromkeys(k for k in map(read_key, ast.walk(ast.parse(source))) if k is not None)
     assert [k for k in keys if "(" in k] == ["m.getint('layers')", "cfg['q'].get('type', 'nf4')"]
 
 

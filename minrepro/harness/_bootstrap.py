@@ -742,19 +742,9 @@ def _literal_repr(value, depth=0):
 _GETTERS = ("get", "getint", "getfloat", "getboolean")  # dict.get and configparser's section getters
 # Calls that read a file's data: what they returned becomes a literal where the failure does not need the file
 # (`yaml.safe_load(fh)`, `json.load(open(args.config))`, `Path(p).read_text()`). A call that returns no plain data
-# (`torch.load`'s tensors) records nothing.
+# (`torch.load`'s tensors) records nothing. The reducer names the same calls inputs (its own `FILE_READERS`, in
+# reducers/passes/profiled.py; a test holds the two the same).
 FILE_READERS = ("load", "loads", "safe_load", "full_load", "read", "read_text", "readlines")
-# Calls that turn the command line into settings: the values read from what they return are inputs, like a file's.
-ARGUMENT_PARSERS = ("parse_args", "parse_known_args", "parse_args_into_dataclasses")
-
-
-def reads_input(node):
-    """True for a call that reads a file's data or parses the command line (see FILE_READERS)."""
-    import ast
-
-    func = getattr(node, "func", None)
-    name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else None
-    return isinstance(node, ast.Call) and name in FILE_READERS + ARGUMENT_PARSERS
 
 
 def read_key(node):
@@ -762,9 +752,9 @@ def read_key(node):
     `name.attr`), or a getter called with constants on one of those (`m.getint('layers')`, `cfg['q'].get('type')`),
     a call that reads a file's data (FILE_READERS), or `sys.argv[1]`.
 
-    The one rule for both sides: the profile here records these reads' values, and the reducer's
-    `resolve_recorded_values` (which imports this) writes them back. Standard library only: this file also runs in
-    the target env, without minrepro."""
+    The one rule for what a config read is: the profile here records these reads' values, keyed by the read's source,
+    and the reducer's `resolve_recorded_values` writes back each read whose source is a recorded key (it never imports
+    the harness). Standard library only: this file also runs in the target env, without minrepro."""
     import ast
 
     if isinstance(node, ast.Call):

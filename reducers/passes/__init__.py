@@ -61,7 +61,6 @@ from .hygiene import (
 
 # helpers the tests call directly
 from .common import _names_loaded as _names_loaded, _render as _render
-from .profiled import _read_keys as _read_keys
 from .hygiene import (
     _bound_name as _bound_name,
     _dead_stores as _dead_stores,

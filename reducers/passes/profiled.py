@@ -1,13 +1,15 @@
 """Fact-driven passes: what a profiled run of the current program showed, measured by the driver
 (`Problem.facts`): the statements that never ran dropped, the failure's backward slice, and option and config
-reads whose value never changed written as that value."""
+reads whose value never changed written as that value.
+
+Which reads the profile records is the profile's rule (`read_key` in the harness's bootstrap, which runs in the target
+env without minrepro); it keys each value by the read's source, and a read here is one whose source is such a key
+(`_recorded_reads`): the search knows nothing of the harness."""
 
 from __future__ import annotations
 
 import ast
 import re
-
-from minrepro.harness._bootstrap import read_key, reads_input  # the profile's rule for a config read: one definition
 
 from ..search import Problem, seeding_calls
 from ..source import header_end
@@ -105,15 +107,29 @@ def resolve_recorded_values(problem: Problem) -> None:
     # it would turn the script's own check into a constant. One read from a file or the command line is a setting.
     keys = [
         k
-        for k in _read_keys(problem.current)
-        if k in values and (_floats(ast.parse(values[k])) <= written or _is_input(k, inputs))
+        for k in _recorded_reads(problem.current, values)
+        if _floats(ast.parse(values[k])) <= written or _is_input(k, inputs)
     ]
 
     def resolved(batch: list[str]) -> str | None:
-        present = [k for k in batch if k in _read_keys(problem.current)]  # an accepted batch took some already
+        present = [k for k in batch if k in _recorded_reads(problem.current, values)]  # an accepted batch took some
         return _with_values(problem.current, {k: values[k] for k in present}) if present else None
 
     _accept_batches(problem, [keys, *_by_base(keys), *([k] for k in keys)], resolved)
+
+
+# Calls that read a file's data (`yaml.safe_load(fh)`, `json.load(open(args.config))`, `Path(p).read_text()`): the
+# names whose calls the profile records as reads (the bootstrap's own `FILE_READERS`; a test holds the two the same).
+FILE_READERS = ("load", "loads", "safe_load", "full_load", "read", "read_text", "readlines")
+# Calls that turn the command line into settings: the values read from what they return are inputs, like a file's.
+ARGUMENT_PARSERS = ("parse_args", "parse_known_args", "parse_args_into_dataclasses")
+
+
+def reads_input(node: ast.AST) -> bool:
+    """True for a call that reads a file's data or parses the command line (see FILE_READERS)."""
+    func = getattr(node, "func", None)
+    name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else None
+    return isinstance(node, ast.Call) and name in FILE_READERS + ARGUMENT_PARSERS
 
 
 def _input_names(tree: ast.AST) -> set[str]:
@@ -156,8 +172,18 @@ def _by_base(keys: list[str]) -> list[list[str]]:
     return list(groups.values()) if len(groups) > 1 else []
 
 
-def _read_keys(source: str) -> list[str]:
-    return list(dict.fromkeys(k for k in map(read_key, ast.walk(ast.parse(source))) if k is not None))
+def _recorded_reads(source: str, values: dict[str, str]) -> list[str]:
+    """The reads of `source` that `values` (the profile's, by the read's source) holds a value for, in the order they
+    first appear."""
+    return list(dict.fromkeys(k for k in map(_read_source, ast.walk(ast.parse(source))) if k in values))
+
+
+def _read_source(node: ast.AST) -> str | None:
+    """The source of what may be a recorded read (`args.steps`, `cfg['eval']['seed']`, `m.getint('layers')`): an
+    attribute or a subscript that is read, not written to, or a call."""
+    if not isinstance(node, (ast.Attribute, ast.Subscript, ast.Call)):
+        return None
+    return ast.unparse(node) if isinstance(getattr(node, "ctx", ast.Load()), ast.Load) else None
 
 
 def _with_values(source: str, values: dict[str, str]) -> str:
@@ -167,7 +193,7 @@ def _with_values(source: str, values: dict[str, str]) -> str:
                 if isinstance(node, ast.Subscript):
                     node.slice = self.visit(node.slice)
                 return node
-            key = read_key(node)
+            key = _read_source(node)
             if key in values:
                 return ast.copy_location(ast.parse(values[key], mode="eval").body, node)
             return self.generic_visit(node)
