@@ -17,7 +17,9 @@ and linked into every session venv and every venv minrepro makes: one copy, not 
 from __future__ import annotations
 
 import os
+import shutil
 import sys
+import tomllib
 from pathlib import Path
 
 import nox
@@ -152,14 +154,34 @@ def tests(session: nox.Session) -> None:
 
 
 RUFF = "ruff==0.17.6"  # pinned: a new ruff release brings new findings, which should arrive as a change of their own
+IMPORT_LINTER = "import-linter==2.17"  # pinned, like ruff
+
+
+def _wheel_layout(where: Path) -> Path:
+    """The packages' modules laid out as the wheel installs them (pyproject.toml's `packages` and `package-dir`:
+    reducers/ becomes minrepro/reducers/), for a tool that reads packages from their files, as import-linter does."""
+    setuptools = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["setuptools"]
+    mapped = setuptools.get("package-dir", {})
+    shutil.rmtree(where, ignore_errors=True)
+    for package in setuptools["packages"]:
+        parent = max((p for p in mapped if package == p or package.startswith(p + ".")), key=len, default=None)
+        folder = mapped[parent] + package[len(parent) :].replace(".", "/") if parent else package.replace(".", "/")
+        target = where / package.replace(".", "/")
+        target.mkdir(parents=True, exist_ok=True)
+        for module in (ROOT / folder).glob("*.py"):
+            shutil.copy2(module, target / module.name)
+    return where
 
 
 @nox.session
 def lint(session: nox.Session) -> None:
-    """ruff's checks and its format check, configured in pyproject.toml (`[tool.ruff]`); nothing is rewritten."""
-    session.install(RUFF)
+    """ruff's checks and its format check, configured in pyproject.toml (`[tool.ruff]`), then the rooms' import
+    contracts (`[tool.importlinter]`), read from the modules as the wheel lays them out; nothing is rewritten."""
+    session.install(RUFF, IMPORT_LINTER)
     session.run("ruff", "check", *session.posargs)
     session.run("ruff", "format", "--check", *session.posargs)
+    session.chdir(_wheel_layout(Path(session.create_tmp()) / "wheel-layout"))  # lint-imports reads packages from here
+    session.run("lint-imports", "--config", str(ROOT / "pyproject.toml"), "--no-cache")
 
 
 @nox.session(venv_backend="none")
