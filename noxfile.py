@@ -1,5 +1,6 @@
-"""nox sessions: the catalog on each version set (`minrepro`), the patches proved on each set (`patched`),
-the test suite (`tests`), the linter (`lint`), and an offline wheelhouse for GPU boxes without network (`wheelhouse`).
+"""nox sessions: the catalog on each version set (`minrepro`), the patches proved on each set (`patched`), the catalog
+on the newest releases the index serves now against the newest snapshot (`drift`), the test suite (`tests`), the
+linter (`lint`), and an offline wheelhouse for GPU boxes without network (`wheelhouse`).
 
 Results go to .minrepro/results/ (untracked): a run never rewrites tracked files. `-- --record` writes them to
 results/ instead and regenerates the pages generated from there (`minrepro docs`: docs/catalog.md, docs/families/,
@@ -137,6 +138,33 @@ def patched(session: nox.Session, vset: str) -> None:
         env=env,
     )
     _regenerate_docs(session, where, env)
+
+
+@nox.session(venv_params=VENV_PARAMS)
+def drift(session: nox.Session) -> None:
+    """`minrepro drift`: the catalog's cases, controls and patch proofs on `latest` (the newest releases the index
+    serves, resolved now; its venvs in minrepro's cache), against what the manifest declares for the newest snapshot.
+    Exits non-zero on any change, and where the index cannot be reached. `-- --record` writes results/drift/ and
+    regenerates the pages; `-- --propose` prints the manifest diff that would move the snapshot, applying nothing."""
+    _torch(session)
+    session.install("packaging>=23")
+    wheelhouse = ["--wheelhouse", WHEELHOUSE] if WHEELHOUSE else []
+    session.run(
+        "python",
+        "-m",
+        "minrepro",
+        "drift",
+        "--jobs",
+        str(os.cpu_count() or 1),
+        "--warm",
+        "--results",
+        str(ROOT / "results"),
+        "--docs",
+        str(ROOT / "docs"),
+        *wheelhouse,
+        *session.posargs,
+        env={"PYTHONPATH": str(ROOT)},
+    )
 
 
 TEST_SET = "pinned"  # the libraries the `libs` tests run against (the seeds' stack: most families fail there)

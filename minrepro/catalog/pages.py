@@ -24,6 +24,7 @@ from minrepro.catalog.matrix import (
     readme_with_matrices,
     replace_block,
 )
+from minrepro.envs.latest import LATEST
 from minrepro.envs.patching import PATCHES_DIR, Patch, load_patches
 from minrepro.envs.refs import refs_page
 from minrepro.errors import MinreproError
@@ -108,7 +109,16 @@ def write_docs(catalog: Catalog, results_dir: Path, docs_dir: Path) -> list[Path
 class Records:
     """The recorded runs, proofs, bisections, kits and drafts under a results directory."""
 
-    def __init__(self, root: Path, runs: dict, single: dict, proofs: dict, single_proofs: dict, main: list[dict]):
+    def __init__(
+        self,
+        root: Path,
+        runs: dict,
+        single: dict,
+        proofs: dict,
+        single_proofs: dict,
+        main: list[dict],
+        drift: dict[str, dict] | None = None,
+    ):
         self.root, self.runs, self.single, self.proofs, self.single_proofs, self.main = (
             root,
             runs,
@@ -117,6 +127,7 @@ class Records:
             single_proofs,
             main,
         )
+        self.drift = drift or {}  # machine -> the latest `minrepro drift --record` run there (results/drift/)
 
     @classmethod
     def load(cls, root: Path) -> Records:
@@ -130,11 +141,25 @@ class Records:
             load_results(patched) if patched.is_dir() else {},
             load_single_cases(patched / "cases"),
             main,
+            _drift_runs(root / "drift"),
         )
 
     def run(self, case: Case, column: tuple[str, str]) -> str:
+        """The recorded outcome, judged against the manifest, and the date it was seen."""
         entry, doc = _pick(case.id, self.runs.get(column), self.single.get(column), skipped=_run_skipped)
-        return _cell(case, entry, doc) if doc else "not run"
+        if not doc:
+            return "not run"
+        cell = _cell(case, entry, doc)
+        return f"{cell} ({doc['date']})" if entry is not None and doc.get("date") else cell
+
+    def latest(self, case: Case, machine: str) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+        """(the case's drift row, its patch proof row) in the drift run recorded on `machine`."""
+        doc = self.drift.get(machine)
+        if doc is None:
+            return None, None
+        row = next((d for d in doc.get("drift", []) if d["case"] == case.id), None)
+        proof = next((p for p in (doc.get("proof") or {}).get("cases", []) if p["case"] == case.id), None)
+        return row, proof
 
     def proof(self, case: Case, column: tuple[str, str]) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
         row, doc = _pick(
@@ -148,6 +173,16 @@ class Records:
     def file(self, *parts: str) -> Path | None:
         path = self.root.joinpath(*parts)
         return path if path.is_file() else None
+
+
+def _drift_runs(folder: Path) -> dict[str, dict[str, Any]]:
+    """{machine: document} of the drift runs recorded on `latest` (`minrepro drift --record`)."""
+    found = {}
+    for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
+        doc = read_results_file(path)
+        if doc.get("set") == LATEST and "latest" in doc:
+            found[doc["machine"]] = doc
+    return found
 
 
 # --- docs/catalog.md's index -------------------------------------------------------------------------------
@@ -174,9 +209,30 @@ def family_page(catalog: Catalog, family: Family, records: Records, page_dir: Pa
     patches = _patches_by_id()
     for case in cases:
         lines += _case_section(catalog, case, records, page_dir, patches)
+    lines += _releases(catalog, records)
     if family.notes:
         lines += ["## What else is known", "", family.notes, ""]
     return "\n".join(lines).rstrip() + "\n"
+
+
+def _releases(catalog: Catalog, records: Records) -> list[str]:
+    """The releases behind each row of the outcome tables (a cell says when it was seen); `latest` moves, so its
+    releases are those its recorded drift run resolved, and when."""
+    named = [f"{name}: {_pins(vset.pins())}" for name, vset in catalog.sets.items()]
+    latest = [
+        f"{LATEST} on {machine}: {_pins(doc['latest']['pins'])} (the newest final releases "
+        f"{doc['latest']['source']} served on {doc['latest']['date'][:10]}; `minrepro drift --record`)"
+        for machine, doc in sorted(records.drift.items())
+    ]
+    return (
+        ["## Releases", "", "Each outcome above was seen on these releases, on the date in its cell:", ""]
+        + [f"- {line}" for line in named + latest]
+        + [""]
+    )
+
+
+def _pins(pins: dict[str, str]) -> str:
+    return ", ".join(f"{dist} {version}" for dist, version in pins.items())
 
 
 def _rel(target: Path, page_dir: Path) -> str:
@@ -238,13 +294,35 @@ def _outcomes(catalog: Catalog, case: Case, records: Records) -> list[str]:
         if case.patches:
             cells += [_proof_cell(*records.proof(case, (set_name, m))) for m in MACHINES]
         lines.append("| " + " | ".join(cells) + " |")
+    if records.drift:
+        lines.append("| " + " | ".join(_latest_cells(case, records)) + " |")
     return [
         *lines,
         "",
         "✓: as the manifest declares; the cells come from `results/` (`nox -s minrepro -- --record`, "
-        "`nox -s patched -- --record`).",
+        "`nox -s patched -- --record`"
+        + (", and for latest `nox -s drift -- --record`, judged against newest" if records.drift else "")
+        + ").",
         "",
     ]
+
+
+def _latest_cells(case: Case, records: Records) -> list[str]:
+    """The `latest` row: what the recorded drift run saw, as a drift from the newest snapshot, and when."""
+    cells = [LATEST, case.declared(LATEST) or "-"]
+    proofs = []
+    for machine in MACHINES:
+        row, proof = records.latest(case, machine)
+        date = records.drift[machine]["date"] if machine in records.drift else ""
+        if row is None:
+            cells.append("not run")
+        elif row["observed"] == "skipped":
+            cells.append("skipped")
+        else:
+            since = f", {row['changed_by']}" if row.get("changed_by") else ""
+            cells.append(f"{row['observed']}: {row['kind']}{since} ({date})")
+        proofs.append(proof["status"] if proof and proof.get("status") else "not run")
+    return cells + (proofs if case.patches else [])
 
 
 def _proof_cell(row: dict[str, Any] | None, doc: dict[str, Any] | None) -> str:

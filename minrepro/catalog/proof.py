@@ -107,13 +107,16 @@ def prove(
     timeout: float,
     log: Callable[[str], None],
     jobs: int = 1,
+    choose: Callable[[list[str], dict[str, str | None]], list[patching.Patch]] = patching.select,
 ) -> dict[str, Any]:
+    """`choose` picks the variants of a case's patches for the installed versions (by default the one whose
+    `Applies-to` names them; `minrepro drift` carries the snapshot's forward where they still apply)."""
     clean_env, patched_env = probe(str(env_python(clean))), probe(str(env_python(patched)))
     check_set(catalog, set_name, clean_env)
     check_set(catalog, set_name, patched_env)
     versions = clean_env.versions
     patched_cases = [c for c in cases if c.patches]
-    chosen = {c.id: patching.select(list(c.patches), versions) for c in patched_cases}
+    chosen = {c.id: choose(list(c.patches), versions) for c in patched_cases}
     rows: dict[str, ProofRow] = {}
     for case in patched_cases:
         complete = not _missing(catalog, case, chosen[case.id], set_name)

@@ -1,4 +1,4 @@
-"""The `minrepro` command line: one module per command group (catalog, reduce, envs, scenarios, reports), each
+"""The `minrepro` command line: one module per command group (catalog, drift, reduce, envs, scenarios, reports), each
 registering its commands with their arguments beside their implementation. Errors a user can fix are one line
 on stderr and exit status 2."""
 
@@ -11,9 +11,9 @@ from collections.abc import Sequence
 from .. import __version__
 from ..errors import MinreproError
 from ..reduction.driver import Interrupted
-from . import catalog, envs, explore, reduce, reports, scenarios
+from . import catalog, drift, envs, explore, reduce, reports, scenarios
 
-GROUPS = (catalog, reduce, envs, scenarios, explore, reports)
+GROUPS = (catalog, drift, reduce, envs, scenarios, explore, reports)
 TAKE_ARGUMENTS = {"reduce", "check", "signature", "bisect"}  # `COMMAND SCRIPT -- ARGS`: the user's run's arguments
 
 

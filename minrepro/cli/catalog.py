@@ -15,7 +15,7 @@ from ..catalog.pages import stale_pages, write_docs
 from ..catalog.run import check_set, format_table, results_document, run_cases, write_results
 from ..catalog.targets import is_script, reference_run, resolve, results_home, static_problems, with_pins
 from ..envs.refs import parse_repo, ref_env, refs_page
-from ..envs.venvs import env_of, read_marker, set_env
+from ..envs.venvs import env_of, read_marker, set_env, wheelhouse_from_env
 from ..errors import MinreproError
 from ..harness.probe import probe
 from ..harness.runner import DEFAULT_TIMEOUT
@@ -34,7 +34,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     env = probe(args.python)
     if args.repo:
         refs = read_marker(env_of(args.python))["refs"]
+    resolution = None
     if args.set:
+        from .drift import with_latest
+
+        catalog, resolution = with_latest(catalog, [args.set], wheelhouse_from_env())
         check_set(catalog, args.set, env)
     set_name = args.set or catalog.detect_set(env.versions)
     print(
@@ -51,6 +55,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     document = results_document(env, set_name, results)
     # the catalog phase's time is a target (<= 60 s per set on a GPU box): recorded with what it ran under
     document.update(wall_seconds=round(wall, 1), jobs=args.jobs, warm=args.warm, timings=timings)
+    if resolution is not None:
+        document["latest"] = resolution.to_dict()
     if refs:
         document["refs"] = refs
         print(
@@ -88,8 +94,11 @@ def _breakdown(timings: dict) -> str:
 def cmd_check(args: argparse.Namespace) -> int:
     """Static checks (line limit, imports, PEP 723 pins) of cases or scripts; with --set, also run each of them in
     every named set's environment (made once in the cache) and record the runs, which `report` then reads."""
+    from .drift import with_latest
+
     catalog = load_catalog(args.manifest)
     sets = [s.strip() for s in args.set.split(",") if s.strip()] if args.set else []
+    catalog, args.latest = with_latest(catalog, sets, wheelhouse_from_env())
     for name in sets:
         catalog.version_set(name)
     if args.patched and not sets:
@@ -139,6 +148,8 @@ def _check_in_sets(catalog, cases: list, sets: list[str], args: argparse.Namespa
             columns[f"{name} + patches" if patched else name] = {r.case: r for r in results}
             if where is not None:  # patched runs apart: `report` and the matrix read <set>-<machine>.json only
                 doc = results_document(env, name, results)
+                if args.latest is not None and name == args.latest.version_set().name:
+                    doc["latest"] = args.latest.to_dict()  # the releases it resolved to, where and when
                 if patched:
                     doc["patches"] = (read_marker(env_of(env.python)) or {}).get("patches", [])
                 write_results(where / ("patched" if patched else "") / f"{name}-{env.machine}.json", doc)
@@ -202,7 +213,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     run = sub.add_parser("run", help="run catalog cases here and compare with the manifest")
     run.add_argument("cases", nargs="*", metavar="CASE|SCRIPT", help="case ids or script paths (default: every case)")
     run.add_argument("--python", help="interpreter whose environment runs the cases (default: this one)")
-    run.add_argument("--set", help="version set whose declared outcomes apply; the installed pins must match")
+    run.add_argument(
+        "--set",
+        help="version set whose declared outcomes apply; the installed pins must match (`latest`: the index's newest "
+        "releases, resolved now)",
+    )
     run.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, help="seconds per case")
     run.add_argument("--results", help="also write the results as JSON to this file")
     run.add_argument("--json", action="store_true", help="print the results as one JSON object")
@@ -232,7 +247,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     check.add_argument(
         "--set",
         metavar="S1,S2",
-        help="also run each target in these version sets' environments (made once in the cache) and record the runs",
+        help="also run each target in these version sets' environments (made once in the cache) and record the runs; "
+        "`latest` is the newest releases the index serves now",
     )
     check.add_argument(
         "--patched",
