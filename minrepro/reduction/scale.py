@@ -97,7 +97,8 @@ class TwinJudge:
     the original is known to pass there). Where it fails there otherwise than the bug, the step is refused, and why
     is kept; where it fails there the same way in an env the guard has not judged yet, the guard decides.
     `run_good(sources, python, jobs)`: each source's cold runs there. The good runs of a batch go beside its bad runs
-    where the slots hold them all, else after, for the first twin the bad world accepts, then the next."""
+    where the slots hold them (every twin's, else the first's), else after; then, in order, for each twin the bad
+    world accepts until one holds."""
 
     bad: Callable[[list[str]], list[bool]]
     goods: dict[str, bool]
@@ -115,14 +116,17 @@ class TwinJudge:
     def __call__(self, sources: list[str]) -> list[bool]:
         if not self.goods:
             return self.bad(sources)
-        if self.jobs >= len(sources) * (1 + GOOD_RUNS * len(self.goods)):  # one round holds every run
-            with ThreadPoolExecutor(2) as pool:
+        beside = GOOD_RUNS * len(self.goods)
+        # the good runs go beside the batch's bad runs where the slots hold them: every twin's, else the first's
+        ahead = sources if self.jobs >= len(sources) * (1 + beside) else sources[:1]
+        if self.jobs >= len(sources) + beside:
+            with ThreadPoolExecutor(1) as pool:
                 bad = pool.submit(self.bad, sources)
-                self._judge_good(sources, spare=self.jobs - len(sources))
+                self._judge_good(ahead, spare=self.jobs - len(sources))
                 answers = bad.result()
-            return [yes and self._holds(text) for yes, text in zip(answers, sources, strict=True)]
-        answers = self.bad(sources)
-        for i, text in enumerate(sources):
+        else:
+            answers = self.bad(sources)
+        for i, text in enumerate(sources):  # then, in order, the twins the bad world accepts: the first that holds
             if not answers[i]:
                 continue
             self._judge_good([text], spare=self.jobs)
@@ -132,7 +136,9 @@ class TwinJudge:
         return answers
 
     def _judge_good(self, sources: list[str], spare: int) -> None:
-        todo = [text for text in sources if text not in self.good_runs]
+        todo = [text for text in sources if set(self.goods) - set(self.good_runs.get(text, {}))]
+        if not todo:
+            return
         per_env = max(1, spare // max(1, len(self.goods)))
         with ThreadPoolExecutor(max(1, len(self.goods))) as pool:
             found = {

@@ -19,12 +19,13 @@ from transformers import AutoModelForImageTextToText, BitsAndBytesConfig
 logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
 log = logging.getLogger("smoke")
 
-# pre-tokenized smoke prompts (bos, <start_of_turn>user, text..., <end_of_turn>, <start_of_turn>model)
-SMOKE_PROMPTS = [
-    ("greeting", [2, 105, 2364, 107, 9259, 236764, 1217, 659, 611, 236881, 106, 107, 105, 4368, 107]),
-    ("weather", [2, 105, 2364, 107, 3689, 563, 506, 7606, 1645, 22335, 236881, 106, 107, 105, 4368, 107]),
-    ("math", [2, 105, 2364, 107, 3689, 563, 236743, 236778, 900, 236743, 236778, 236881, 106, 107, 105, 4368, 107]),
-]
+# pre-tokenized smoke prompts, pasted from the tokenizer's debug log
+# (bos, <start_of_turn>user, text..., <end_of_turn>, <start_of_turn>model)
+SMOKE_PROMPTS = {
+    "greeting": "2 105 2364 107 9259 236764 1217 659 611 236881 106 107 105 4368 107",
+    "weather": "2 105 2364 107 3689 563 506 7606 1645 22335 236881 106 107 105 4368 107",
+    "math": "2 105 2364 107 3689 563 236743 236778 900 236743 236778 236881 106 107 105 4368 107",
+}
 
 
 def load(checkpoint, gpu_budget, ram_budget, offload_root):
@@ -43,9 +44,9 @@ def load(checkpoint, gpu_budget, ram_budget, offload_root):
 @torch.no_grad()
 def smoke(model, max_new_tokens):
     failures = 0
-    for name, prompt in SMOKE_PROMPTS:
+    for name, prompt in SMOKE_PROMPTS.items():
         started = time.time()
-        ids = torch.tensor([prompt], device="cuda:0")
+        ids = torch.tensor([[int(token) for token in prompt.split()]], device="cuda:0")
         out = model.generate(input_ids=ids, max_new_tokens=max_new_tokens, do_sample=False)
         new = out[0, ids.shape[1]:].tolist()
         log.info("%s: %d new tokens in %.2f s", name, len(new), time.time() - started)
