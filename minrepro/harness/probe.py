@@ -10,7 +10,10 @@ from typing import Any
 from ..errors import MinreproError
 from .runner import resolve_python
 
-DISTRIBUTIONS = ("torch", "transformers", "accelerate", "peft", "bitsandbytes", "tokenizers")
+# The libraries under test: the one definition every part of minrepro reads (the catalog's families cross them)
+UNDER_TEST = ("torch", "transformers", "accelerate", "peft", "bitsandbytes")
+HF_STACK = frozenset(UNDER_TEST) - {"torch"}  # what a version set pins; torch is the machine's
+DISTRIBUTIONS = (*UNDER_TEST, "tokenizers")  # what a probe reports: tokenizers too, which transformers pins
 
 # Runs under the target interpreter: versions come from metadata; CUDA needs the torch import.
 _PROBE = rf"""

@@ -28,7 +28,7 @@ from ..dirs import cache
 from ..errors import MinreproError
 from ..harness.executors import ColdExecutor, Executor, make_executor
 from ..harness.oracle import Cache, CommandOracle, SignatureOracle, same_failure
-from ..harness.probe import probe
+from ..harness.probe import UNDER_TEST, probe
 from ..harness.resources import (
     cores,
     FIRST_RUN_TIMEOUT,
@@ -71,7 +71,6 @@ GOOD_RUNS = 2
 # A candidate may not run slower than SLOWDOWN x the original (or the original + GRACE_SECONDS): dropping
 # `num_hidden_layers=2` keeps the bug but makes every later candidate, and the final repro, slow.
 SLOWDOWN, GRACE_SECONDS = 2.0, 2.0
-UNDER_TEST = {"torch", "transformers", "accelerate", "peft", "bitsandbytes"}
 DEFAULT_BUDGET = 600.0  # seconds for a whole reduce unless --max-seconds says otherwise (the CLI's default)
 # The cold verification is kept out of the search's time: a bad run and the good runs side by side cost about the
 # slowest of them, cold (imports included); the factor covers a loaded machine.

@@ -25,12 +25,12 @@ from ..catalog.manifest import Catalog, load_catalog
 from ..envs.venvs import set_env
 from ..errors import MinreproError
 from ..harness.executors import ColdExecutor
-from ..harness.probe import Environment
+from ..harness.probe import HF_STACK, Environment
 from ..harness.runner import RunResult
 from ..harness.signature import Signature
 from ..reducers.source import imported_modules
 
-HF_LIBRARIES = {"transformers", "accelerate", "peft", "bitsandbytes"}
+HF_LIBRARIES = HF_STACK
 
 
 @dataclass(frozen=True)
