@@ -11,7 +11,8 @@ from ..errors import MinreproError
 from ..harness.placement import placement_lines
 from ..harness.resources import FIRST_RUN_TIMEOUT
 from ..harness.runner import DEFAULT_TIMEOUT, run_script
-from ..reduction.driver import DEFAULT_BUDGET, GOOD_RUNS
+from ..reduction.budget import DEFAULT_BUDGET
+from ..reduction.driver import GOOD_RUNS
 from .common import AfterAWhile
 from .common import progress as _progress
 

@@ -57,6 +57,7 @@ from .guard import (
     first_good_env,
     neutralise_library_call,
 )
+from .budget import Budget, per_candidate, within
 from .progress import Progress
 from .scale import Refusal, ScaleDown, TwinJudge, traced_run, try_scale_down
 
@@ -68,13 +69,6 @@ CONFIRM_RUNS = 3  # the original runs this many times, cold, to establish its fa
 # (eval_then_export: 41 lines at 300 s with one, 49 with two, faithful in 6 of 6 cold good runs); a script that
 # seeds nothing gets two. The cold verification of the result runs GOOD_RUNS either way.
 GOOD_RUNS = 2
-# A candidate may not run slower than SLOWDOWN x the original (or the original + GRACE_SECONDS): dropping
-# `num_hidden_layers=2` keeps the bug but makes every later candidate, and the final repro, slow.
-SLOWDOWN, GRACE_SECONDS = 2.0, 2.0
-DEFAULT_BUDGET = 600.0  # seconds for a whole reduce unless --max-seconds says otherwise (the CLI's default)
-# The cold verification is kept out of the search's time: a bad run and the good runs side by side cost about the
-# slowest of them, cold (imports included); the factor covers a loaded machine.
-VERIFY_FACTOR, VERIFY_GRACE = 1.5, 10.0
 MAX_AUTO_JOBS = 8  # runs side by side when --jobs is not given (cores, RAM and GPU memory permitting)
 
 
@@ -263,31 +257,6 @@ def interrupts_as_ctrl_c():
 
 
 @dataclass
-class Deadline:
-    """The reduction's time budget: the search runs no candidate past `search_until()`, which keeps `reserve`
-    seconds for the cold verification of its result (estimated from what the runs cost)."""
-
-    start: float
-    seconds: float | None  # the whole reduce; None: no budget
-    reserve: float = 0.0
-
-    def search_until(self) -> float | None:
-        return None if self.seconds is None else self.start + self.seconds - self.reserve
-
-    def passed(self) -> bool:
-        until = self.search_until()
-        return until is not None and time.monotonic() >= until
-
-    def end(self) -> float | None:
-        """When the whole reduce must have ended (None: no budget)."""
-        return None if self.seconds is None else self.start + self.seconds
-
-    def left(self) -> float | None:
-        end = self.end()
-        return None if end is None else end - time.monotonic()
-
-
-@dataclass
 class Reduction:
     """One reduction as it goes through the phases: what each phase found, for the next ones. The phases read and
     write it; nothing else carries state between them."""
@@ -300,7 +269,7 @@ class Reduction:
     out: Path
     home: Path
     python: str
-    deadline: Deadline
+    budget: Budget
     progress: Progress
     notes: list[str] = field(default_factory=list)
     headline: str = "not established (stopped before the original's runs agreed)"
@@ -393,11 +362,13 @@ def _reduce_script(opts: ReduceOptions, log: Callable[[str], None], say: Callabl
         out,
         home,
         resolve_python(opts.python),
-        Deadline(start, opts.max_seconds),
+        Budget(start, opts.max_seconds),
         Progress(code_lines(source), log, say=say),
         best=source,
     )
     r.timeout = opts.timeout or DEFAULT_TIMEOUT
+    if not opts.oracle:
+        r.say(r.budget.describe())
     try:
         for phase in PHASES:
             if not phase.applies(r):
@@ -585,19 +556,17 @@ def _take_confirmed(r: Reduction, runs: list[RunResult]) -> None:
 
 def _say_estimate(r: Reduction, first: RunResult) -> None:
     """Right after the first run: where the original's own cost makes the budget impossible, say so now."""
-    if r.deadline.seconds is None:
-        return
     # two more cold runs (side by side) and a cold verification cannot be avoided, whatever the search does
-    floor = first.seconds * (1 + 1 + VERIFY_FACTOR)
-    if floor > r.deadline.seconds:
+    floor = r.budget.establishing_fits(first.seconds)
+    if floor is not None:
         r.say(
-            f"the time budget ({r.deadline.seconds:.0f} s, --max-seconds) cannot hold this reduction: one run of "
+            f"the time budget ({r.budget.seconds:.0f} s, --max-seconds) cannot hold this reduction: one run of "
             f"the original takes {first.seconds:.0f} s, so establishing and verifying alone need about "
             f"{floor:.0f} s; the result will be verified, and may be far from minimal"
         )
         r.notes.append(
             f"the original's own cost (about {floor:.0f} s to establish and verify) exceeds the time "
-            f"budget of {r.deadline.seconds:.0f} s"
+            f"budget of {r.budget.seconds:.0f} s"
         )
 
 
@@ -606,7 +575,6 @@ def scale_down_phase(r: Reduction) -> None:
     36 s to fail), so the good env judges the twin, not the checkpoint. Its few candidates run cold: the warm executor
     is tried on what the search will stand on."""
     if r.scaled is None:
-        until = r.deadline.search_until()
         refused = r.refused
         r.scaled = _scale_down(
             r.opts,
@@ -622,7 +590,7 @@ def scale_down_phase(r: Reduction) -> None:
             r.traced,
             r.progress,
             r.say,
-            None if until is None else until - VERIFY_FACTOR * r.first_run.seconds,
+            r.budget.scale_down_until(r.first_run.seconds),
             _twin_judges(r),
             r.matcher,
             refused,
@@ -681,7 +649,7 @@ def guard_phase(r: Reduction) -> None:
         jobs=r.jobs if r.scaled else parallel_runs(r.cold, 2),  # a twin is small: the box's share
         home=r.home,
         known=r.scaled.good_runs if r.scaled else {},
-        until=r.deadline.end(),
+        until=r.budget.end(),
         least=r.first_run.seconds,
     )
     _start_family_pool(r, search)
@@ -714,11 +682,9 @@ def guard_phase(r: Reduction) -> None:
     # the cold verification's time is kept from the search: a bad run and the good runs, side by side
     twin = r.scaled.bad_run if r.scaled is not None else None
     bad_seconds = twin.seconds if twin is not None else r.first_run.seconds
-    r.deadline.reserve = (
-        VERIFY_FACTOR * max(bad_seconds, search.passing_seconds if r.guard.pythons else 0.0) + VERIFY_GRACE
-    )
-    left = r.deadline.left()
-    if r.scaled is None and left is not None and left < r.deadline.reserve + r.first_run.seconds:
+    r.budget.keep_for_verification(bad_seconds, search.passing_seconds if r.guard.pythons else 0.0)
+    left = r.budget.left()
+    if r.scaled is None and not r.budget.search_fits(r.first_run.seconds):
         # at real scale a search that cannot run one candidate and then verify its result is no search: said now
         original_runs = search.known.get(r.guard.pythons[0], []) if r.guard.pythons else []
         if r.guard.kind == "necessity":  # chosen, but its control has not run on the original: not decided
@@ -726,7 +692,7 @@ def guard_phase(r: Reduction) -> None:
         _end_on_original(
             r,
             f"the time budget cannot hold a search and its cold verification: verifying takes about "
-            f"{r.deadline.reserve:.0f} s (a run where the bug is fixed took {search.passing_seconds:.0f} s), one "
+            f"{r.budget.reserve:.0f} s (a run where the bug is fixed took {search.passing_seconds:.0f} s), one "
             f"candidate about {r.first_run.seconds:.0f} s, and {left:.0f} s are left",
             original_runs,
         )
@@ -895,7 +861,7 @@ def _open_search(r: Reduction) -> None:
         r.executor, baseline = _warm_executor(executor, r.original, stand_on[1], r.notes, r.log, r.timeout, r.home)
     r.guard_executors = [check.result() for check in checks]
     r.measured_on = stand_on[0] if baseline is not None else r.source
-    budget = _budget(baseline if baseline is not None else r.first_run.seconds)
+    budget = per_candidate(baseline if baseline is not None else r.first_run.seconds)
     # a candidate past the budget is uninteresting anyway: stop it there, not at the timeout
     r.oracle = SignatureOracle(
         Cache(r.workdir / "cache.jsonl", key),
@@ -957,7 +923,7 @@ def search_phase(r: Reduction) -> None:
     unjudged = [0]
     sent: set[str] = set()  # a candidate screened, then judged, counts once
     test_many, screen_many = (
-        _within(_counted(judge, r.progress, sent), r.deadline.search_until(), unjudged)
+        within(_counted(judge, r.progress, sent), r.budget.search_until(), unjudged)
         for judge in (r.oracle.test_many, r.oracle.screen_many)
     )
     guarded = r.guard.guarded or bool(opts.oracle)
@@ -1000,7 +966,7 @@ def search_phase(r: Reduction) -> None:
     if r.unjudged:
         r.notes.append(
             f"the search stopped at the time budget (--max-seconds {opts.max_seconds:g}, less "
-            f"{r.deadline.reserve:.0f} s kept for the verification): {r.unjudged} proposals were left "
+            f"{r.budget.reserve:.0f} s kept for the verification): {r.unjudged} proposals were left "
             "unjudged, so a smaller script may exist (the same command with a larger budget resumes)"
         )
     if hasattr(r.executor, "describe_reuse"):
@@ -1058,7 +1024,7 @@ PHASES: list[Phase] = [
     Phase(
         "trigger report",
         trigger_phase,
-        applies=lambda r: r.opts.triggers and not r.opts.oracle and not r.deadline.passed() and not r.ending,
+        applies=lambda r: r.opts.triggers and not r.opts.oracle and not r.budget.passed() and not r.ending,
     ),
     Phase(
         "verify",
@@ -1213,7 +1179,7 @@ def _scale_down(
         say,
     )
     scaled = try_scale_down(
-        normalize(source), traced, _within(_counted(judge, progress), until, [0]), say, judge.on_rung
+        normalize(source), traced, within(_counted(judge, progress), until, [0]), say, judge.on_rung
     )
     if refused is not None:
         refused += judge.refused
@@ -1253,10 +1219,6 @@ def _on_original(search: GuardSearch, script: Path, source: str) -> GuardSearch:
     return search
 
 
-def _budget(seconds: float) -> float:
-    return max(SLOWDOWN * seconds, seconds + GRACE_SECONDS)
-
-
 def _rebudget(
     oracle: SignatureOracle, executor: Executor, current: str, workdir: Path, home: Path, timeout: float
 ) -> None:
@@ -1270,7 +1232,7 @@ def _rebudget(
         path.write_text(current, encoding="utf-8")
     runs = executor.run_many(paths, timeout, home)
     if all(oracle.matches(run) for run in runs):
-        oracle.max_seconds = min(oracle.max_seconds or float("inf"), _budget(max(run.seconds for run in runs)))
+        oracle.max_seconds = min(oracle.max_seconds or float("inf"), per_candidate(max(run.seconds for run in runs)))
         oracle.timeout = min(timeout, oracle.max_seconds + 1)
 
 
@@ -1346,19 +1308,6 @@ def _run_sources(
     for path, text in zip(paths, sources, strict=False):
         path.write_text(text, encoding="utf-8")
     return ColdExecutor(python, jobs or len(paths)).run_many(paths, timeout, home)
-
-
-def _within(test_many, until: float | None, unjudged: list[int]):
-    """Past `until` (--max-seconds) every proposal is answered "not interesting" without a run: the search runs out of
-    proposals at once and its best goes to verification like one that ended by itself (the seam: no pass knows)."""
-
-    def run(sources: list[str]) -> list[bool]:
-        if until is not None and time.monotonic() >= until:
-            unjudged[0] += len(sources)
-            return [False] * len(sources)
-        return test_many(sources)
-
-    return run
 
 
 def _counted(test_many, progress: Progress, sent: set[str] | None = None):

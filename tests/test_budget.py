@@ -1,0 +1,55 @@
+"""The reduction's one budget: the deadline, the verification's reserve, each phase's share, a candidate's limit."""
+
+from __future__ import annotations
+
+import time
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from minrepro.reduction.budget import VERIFY_FACTOR, VERIFY_GRACE, Budget, per_candidate, within
+
+
+def test_no_budget_bounds_nothing():
+    budget = Budget(time.monotonic(), None)
+    assert budget.end() is None and budget.left() is None and budget.search_until() is None
+    assert budget.scale_down_until(30.0) is None and not budget.passed() and budget.search_fits(1e9)
+    assert budget.establishing_fits(1e9) is None and "none" in budget.describe()
+
+
+@given(
+    seconds=st.floats(1, 10_000),
+    bad=st.floats(0, 1_000),
+    good=st.floats(0, 1_000),
+    one_run=st.floats(0, 1_000),
+)
+def test_each_phase_ends_before_the_next_ones_share(seconds, bad, good, one_run):
+    budget = Budget(100.0, seconds)
+    budget.keep_for_verification(bad, good)
+    assert budget.reserve == VERIFY_FACTOR * max(bad, good) + VERIFY_GRACE
+    assert budget.search_until() == budget.end() - budget.reserve <= budget.end()
+    assert budget.scale_down_until(one_run) <= budget.search_until()
+
+
+def test_a_search_that_cannot_run_one_candidate_and_verify_does_not_fit():
+    budget = Budget(time.monotonic(), 100.0)
+    budget.keep_for_verification(40.0, 50.0)  # 85 s kept
+    assert budget.search_fits(10.0) and not budget.search_fits(20.0)
+
+
+def test_establishing_that_cannot_fit_is_said_with_what_it_needs():
+    assert Budget(0.0, 600.0).establishing_fits(100.0) is None
+    assert Budget(0.0, 300.0).establishing_fits(100.0) == 100.0 * (2 + VERIFY_FACTOR)
+
+
+@given(st.floats(0, 1_000))
+def test_a_candidate_may_take_twice_its_programs_time_and_never_less_than_a_grace(seconds):
+    assert per_candidate(seconds) >= 2 * seconds and per_candidate(seconds) >= seconds + 2.0
+
+
+def test_past_its_end_every_proposal_is_answered_no_without_a_run():
+    ran, unjudged = [], [0]
+    ask = within(lambda sources: ran.extend(sources) or [True] * len(sources), time.monotonic() - 1, unjudged)
+    assert ask(["a", "b"]) == [False, False] and ran == [] and unjudged == [2]
+    ask = within(lambda sources: [True] * len(sources), None, unjudged)
+    assert ask(["a"]) == [True]
