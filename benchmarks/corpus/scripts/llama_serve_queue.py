@@ -65,7 +65,8 @@ class QueueServer:
                                            no_split_module_classes=base._no_split_modules)
         placements = collections.Counter(map(str, device_map.values()))
         log.info("placement: %s", dict(placements))
-        self.model = dispatch_model(model, device_map=device_map, offload_dir=tempfile.mkdtemp(prefix="llama-off-"))
+        self._offload = tempfile.TemporaryDirectory(prefix="llama-off-")  # removed when the server goes away
+        self.model = dispatch_model(model, device_map=device_map, offload_dir=self._offload.name)
         self.model.eval()
         self.pad_id = self.model.config.pad_token_id
         log.info("model ready in %.1f s", time.time() - started)

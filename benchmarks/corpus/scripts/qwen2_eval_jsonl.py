@@ -97,7 +97,8 @@ def main():
     args = p.parse_args()
 
     t0 = time.time()
-    model = load(args.model_dir, args.disk_from, tempfile.mkdtemp(prefix="qwen2-eval-"))
+    offload = tempfile.TemporaryDirectory(prefix="qwen2-eval-")
+    model = load(args.model_dir, args.disk_from, offload.name)
     logger.info("loaded in %.1fs", time.time() - t0)
 
     eval_file = args.eval_file or os.path.join(args.model_dir, "data", "eval.jsonl")
