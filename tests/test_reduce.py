@@ -480,17 +480,6 @@ def test_a_time_budget_ends_the_search_with_a_verified_best(tmp_path, capsys):
     assert run_script(Path(summary["output"])).signature == original
 
 
-def test_past_the_budget_no_candidate_runs():
-    from minrepro.reduction.driver import _within
-
-    ran, unjudged = [], [0]
-    assert (
-        _within(lambda sources: ran.extend(sources) or [True] * len(sources), 0.0, unjudged)(["a", "b"]) == [False] * 2
-    )
-    assert ran == [] and unjudged == [2]
-    assert _within(lambda sources: [True] * len(sources), None, unjudged)(["a"]) == [True]
-
-
 @pytest.mark.parametrize("argv", [["--max-seconds", "0"], ["--max-seconds", "5", "--scenario", "r03-peft-spill"]])
 def test_a_bad_time_budget_is_a_one_line_error(argv, tmp_path, capsys):
     script = tmp_path / "job.py"
@@ -505,6 +494,7 @@ def test_the_twins_time_budget_is_measured_as_many_at_once_as_the_search_runs(tm
     from types import SimpleNamespace
 
     from minrepro.reduction import driver
+    from minrepro.reduction.budget import per_candidate
 
     class Contended:
         jobs = 2
@@ -514,7 +504,7 @@ def test_the_twins_time_budget_is_measured_as_many_at_once_as_the_search_runs(tm
 
     oracle = SimpleNamespace(max_seconds=None, timeout=100.0, matches=lambda run: True)
     driver._rebudget(oracle, Contended(), "x = 1\n", tmp_path, tmp_path, 100.0)
-    assert oracle.max_seconds == driver._budget(2.0)
+    assert oracle.max_seconds == per_candidate(2.0)
 
 
 def test_the_traced_run_is_the_first_run_and_the_others_confirm_it_side_by_side(tmp_path, monkeypatch):
