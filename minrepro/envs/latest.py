@@ -26,7 +26,7 @@ from .sets import VersionSet
 
 LATEST = "latest"  # the set's name, where a version set is named (`--set latest`, results/drift/latest-cpu.json)
 SNAPSHOT = "newest"  # the named set whose libraries `latest` moves forward, and whose outcomes it is compared with
-INDEX = "the package index"  # where the releases came from, as a record says it (or "wheelhouse NAME")
+INDEX = "the package index"  # where the releases came from, as a record says it (or "the wheelhouse NAME")
 
 
 class IndexUnreachable(MinreproError):
@@ -99,7 +99,7 @@ class Resolution:
     pins: dict[str, str]  # {distribution: version}
     snapshot: dict[str, str]  # the snapshot's pins it moved forward
     date: str  # ISO date and time, UTC
-    source: str  # INDEX, or "wheelhouse NAME"
+    source: str  # INDEX, or "the wheelhouse NAME"
 
     def changed(self) -> dict[str, tuple[str, str]]:
         """{distribution: (snapshot's version, latest's)} for the libraries whose release moved."""
@@ -136,4 +136,4 @@ def resolve_latest(
         newest = newest_final(ask(dist, wheelhouse))
         pins[dist] = str(newest) if newest is not None and newest > Version(pinned) else pinned
     when = (now or _dt.datetime.now(_dt.UTC)).strftime("%Y-%m-%dT%H:%M:%SZ")
-    return Resolution(pins, snapshot.pins(), when, f"wheelhouse {wheelhouse.name}" if wheelhouse else INDEX)
+    return Resolution(pins, snapshot.pins(), when, f"the wheelhouse {wheelhouse.name}" if wheelhouse else INDEX)
