@@ -32,7 +32,8 @@ import weakref
 @functools.cache
 def _library_tops():
     """Top-level import names that belong to installed distributions (minrepro itself excluded). Cached: the fork
-    server computes it once before forking (about 0.1 s in an env with the HF stack), its children inherit it."""
+    server computes it once before forking (it reads every installed distribution's metadata), its children
+    inherit it."""
     try:
         from importlib.metadata import packages_distributions
 
@@ -936,7 +937,7 @@ def _loaded():
 def _modules():
     """Every module of an installed distribution the run had imported, in import order: what a fork server
     preloads so that a candidate does not pay again for what the libraries import lazily (transformers imports
-    bitsandbytes at the first quantized load: 2 of a tiny script's 2.2 s in every forked child)."""
+    bitsandbytes at the first quantized load: most of a tiny script's run, in every forked child)."""
     tops = _library_tops()
     return [name for name in list(sys.modules) if name.split(".")[0] in tops]
 

@@ -48,13 +48,14 @@ def _preload(names, trials=False):
     """Import the names in order. With `trials` (the fork server), where CUDA is visible, each name not yet
     imported is imported in a forked trial first: a name whose import would initialize CUDA (bitsandbytes does,
     and every package that imports it) ends its trial at the attempt and is left to each child, since a forked
-    child could not use CUDA otherwise; the trial that succeeds carries on as the server and its parent exits. A
-    restart per such name cost 12-18 s each on an H100 box (4 starts, 58 s, for the newest set's catalog).
+    child could not use CUDA otherwise; the trial that succeeds carries on as the server and its parent exits.
+    Restarting the server per such name instead would pay its whole start again for each (the server's start per
+    set: `docs/benchmarks.md`, "The catalog phase").
     Should CUDA get initialized anyway (a path around `torch.cuda._lazy_init`), stop and name the culprit so the
     client can start again without it."""
     os.environ.setdefault("PYTORCH_NVML_BASED_CUDA_CHECK", "1")
-    # after "--": a run's recorded modules (thousands), imported here without trials, as before them; with trials
-    # on an H100 every reduction's server exited during such a preload (cause not found), the catalog's never did
+    # after "--": a run's recorded modules (thousands), imported here without trials: with a trial each, a
+    # reduction's server could exit during such a preload, where the catalog's own names alone do not
     own, recorded = (names[: names.index("--")], names[names.index("--") + 1 :]) if "--" in names else (names, [])
     own = sorted(own, key=lambda name: name != "torch")  # first: the trials need torch.cuda to watch
     loaded, seconds, refused = [], {}, {}  # seconds per name: the client reports the slow ones
@@ -287,15 +288,15 @@ def _snapshot(job, jobs):
     namespace = {"__name__": "__main__", "__file__": job["script"], "__builtins__": __builtins__}
     prefix_report = os.path.join(scratch, "prefix.json")
     # GNU OpenMP is not fork-safe: once the prefix has run a parallel torch op, every child forked from this
-    # snapshot hangs in its first one (each such candidate timed out, and was refused, while its cold run
-    # passed in 3 s). One intra-op thread here and in the children keeps the pool from ever starting.
+    # snapshot hangs in its first one (each such candidate times out, and is refused, while its cold run passes
+    # at once). One intra-op thread here and in the children keeps the pool from ever starting.
     torch = sys.modules.get("torch")
     if torch is not None:
         torch.set_num_threads(1)
     _bootstrap.prepare(job["script"], job["args"], job.get("path0"))
     began = time.monotonic()
     # the prefix runs under the candidate's timeout: its jobs wait for it with no process of their own to expire
-    # (a candidate that dropped a twin's config built the full-size model here for 345 s, with a 5 s timeout)
+    # (a candidate that drops a twin's config builds the full-size model here, far past its timeout)
     slow = []
 
     def too_slow(*_):
@@ -308,13 +309,13 @@ def _snapshot(job, jobs):
     signal.setitimer(signal.ITIMER_REAL, 0)
     prefix_seconds = time.monotonic() - began
     # a prefix that initialized CUDA (a model loaded onto the GPU) cannot serve forked children: each would fail
-    # with "Cannot re-initialize CUDA in forked subprocess" (520 of 605 candidates of a GPU training script did,
-    # and were refused). Every job sent here is handed back, to run whole, and the client stops snapshotting.
+    # with "Cannot re-initialize CUDA in forked subprocess", and be refused. Every job sent here is handed back,
+    # to run whole, and the client stops snapshotting.
     refused = "slow" if slow else "cuda" if _cuda_initialized() else ""  # why every job is handed back, if so
     shared = sorted(os.listdir(prefix_cwd))  # what the prefix wrote into its cwd: every child shares it
     # and what it wrote anywhere in its directories: a child that changes it (a suffix saving an adapter into the
-    # prefix's temp dir) would hand it to every later child, which a cold run never sees. A benchmark reduction kept
-    # a script that loads an adapter it no longer saves, and the final cold check refused it.
+    # prefix's temp dir) would hand it to every later child, which a cold run never sees: the reduction could keep a
+    # script that loads an adapter it no longer saves, which the final cold check refuses.
     files = _tree_state(scratch)
     if refused:  # this process only hands jobs back from now on: let go of what the prefix built (a model on the GPU)
         namespace.clear()
@@ -430,8 +431,8 @@ def single():
 
 
 # --- reused workers ------------------------------------------------------------------------------------------
-# A warm worker imports the libraries for 15-20 s (E4B's stack on an H100 box) and then runs a twin's candidate in
-# about 2 s: used once, the workers' imports bound the search. Reused, a worker runs candidates one after another
+# A warm worker's imports take many times a twin's candidate run (`docs/benchmarks.md`, "Executors on a twin"):
+# used once, the workers' imports bound the search. Reused, a worker runs candidates one after another
 # while each leaves it as a fresh interpreter would be. What a run may change and that can be put back is put back
 # (the environment, argv, sys.path and the import hooks, the script's own modules, the seeds, warnings filters and
 # loggers, the garbage collector's settings, torch's dtype, grad mode and threads, torch.compile's caches); a run that

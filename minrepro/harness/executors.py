@@ -440,9 +440,8 @@ class _Worker:
 
 class WarmPoolExecutor(_WarmExecutor):
     """Workers spawned ahead of need; each imports the libraries and runs candidates. `spares` more than `jobs` are
-    kept warming: a worker's imports take 15-20 s at E4B's stack, a twin's run under 2 s, so with only `jobs` of
-    them each batch after the first waited for its replacements' imports (one candidate at a time took 18-28 s
-    where the run itself takes 2).
+    kept warming: a worker's imports take many times a twin's run (`docs/benchmarks.md`, "Executors on a twin"), so
+    with only `jobs` of them each batch after the first would wait for its replacements' imports.
 
     With `reuse`, a worker runs candidates one after another, putting back what a run changed, and retires where a
     run left what it cannot put back (`_forkserver.reuse` says which is which, and what its checks cannot see); a
@@ -586,7 +585,7 @@ class WarmPoolExecutor(_WarmExecutor):
 
 
 def _cuda_visible_in(python: str) -> bool:
-    """Whether the env's torch sees a GPU (`probe`: one subprocess that imports torch, 2-3 s). A box without the
+    """Whether the env's torch sees a GPU (`probe`: one subprocess that has to import torch). A box without the
     NVIDIA driver is not asked."""
     if not (Path("/dev/nvidiactl").exists() or Path("/proc/driver/nvidia").exists()):
         return False
@@ -606,9 +605,9 @@ def _auto(
     reuse: bool = False,
 ) -> Executor:
     """The warm pool where CUDA is visible, else the fork server. On a GPU the fork server's prefix snapshots stop at
-    the first CUDA initialization, and its children were slower: the E2B twin of eval_gemma4_gpu.py (pinned, two
-    H200s, 8 at once, 2026-11-26) cost 12.1 s per candidate under the fork server and 7.6 s under the warm pool; on
-    newest the fork server also leaves peft (bitsandbytes 0.50 initializes CUDA at import) to every child. Elsewhere
+    the first CUDA initialization, so each child imports again whatever comes after it, and a twin's candidates run
+    slower than in the warm pool's workers; on newest the fork server also leaves peft (bitsandbytes 0.50 initializes
+    CUDA at import) to every child. Elsewhere
     the fork server stays; if it would leave a CUDA-initializing import anyway, or cannot start, the warm pool.
     `cuda`: whether the env's torch sees a GPU, where the caller's probe said so already."""
     python = resolve_python(python)

@@ -224,8 +224,9 @@ class SignatureOracle(_Base):
     def settle(self) -> None:
         """Wait for the runs where the bug is fixed of the last candidate answered yes ahead of them (`optimistic`),
         and record their answer. Refused there, `Retracted` says which: the search takes back that program and
-        what it built on it. At E4B on an H100 each accepted candidate's bad run and good run went one after the
-        other, 7-17 s a step for about 25 steps; the good run now overlaps the next candidates' bad runs."""
+        what it built on it. Otherwise every accepted candidate's good run would wait for its bad run, step after
+        step; the good run overlaps the next candidates' bad runs instead (`docs/benchmarks.md`, "The sweep and the
+        optimistic guard")."""
         if self._pending is None:
             return
         digest, source, answer, judging = self._pending
@@ -279,8 +280,8 @@ class SignatureOracle(_Base):
     def _judge_bad(self, paths: list[Path]) -> list[Answer]:
         """Each candidate where the script fails: the same failure, within the time budget, no litter."""
         results = self.executor.run_many(paths, self.timeout, self.home)
-        # a slow run is confirmed before it refuses a candidate: on 2 busy cores a run of the CPU bench's twin took
-        # 0.6 s or 2.7 s, and the slow ones refused candidates that were no slower (the faster of the two counts)
+        # a slow run is confirmed before it refuses a candidate: on busy cores the same program's runs can differ
+        # several-fold, and one slow run would refuse a candidate that is no slower (the faster of the two counts)
         slow = [
             i
             for i, r in enumerate(results)

@@ -1,5 +1,6 @@
 """What a run costs and how many such runs fit side by side: timeouts and parallelism follow the original's
-measured cold run (an E4B load takes 38 s and gigabytes; a tiny script 2 s and 300 MB), never a fixed guess."""
+measured cold run (a real-size checkpoint's load and a tiny script are orders of magnitude apart in time and
+memory), never a fixed guess."""
 
 from __future__ import annotations
 
@@ -72,8 +73,9 @@ def cores() -> int:
 
 def thread_cap(jobs: int) -> dict[str, str]:
     """The environment that gives each of `jobs` runs at once its share of the cores. Unset, every torch process
-    starts one intra-op thread per core: eight candidates on 16 cores run 128 threads, and two runs of the E4B twin
-    at once took twice as long as one alone. A share the user set (OMP_NUM_THREADS) is theirs and stays."""
+    starts one intra-op thread per core: eight candidates on 16 cores run 128 threads, and runs side by side that
+    contend for the cores are no faster than one after another. A share the user set (OMP_NUM_THREADS) is theirs and
+    stays."""
     if jobs <= 1 or any(name in os.environ for name in THREAD_VARIABLES):
         return {}
     share = max(1, cores() // jobs)

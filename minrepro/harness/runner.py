@@ -39,8 +39,8 @@ _LIVE: set[subprocess.Popen] = set()  # runs under way (each in its own process 
 
 
 def stop_live_runs() -> None:
-    """Kill every run under way, whole process groups: a reduction stopped by a signal must not wait out a 40 s
-    E4B load in each worker thread before it writes the best script so far."""
+    """Kill every run under way, whole process groups: a reduction stopped by a signal must not wait out a
+    real-size checkpoint's load in each worker thread before it writes the best script so far."""
     for proc in list(_LIVE):
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(proc.pid, signal.SIGKILL)
