@@ -53,7 +53,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     results = run_cases(catalog, cases, env, set_name, args.timeout, _progress, args.jobs, args.warm, timings)
     wall = time.monotonic() - start
     document = results_document(env, set_name, results)
-    # the catalog phase's time is a target (<= 60 s per set on a GPU box): recorded with what it ran under
+    # the catalog phase's time is a target (`docs/benchmarks.md`, "The catalog phase"): recorded with what it ran under
     document.update(wall_seconds=round(wall, 1), jobs=args.jobs, warm=args.warm, timings=timings)
     if resolution is not None:
         document["latest"] = resolution.to_dict()

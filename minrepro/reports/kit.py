@@ -328,7 +328,7 @@ def prove(
     base = _git(work, "rev-parse", f"{proof.commits[0]}~1").strip()
     runs = {"main": _file_on_main(env, clone, base, test_file, proof.pytest_args, timeout, log)}
     # before: only the new test (the file's other tests are main's, run once in `_file_on_main`); after: the file,
-    # less what fails on main, which cannot be a new failure (peft's hub tests sleep through retries, ~47 s each)
+    # less what fails on main, which cannot be a new failure (peft's hub tests each sleep through their retries)
     selections = {"before": [test_file, "-k", name], "after": [test_file, *_deselect(runs["main"], test_file)]}
     for label, commit in (("before", proof.commits[0]), ("after", proof.commits[-1])):
         overlay_env(env, [clone], {repo.library: commit})

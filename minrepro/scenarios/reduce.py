@@ -42,7 +42,7 @@ from .table import (
 
 
 # Of a time budget, what the spec passes may spend: the script phase establishes and guards again before its
-# first candidate (60 s on two H200s for a tiny Gemma 4), and with 150 s of spec passes it had 1 s left
+# first candidate, several runs of the script, and spec passes that took more would leave it no time for one
 SPEC_SHARE = 0.5
 
 
@@ -118,7 +118,7 @@ def reduce_spec(
     python = resolve_python(opts.python)
     env = probe(python)
     patches = (read_marker(env_of(python)) or {}).get("patches", [])
-    # shared with `scenario table` (an E4B checkpoint is 18 GB and takes a minute to build)
+    # shared with `scenario table` (an E4B checkpoint is 18 GB and slow to build)
     use_checkpoint_cache(spec_namespace(checkpoint_namespace(env.versions, patches), patches, spec))
     cache_path = workdir / "judged.json"
     judged: dict[str, dict] = json.loads(cache_path.read_text()) if cache_path.is_file() and not opts.fresh else {}
@@ -173,8 +173,8 @@ def reduce_spec(
         )
     log(f"{label}: {target.headline}")
     trip.steps.append(("preset", spec, target.headline))
-    # the spec passes ran each candidate cold, one at a time: a tiny Gemma 4 per candidate paid every import
-    # (four explore findings stopped at 20-35 lines after 380 s of mostly that)
+    # the spec passes run warm: cold, each candidate (a tiny Gemma 4) pays every import again, one at a time, and
+    # the imports, not the runs, use up the budget
     if opts.executor != "cold":
         executor = make_executor(
             opts.executor, python, module_imports(current), opts.jobs, judged[digest(current)].get("modules", ())

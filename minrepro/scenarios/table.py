@@ -49,7 +49,7 @@ def prebuild(spec: Scenario, directory: Path, python: str) -> float:
     shared = os.environ.get(CHECKPOINT_ENV)
     # built already, by some release (the run's own folder is keyed on its versions: at worst the run builds it)
     if source is None or (shared and any((Path(shared) / checkpoint_key(spec)).glob(f"*/{BUILT}"))):
-        return 0.0  # cheap enough to build in the run, or built already (a process start saved: 15 s on a loaded box)
+        return 0.0  # cheap enough to build in the run, or built already (a process start and its imports saved)
     return run_rendered(source, directory, python, BUILD_TIMEOUT).seconds
 
 
