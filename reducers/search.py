@@ -20,7 +20,8 @@ from .source import code_lines, normalize
 TestMany = Callable[[list[str]], list[bool | None]]
 MAX_ROUNDS = 50
 # A pass whose turns cost candidates and changed nothing this many times in a row is retired for the rest of the
-# search: on the CPU eval job the dictionary and argument passes spent 124 s of 177 on three fruitless turns each.
+# search: otherwise a pass with nothing left to take pays for a batch of candidates every round (each pass's seconds
+# and turns: `docs/benchmarks.md`, "Reducing at real scale").
 FRUITLESS_TURNS = 2
 
 

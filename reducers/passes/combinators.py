@@ -16,7 +16,7 @@ def greedy(generate: Generator, chain: bool = False) -> Pass:
     """Run a generator pass: accept the first interesting proposal, ask again, until none is. With `chain`, every
     proposal taken in turn (`_chained`, untested) goes first among them: where each would be accepted anyway (three
     functions to inline, two `with` blocks to unwrap) that is one round instead of one per edit, and it rides in a
-    batch of `jobs` candidates that runs at once (at E4B on a GPU each round cost 13 s)."""
+    batch of `jobs` candidates that runs at once (a round costs at least a run of the script where it fails)."""
 
     def run(problem: Problem) -> None:
         refused: set[tuple] = set()  # this turn's edits judged before the one taken: not judged again this turn
@@ -43,14 +43,14 @@ def sweep(generate: Generator) -> Pass:
     """Run a generator pass whose edits are small and mostly refused (an argument, a dict entry, an attribute read):
     every proposal is judged where the script fails (`Problem.screen`), then those that fail the same way go
     together (`merge_edits`) as one candidate, then in halves and quarters, then one by one (`_halvings`); the first
-    taken starts the next sweep. At E4B on an H100 `greedy(drop_arguments)` took 8 edits in 146 s, each a batch or
-    more of bad runs and a good run in turn; a sweep pays the good run once for the edits it merges."""
+    taken starts the next sweep. Taken one at a time (`greedy`), each edit costs a batch or more of bad runs and a
+    good run in turn; a sweep pays the good run once for the edits it merges (`docs/benchmarks.md`, "The sweep and
+    the optimistic guard")."""
 
     def run(problem: Problem) -> None:
         refused: set[tuple] = set()  # edits judged this turn and not taken: not judged again this turn
         # edits that failed the same way where the script fails, this turn: after another edit is taken they go
-        # straight to the merge, not to the screen again (at E4B on an H100 a serving job's `drop_arguments` sent
-        # 231 candidates for 15 edits taken, most of them the same edits screened once per edit taken)
+        # straight to the merge, not to the screen again (else the same edits are screened once per edit taken)
         screened: set[tuple] = set()
         while True:
             rendered = (_render(t) for t in generate(ast.parse(problem.current)))
@@ -87,8 +87,8 @@ def sweep(generate: Generator) -> Pass:
 
 def _edit(before: str, after: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """A candidate as the lines it takes out and puts in: after another edit is taken elsewhere, a refused edit
-    proposes the same lines again (at E4B on an H100 `drop_arguments` judged 120 candidates in 146 s for 8 taken, each
-    taken one sending the turn back to its start). One whose lines the taken edit changed is another edit. Each turn
+    proposes the same lines again (each edit taken sends the turn back to its start, and without this key every
+    refused edit would be judged again). One whose lines the taken edit changed is another edit. Each turn
     starts afresh, so a round that changes nothing judged every edit: the fixpoint is the same kind."""
     old, new = before.splitlines(), after.splitlines()
     out: list[str] = []
@@ -147,9 +147,9 @@ def _chained(generate: Generator, source: str, limit: int = 32) -> str | None:
 
 def together(name: str, *passes: Pass) -> Pass:
     """The passes' edits, each taken as if it were accepted (`Problem.shadow`), as one candidate; nothing if it is
-    not interesting (the passes then run one by one, as before). At E4B on an H100 each accepted candidate cost a bad
-    and a good run, 7-17 s, one after another: the rewrites that only restructure (unwrap `main()`, inline it, drop
-    the environment's settings) were eight such steps before the slice, about 100 s."""
+    not interesting (the passes then run one by one). Otherwise each rewrite that only restructures (unwrap
+    `main()`, inline it, drop the environment's settings) is a step of its own before the slice, each costing a bad
+    and a good run one after another."""
 
     def run(problem: Problem) -> None:
         shadow = problem.shadow()

@@ -105,8 +105,8 @@ def _without_imports(source: str, names: set[str]) -> str | None:
 
 def drop_environment_settings(tree: ast.Module) -> Iterator[ast.Module]:
     """A module-level `os.environ[NAME] = value` (what a prepared script sets from the original run's environment)
-    goes. On a GPU box the run had the image's CUDA_VERSION, NCCL_* and TORCH_CUDA_ARCH_LIST: as `greedy(chain=True)`,
-    all of them go in one candidate first, the ones the failure needs stay."""
+    goes. A container image sets many (CUDA_VERSION, NCCL_*, TORCH_CUDA_ARCH_LIST): as `greedy(chain=True)`, all of
+    them go in one candidate first, the ones the failure needs stay."""
     for i, stmt in enumerate(tree.body):
         if (
             isinstance(stmt, ast.Assign)

@@ -19,8 +19,8 @@ from .hygiene import _bound_name, _imports
 def constant_attributes(tree: ast.Module) -> Iterator[ast.Module]:
     """An option read like `args.hidden` becomes a literal (1, then None): parsers and configs can go. Not a module's
     attribute (`torch.bfloat16`: dropping the argument says the same), nor one that is called or read further
-    (`torch.tensor(...)` as `1(...)`, `cfg.sizes[0]` as `None[0]`): those only fail otherwise, a run each (at E4B
-    the pass judged 36-59 candidates for 2 taken, 48-80 s)."""
+    (`torch.tensor(...)` as `1(...)`, `cfg.sizes[0]` as `None[0]`): those only fail otherwise, a run each (each
+    pass's candidates and seconds: `docs/benchmarks.md`, "Reducing at real scale")."""
     modules = {_bound_name(alias) for node in _imports(tree) for alias in node.names}
     used = {id(n.func) for n in ast.walk(tree) if isinstance(n, ast.Call)}
     used |= {id(n.value) for n in ast.walk(tree) if isinstance(n, (ast.Attribute, ast.Subscript))}
