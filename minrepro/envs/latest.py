@@ -63,8 +63,8 @@ def parse_listing(package: str, returncode: int, stdout: str, stderr: str) -> li
         host = url.split("/")[2]
         raise IndexUnreachable(
             f"the latest set needs the package index to name the newest releases, and pip could not reach {host} "
-            f"({_short(reason)}): run it where the index answers, or give --wheelhouse DIR, or use the snapshot "
-            f"(--set {SNAPSHOT})"
+            f"({_short(reason)}): run it where the index answers, or give a wheelhouse (--wheelhouse DIR, "
+            f"MINREPRO_WHEELHOUSE), or use the snapshot (--set {SNAPSHOT})"
         )
     match = _AVAILABLE.search(stdout)
     if returncode != 0 or not match:
