@@ -46,6 +46,7 @@ from minrepro.envs.latest import (
     parse_listing,
     resolve_latest,
 )
+from minrepro.envs.patching import PATCHES_DIR
 from minrepro.envs.sets import SETS_FILE, load_sets
 from minrepro.errors import MinreproError
 
@@ -305,7 +306,13 @@ def _document() -> DriftDocument:
             "transformers/tied-head-disk-offload.diff",
             "transformers/modeling_utils.py hunk 1 FAILED",
         ),
-        PatchDrift("accelerate/params4bit-hf-initialized", "same release", "accelerate/params4bit-hf-initialized.diff"),
+        PatchDrift("accelerate/quant-state-meta-item", "same release", "accelerate/quant-state-meta-item.diff"),
+        PatchDrift(
+            "transformers/gemma4-offloaded-pad-embedding",
+            "applies, offset",
+            "transformers/gemma4-offloaded-pad-embedding.diff",
+            "offset -23 lines",
+        ),
     ]
     proof = {
         "cases": [
@@ -352,8 +359,10 @@ def test_the_report_says_per_family_what_changed_and_since_which_release():
         "- family AG, `peft-floor-unreleased`: newly fails (newest declares 'pass'), since transformers 5.24.0; "
         "the manifest declares latest = 'fail': ValueError" in report
     )
-    assert "| transformers/tied-head-disk-offload | no longer applies" in report
-    assert "accelerate/params4bit-hf-initialized" not in report  # its library did not move
+    patch_rows = {line.split("|")[1].strip(): line.split("|")[2].strip() for line in lines if "| transformers/" in line}
+    assert patch_rows["transformers/tied-head-disk-offload"] == "no longer applies"
+    assert "accelerate/quant-state-meta-item" not in report  # its library did not move
+    assert patch_rows["transformers/gemma4-offloaded-pad-embedding"] == "applies, offset"
     assert "still fails: A, Y" in report
     assert "now passes: M (transformers 5.24.0)" in report
     assert "fails differently: D" in report
@@ -389,13 +398,14 @@ def _checkout(tmp_path: Path) -> tuple[Path, Path, Path]:
     sets = root / "minrepro" / "envs" / "sets.toml"
     sets.parent.mkdir(parents=True)
     shutil.copy(SETS_FILE, sets)
+    shutil.copytree(PATCHES_DIR, root / "patches")
     return root, cases / "catalog.toml", sets
 
 
 def test_propose_prints_the_diff_that_moves_the_snapshot_and_it_applies(tmp_path, capsys):
     root, manifest, sets = _checkout(tmp_path)
     catalog = load_catalog(manifest)
-    diff = proposal(_document(), catalog, sets, root)
+    diff = proposal(_document(), catalog, sets, root, root / "patches")
     assert diff.startswith("# Moving the newest snapshot to the releases `minrepro drift` ran on 2026-11-27 (cpu)")
     assert "transformers 5.23.0 -> 5.24.0" in diff and "1 case(s) were not run there" in diff
     assert '-description = "newest releases on 2026-11-22"' in diff
@@ -403,6 +413,10 @@ def test_propose_prints_the_diff_that_moves_the_snapshot_and_it_applies(tmp_path
     assert '"transformers==5.24.0", "accelerate==1.15.0"' in diff
     assert "+++ b/minrepro/catalog/cases/catalog.toml" in diff and '-latest = "fail"' in diff
     assert '+fixed_in = ["transformers==5.24.0"]' in diff  # the release a bisection named for a case now passing
+    assert "1 patch(es) no longer apply and need a port to the new release: transformers/tied-head-disk-offload" in diff
+    # a snapshot patch that still lands on the moved release applies to it as well
+    assert "+++ b/patches/transformers/gemma4-offloaded-pad-embedding.diff" in diff
+    assert "+Applies-to: transformers==5.23.0, transformers==5.24.0" in diff
     # a script that first fails on newest pins newest's releases: they move with it
     assert "+++ b/minrepro/catalog/cases/peft_redispatch_disk_base.py" in diff
     before = {p: p.read_text() for p in (manifest, sets)}
@@ -417,6 +431,10 @@ def test_propose_prints_the_diff_that_moves_the_snapshot_and_it_applies(tmp_path
     assert cases["dequantize-no-quantized-linear"].fixed_in == ("transformers==5.24.0",)
     assert cases["gemma4-clippable-linear-target"].newest == "fail-other"
     assert cases["int8-offload-backward-scb"].newest == "fail"  # not run: kept
+    from minrepro.envs.patching import load_patch
+
+    pad = load_patch(root / "patches" / "transformers" / "gemma4-offloaded-pad-embedding.diff")
+    assert pad.applies({"transformers": "5.24.0"}) and pad.applies({"transformers": "5.23.0"})
     moved_with_sets = replace(moved, sets=load_sets(sets))
     for case_id in ("peft-floor-unreleased", "peft-redispatch-disk-base"):
         assert check_case(cases[case_id], moved_with_sets) == [], case_id

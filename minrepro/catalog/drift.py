@@ -341,12 +341,18 @@ def summary_lines(doc: DriftDocument) -> list[str]:
 # --- the proposal --------------------------------------------------------------------------------------------------
 
 
-def proposal(doc: DriftDocument, catalog: Catalog, sets_file: Path = SETS_FILE, root: Path | None = None) -> str:
+def proposal(
+    doc: DriftDocument,
+    catalog: Catalog,
+    sets_file: Path = SETS_FILE,
+    root: Path | None = None,
+    patches_dir: Path = patching.PATCHES_DIR,
+) -> str:
     """A unified diff (paths relative to `root`, the checkout) that would move the snapshot to what `doc` saw: newest's
     pins and date in sets.toml; each case run there declaring for newest what it did on latest (its `latest` line
     dropped: newest now says it), `fixed_in` gaining the release a bisection named for a case that now passes; the
-    PEP 723 pins of the scripts that first fail on newest. Cases not run here keep their declarations. Nothing is
-    written."""
+    PEP 723 pins of the scripts that first fail on newest; the `Applies-to` of each snapshot patch that still lands on
+    the moved release. Cases not run here keep their declarations. Nothing is written."""
     root = root or Path(__file__).resolve().parents[2]
     res = doc.resolution
     changed = res.changed()
@@ -375,6 +381,12 @@ def proposal(doc: DriftDocument, catalog: Catalog, sets_file: Path = SETS_FILE, 
         moved = _moved_script(source, changed)
         if moved != source:
             edits[case.script] = (source, moved)
+    for row in doc.patches:
+        library = row.patch.split("/", 1)[0]
+        if row.status in (APPLIES, OFFSET) and library in changed:
+            path = patches_dir / row.variant
+            text = path.read_text(encoding="utf-8")
+            edits[path] = (text, _applies_also(text, f"{library}=={changed[library][1]}"))
     header = [
         f"# Moving the {SNAPSHOT} snapshot to the releases `minrepro drift` ran on {res.date[:10]} "
         f"({doc.environment.get('machine', '?')}): {', '.join(f'{d} {a} -> {b}' for d, (a, b) in changed.items())}.",
@@ -384,6 +396,11 @@ def proposal(doc: DriftDocument, catalog: Catalog, sets_file: Path = SETS_FILE, 
         header.append(
             f"# {len(skipped)} case(s) were not run there and keep their declarations ({', '.join(skipped)}): run "
             "`minrepro drift` where they run before applying this."
+        )
+    ports = [p.patch for p in doc.patches if p.status == NO_LONGER_APPLIES]
+    if ports:
+        header.append(
+            f"# {len(ports)} patch(es) no longer apply and need a port to the new release: {', '.join(ports)}."
         )
     header.append("# Review it, then `git apply` it; nothing was changed.")
     parts = []
@@ -448,6 +465,16 @@ def _moved_case(text: str, case_id: str, outcome: str, fixed: list[str]) -> str:
 
         block = re.sub(r"(?m)^fixed_in = \[(.*)\]$", add, block, count=1)
     return text[:start] + block + text[end:]
+
+
+def _applies_also(text: str, pin: str) -> str:
+    """A patch's header with `pin` added to its `Applies-to` (the diff is unchanged: it lands there as it is)."""
+
+    def add(match: re.Match[str]) -> str:
+        pins = [p.strip() for p in match[1].split(",")]
+        return "Applies-to: " + ", ".join([*pins, pin] if pin not in pins else pins)
+
+    return re.sub(r"(?m)^Applies-to: (.*)$", add, text, count=1)
 
 
 def _moved_script(source: str, changed: dict[str, tuple[str, str]]) -> str:
