@@ -204,6 +204,7 @@ def test_a_variable_the_failure_does_not_need_is_named_in_the_header_only(tmp_pa
 
 def test_a_variable_the_failure_needs_is_set_at_the_top(tmp_path, monkeypatch):
     monkeypatch.setenv("BNB_RELEASE", "1.0 beta")
+    monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR", raising=False)  # torch sets it in a process that ran a model
     script = tmp_path / "job.py"
     script.write_text("import os\nfrom packaging.version import Version\nVersion(os.environ['BNB_RELEASE'])\n")
     prepared = prepare(str(script), cwd=tmp_path)
