@@ -779,14 +779,15 @@ def scale_down(
     plan: Plan,
     first_interesting: FirstInteresting,
     cut: Callable[[str], list[str]] | None = None,
-    on_rung: Callable[[str], None] | None = None,
+    on_rung: Callable[..., None] | None = None,
 ) -> tuple[str, list[Path_]] | None:
     """The smallest twin that is still interesting, and the fields it had to keep at their real size; None when
     no twin is. The ladder's steps in order (`ladder`), each as one batch per layer cut then the uncut twins; then
     delta debugging over the fields kept at real size, and the result checked once more (ddmin assumes the whole
     set is interesting: it need not be, the maps are literal there and were inferred in the original). `cut`:
-    further shrinks of a twin's text (its layers), the smallest first. `on_rung`: told each step's name before
-    its candidates are judged (the judge says why a step was refused)."""
+    further shrinks of a twin's text (its layers), the smallest first. `on_rung(name, shared=True)`: told each step
+    before its candidates are judged (the judge says why a step was refused); `shared`: the step's twins share its
+    shrink, so that one refused where the bug is fixed refuses the step."""
     fields = plan.fields
 
     def twin(kept: Sequence[Path_]) -> str | None:
@@ -800,8 +801,8 @@ def scale_down(
         found = _first_on_rung(twin, fields, rung, first_interesting, cut)
         if found is not None:
             return found
-    if on_rung is not None:
-        on_rung("the fields the failure needs at their real size, found by delta debugging")
+    if on_rung is not None:  # its twins shrink different fields: a refusal of one says nothing of the others
+        on_rung("the fields the failure needs at their real size, found by delta debugging", False)
 
     def first_kept(candidates: Sequence[list[Path_]]) -> int | None:
         sources = [twin(kept) for kept in candidates]

@@ -179,3 +179,20 @@ def test_a_memo_keeps_the_ladders_refusals(tmp_path: Path):
     scaled = ScaleDown("x = 1\n", "d", [], 3, refused=[Refusal("a", "why")], rung="b")
     back = ScaleDown.from_json(scaled.to_json(), tmp_path / "twin.py")
     assert back.refused == [Refusal("a", "why")] and back.rung == "b" and back.path == tmp_path / "twin.py"
+
+
+def test_a_step_refused_where_the_bug_is_fixed_is_left_whole_and_delta_debugging_is_not():
+    """The twins of one step share its shrink (they differ in layer cuts and towers): once one fails where the bug is
+    fixed otherwise than the bug, the rest of the step is not run. Delta debugging's twins shrink different fields."""
+    asked = []
+
+    def run_good(sources, python, jobs):
+        asked.extend(sources)
+        return [run(INDEX_ERROR) for _ in sources]
+
+    judge = TwinJudge(lambda s: [True] * len(s), {"py": False}, run_good, lambda r: r.signature == ORIGINAL)
+    judge.on_rung("every dimension shrunk")
+    assert judge(["a\n", "b\n"]) == [False, False] and asked == ["a\n", "a\n"]
+    assert judge(["c\n"]) == [False] and asked == ["a\n", "a\n"]  # the step's next batch: no run at all
+    judge.on_rung("by delta debugging", False)
+    assert judge(["d\n", "e\n"]) == [False, False] and asked[2:] == ["d\n", "d\n", "e\n", "e\n"]

@@ -109,13 +109,17 @@ class TwinJudge:
     rung: str = ""
     refused: list[Refusal] = field(default_factory=list)
     good_runs: dict[str, dict[str, list[RunResult]]] = field(default_factory=dict)  # twin -> python -> runs
+    shared: bool = True  # the step's twins share its shrink: one refused where the bug is fixed refuses the step
+    step_refused: bool = False
 
-    def on_rung(self, name: str) -> None:
-        self.rung = name
+    def on_rung(self, name: str, shared: bool = True) -> None:
+        self.rung, self.shared, self.step_refused = name, shared, False
 
     def __call__(self, sources: list[str]) -> list[bool]:
         if not self.goods:
             return self.bad(sources)
+        if self.step_refused:  # its other twins (other layer cuts, towers) keep the artifact: the next step
+            return [False] * len(sources)
         beside = GOOD_RUNS * len(self.goods)
         # the good runs go beside the batch's bad runs where the slots hold them: every twin's, else the first's
         ahead = sources if self.jobs >= len(sources) * (1 + beside) else sources[:1]
@@ -133,7 +137,9 @@ class TwinJudge:
             if self._holds(text):
                 return [j == i for j in range(len(sources))]  # the first in order wins; the rest are not needed
             answers[i] = False
-        return answers
+            if self.step_refused:
+                break
+        return [yes and not self.step_refused for yes in answers]
 
     def _judge_good(self, sources: list[str], spare: int) -> None:
         todo = [text for text in sources if set(self.goods) - set(self.good_runs.get(text, {}))]
@@ -160,6 +166,7 @@ class TwinJudge:
             if not named and all(self.matches(run) for run in failed):
                 continue  # the same failure in an env not yet judged on the original: the guard decides
             refusal = Refusal(self.rung or "its fields shrunk", where_it_failed(failed[0], text))
+            self.step_refused = self.shared
             if refusal not in self.refused:
                 self.refused.append(refusal)
                 self.say(f"scale-down: {refusal}")
@@ -201,7 +208,7 @@ def try_scale_down(
     run: RunResult,
     test_many: Callable[[list[str]], list[bool]],
     log: Callable[[str], None],
-    on_rung: Callable[[str], None] | None = None,
+    on_rung: Callable[..., None] | None = None,
 ) -> ScaleDown | None:
     """The twin the oracle accepts, or None (nothing loaded from a checkpoint, or no twin keeps the failure).
     `on_rung`: told each step of the ladder before its twins are judged."""
