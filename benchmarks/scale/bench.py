@@ -51,6 +51,17 @@ CASES = {
     # scripts from outside the project's own jobs: on the good path they read what the failing run never reached
     "gpu-gemma4-e4b-smoke": ("gemma4-e4b", "corpus_gpu/serve_prompts_gemma4.py", "GEMMA4_CKPT", {}),
 }
+CORPUS = ROOT / "benchmarks" / "corpus"  # scripts from outside the project's own jobs: `corpus:NAME` cases
+
+
+def corpus_cases() -> dict[str, dict]:
+    """The corpus's scripts as cases, `corpus:NAME` -> its corpus.toml entry."""
+    import tomllib
+
+    data = tomllib.loads((CORPUS / "corpus.toml").read_text(encoding="utf-8"))
+    return {f"corpus:{entry['name']}": entry for entry in data["script"]}
+
+
 TARGET_LINES = 20  # a maintainer's repro: the table says when the reduce first held one this short
 OLD_NAMES = {
     "cpu-gemma3": "cpu-gemma3-eval",
@@ -61,7 +72,7 @@ OLD_NAMES = {
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--case", choices=sorted(CASES) + sorted(OLD_NAMES))
+    parser.add_argument("--case", choices=sorted(CASES) + sorted(OLD_NAMES) + sorted(corpus_cases()))
     parser.add_argument("--python", help="the env the script fails in")
     parser.add_argument("--fixed-python", help="an env where the bug is fixed: the output must pass there")
     parser.add_argument("--label", default="", help="a name for the env in the table (e.g. 'pinned')")
@@ -103,23 +114,29 @@ def main() -> int:
     if not args.case or not args.python:
         parser.error("--case and --python are required (or --table FILE, or --from-log LOG)")
     case = OLD_NAMES.get(args.case, args.case)
-    arch, script_name, env_var, user_env = CASES[case]
     work = Path(args.workdir).resolve()
-    checkpoint = work / arch
     work.mkdir(parents=True, exist_ok=True)
+    if case.startswith("corpus:"):  # the corpus's checkpoints, all in one folder, built by its own script
+        entry = corpus_cases()[case]
+        arch, source, root = entry["arch"], CORPUS / entry["path"], work / "corpus"
+        builder = [args.python, str(CORPUS / "make_checkpoints.py"), "--arch", arch, "--out", str(root)]
+        checkpoint, user_env = root / arch, {k: v.format(out=root) for k, v in entry["env"].items()}
+    else:
+        arch, script_name, env_var, user_env = CASES[case]
+        checkpoint, source = work / arch, HERE / script_name
+        builder = [args.python, str(HERE / "make_checkpoint.py"), "--arch", arch, "--out", str(checkpoint)]
+        user_env = {env_var: str(checkpoint), **user_env}
     with open(work / f"{arch}.lock", "w") as lock:  # two cases on one checkpoint, side by side: one builds it
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not (checkpoint / "adapter" / "adapter_config.json").exists():
             began = time.monotonic()
-            subprocess.run(
-                [args.python, str(HERE / "make_checkpoint.py"), "--arch", arch, "--out", str(checkpoint)], check=True
-            )
+            subprocess.run(builder, check=True)
             print(f"checkpoint {arch} built in {time.monotonic() - began:.0f} s", file=sys.stderr)
-    job = work / "jobs" / f"{case}-{hashlib.sha256(args.python.encode()).hexdigest()[:8]}"
+    job = work / "jobs" / f"{case.replace(':', '-')}-{hashlib.sha256(args.python.encode()).hexdigest()[:8]}"
     job.mkdir(parents=True, exist_ok=True)
-    script = job / Path(script_name).name
-    shutil.copy(HERE / script_name, script)
-    os.environ.update({env_var: str(checkpoint), **user_env})
+    script = job / source.name
+    shutil.copy(source, script)
+    os.environ.update(user_env)
     if args.setup:
         original = _original(script, args.python, job)
         print(f"original: {_first_line(original)} in {original.seconds:.0f} s")
