@@ -179,3 +179,18 @@ def test_the_search_and_the_profile_name_the_same_file_readers():
     from minrepro.reducers.passes import profiled
 
     assert profiled.FILE_READERS == _bootstrap.FILE_READERS
+
+
+def test_flatten_instances_gives_an_attribute_set_once_and_read_elsewhere_a_name_of_its_own():
+    import ast
+
+    from minrepro.reducers.passes import flatten_instances
+
+    source = (
+        "class Q:\n    def __init__(self, a):\n        pass\n"
+        "server = Q(1)\nserver._offload = make()\nuse(server._offload.name)\n"
+    )
+    proposals = [ast.unparse(t) for t in flatten_instances(ast.parse(source))]
+    assert any("offload = make()" in p and "use(offload.name)" in p and "server._offload" not in p for p in proposals)
+    taken = "class Q:\n    pass\nserver = Q()\nserver.x = 1\nserver.x = 2\nx = 0\nuse(server.x)\n"
+    assert not any("use(x)" in ast.unparse(t) for t in flatten_instances(ast.parse(taken)))  # set twice; x is taken

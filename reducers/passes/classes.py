@@ -149,6 +149,21 @@ def flatten_instances(tree: ast.Module) -> Iterator[ast.Module]:
                 new = copy.deepcopy(tree)
                 new.body[k] = ast.Expr(new.body[k].value)
                 yield new
+            elif (
+                isinstance(target, ast.Attribute)
+                and isinstance(target.value, ast.Name)
+                and target.value.id == name
+                and target.attr.lstrip("_")
+                and target.attr.lstrip("_") not in used
+            ):  # set here once, read elsewhere (`server._offload.name`): a name of its own, not the instance's
+                uses = _attribute_uses(tree, name, target.attr)
+                if sum(not isinstance(n.ctx, ast.Load) for n in uses) != 1:
+                    continue
+                local = target.attr.lstrip("_")
+                new = copy.deepcopy(tree)
+                for node in _attribute_uses(new, name, target.attr):
+                    replace_node(new, node, ast.Name(local, type(node.ctx)()))
+                yield new
 
 
 def dataclass_defaults(tree: ast.Module) -> Iterator[ast.Module]:
