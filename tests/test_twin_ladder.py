@@ -196,3 +196,28 @@ def test_a_step_refused_where_the_bug_is_fixed_is_left_whole_and_delta_debugging
     assert judge(["c\n"]) == [False] and asked == ["a\n", "a\n"]  # the step's next batch: no run at all
     judge.on_rung("by delta debugging", False)
     assert judge(["d\n", "e\n"]) == [False, False] and asked[2:] == ["d\n", "d\n", "e\n", "e\n"]
+
+
+def test_where_the_cores_hold_them_the_first_twins_good_runs_go_beside_the_batch_on_a_ladder_step_only():
+    import threading
+
+    started = threading.Event()
+
+    def bad(sources):  # the good runs must have started while the bad runs go
+        assert started.wait(5)
+        return [True] * len(sources)
+
+    def run_good(sources, python, jobs):
+        started.set()
+        return [run(None) for _ in sources]
+
+    judge = TwinJudge(bad, {"py": False}, run_good, lambda r: False, jobs=2, room=16)
+    judge.on_rung("every dimension shrunk")
+    assert judge(["a\n", "b\n"]) == [True, False]
+    started.clear()
+    judge.on_rung("by delta debugging", False)  # its twins may keep real-size fields: the original's slots hold
+    lazy = TwinJudge(
+        lambda s: [started.is_set() is False] * len(s), {"py": False}, run_good, lambda r: False, 2, room=16
+    )
+    lazy.on_rung("by delta debugging", False)
+    assert lazy(["c\n", "d\n"]) == [True, False]

@@ -1177,6 +1177,7 @@ def _scale_down(
         # is as large): the good runs take the slots the bad runs leave
         getattr(executor, "jobs", 1),
         say,
+        room=cores(),
     )
     scaled = try_scale_down(
         normalize(source), traced, within(_counted(judge, progress), until, [0]), say, judge.on_rung

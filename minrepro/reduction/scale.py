@@ -106,6 +106,7 @@ class TwinJudge:
     matches: Callable[[RunResult], bool]
     jobs: int = 1
     say: Callable[[str], None] = lambda text: None
+    room: int = 0  # runs the cores hold at once, where a twin's small memory is no limit
     rung: str = ""
     refused: list[Refusal] = field(default_factory=list)
     good_runs: dict[str, dict[str, list[RunResult]]] = field(default_factory=dict)  # twin -> python -> runs
@@ -121,9 +122,10 @@ class TwinJudge:
         if self.step_refused:  # its other twins (other layer cuts, towers) keep the artifact: the next step
             return [False] * len(sources)
         beside = GOOD_RUNS * len(self.goods)
-        # the good runs go beside the batch's bad runs where the slots hold them: every twin's, else the first's
+        # the good runs go beside the batch's bad runs where the slots hold them: every twin's, else the first's. A
+        # ladder step's twins are small, so the first's may take the cores `jobs` kept from the original's memory
         ahead = sources if self.jobs >= len(sources) * (1 + beside) else sources[:1]
-        if self.jobs >= len(sources) + beside:
+        if max(self.jobs, self.room if self.shared else 0) >= len(sources) + beside:
             with ThreadPoolExecutor(1) as pool:
                 bad = pool.submit(self.bad, sources)
                 self._judge_good(ahead, spare=self.jobs - len(sources))
