@@ -313,16 +313,19 @@ def reduce_source(
 
     A pass that changed nothing on its last turn yields its turns to those that did: it runs again only once a round
     of the productive passes changes nothing (then every pass gets a turn, and a round where none changes anything
-    ends the search). A pass that sent candidates and changed nothing on FRUITLESS_TURNS turns in a row is retired:
-    the result is a fixpoint of the passes still running. `records` (by pass name) collects what each pass cost and
-    removed. `screen_many` (if given) judges candidates where the script fails only (`Problem.screen`). An oracle
-    that answers yes ahead of part of its judgment raises `Retracted` on a later call, or on `settle` (called at the end
-    of each round): that program and what was built on it are taken back, and the search goes on."""
+    ends the search). A pass that sent candidates and changed nothing on FRUITLESS_TURNS turns in a row is retired;
+    before the search ends, every retired pass gets one more turn (Shrink Ray's probation), and where one changes
+    something the search goes on: the result is a fixpoint of every pass. `records` (by pass name) collects what each
+    pass cost and removed. `screen_many` (if given) judges candidates where the script fails only
+    (`Problem.screen`). An oracle that answers yes ahead of part of its judgment raises `Retracted` on a later call,
+    or on `settle` (called at the end of each round): that program and what was built on it are taken back, and the
+    search goes on."""
     problem = Problem(normalize(source), test_many, jobs, seed, on_accept, freeze_check_data, keep_seeds, screen_many)
     everything = [*passes, *final_passes]
     records = records if records is not None else {}
     idle: set[int] = set()  # passes whose last turn changed nothing
     fruitless: dict[int, int] = {}  # turns in a row that sent candidates and changed nothing
+    probation = False  # the retired passes had their last turn since the program last changed
     for _ in range(MAX_ROUNDS):
         before, retracted = problem.current, False
         every_pass = not idle
@@ -347,10 +350,18 @@ def reduce_source(
             (idle.discard if changed else idle.add)(index)
             fruitless[index] = 0 if changed else fruitless.get(index, 0) + (problem.tried > tried)
         retracted |= _settled(problem, settle)
-        if problem.current == before and not retracted:
-            if every_pass:
-                break
-            idle.clear()  # the productive passes are spent: every pass gets a turn
+        if problem.current != before or retracted:
+            probation = False
+            continue
+        retired = [i for i, turns in fruitless.items() if turns >= FRUITLESS_TURNS]
+        if every_pass and retired and not probation:
+            # a pass retired early (a decorator a later slice frees) gets one last turn before the end: the result
+            # is a fixpoint of every pass, not of those still running
+            probation = True
+            fruitless.update({i: FRUITLESS_TURNS - 1 for i in retired})
+        elif every_pass:
+            break
+        idle.clear()  # the productive passes are spent: every pass gets a turn
     while _settled(problem, settle):  # MAX_ROUNDS spent with a yes still unsettled
         pass
     return problem.current

@@ -146,7 +146,34 @@ def test_a_pass_whose_candidates_keep_failing_is_retired():
     source = "".join(f"x{i} = {i}\n" for i in range(8))
     result = reduce_source(source, lambda batch: ["refused" not in c for c in batch], [costly, shrinks, late], [])
     assert result == "x6 = 6\nx7 = 7\n"
-    assert calls["costly"] == 2  # two fruitless turns that cost a run each; not in the last full round
+    # two fruitless turns that cost a run each, then retired from the rounds; one last turn before the end
+    assert calls["costly"] == 3
+
+
+def test_a_pass_retired_early_gets_a_last_turn_and_the_search_goes_on_where_it_takes_something():
+    """Shrink Ray's probation: a decorator refused while the script still held its good path may go once the slice
+    has cut that path; the result is a fixpoint of every pass, not of those still running."""
+    from minrepro.reducers import reduce_source
+
+    def without(text: str, line: str) -> str:
+        return "".join(f"{kept}\n" for kept in text.splitlines() if kept != line)
+
+    def unlock(problem):  # refused while `key = 1` stands: a new candidate (a run) each turn, so it is retired
+        if "lock = 1" in problem.current.splitlines():
+            candidate = without(problem.current, "lock = 1")
+            if problem.first_interesting([candidate]) == 0:
+                problem.accept(candidate)
+
+    def slow(problem):  # every other turn, a filler, then `key = 1` (what a slice reaches late)
+        slow.turns = getattr(slow, "turns", 0) + 1
+        lines = problem.current.splitlines()
+        fillers = [line for line in lines if line.startswith("f")]
+        if slow.turns % 2 and (fillers or "key = 1" in lines):
+            problem.accept(without(problem.current, fillers[0] if fillers else "key = 1"))
+
+    source = "lock = 1\nkey = 1\nf0 = 0\nx = 0\n"
+    interesting = lambda batch: ["x = 0" in c and ("lock = 1" in c or "key = 1" not in c) for c in batch]  # noqa: E731
+    assert reduce_source(source, interesting, [unlock, slow], []) == "x = 0\n"
 
 
 def test_a_run_is_the_same_after_a_round_trip_through_json():
