@@ -194,3 +194,24 @@ def test_flatten_instances_gives_an_attribute_set_once_and_read_elsewhere_a_name
     assert any("offload = make()" in p and "use(offload.name)" in p and "server._offload" not in p for p in proposals)
     taken = "class Q:\n    pass\nserver = Q()\nserver.x = 1\nserver.x = 2\nx = 0\nuse(server.x)\n"
     assert not any("use(x)" in ast.unparse(t) for t in flatten_instances(ast.parse(taken)))  # set twice; x is taken
+
+
+def test_merge_module_imports_reads_the_modules_names_through_its_from_import():
+    import ast
+
+    from minrepro.reducers.passes import merge_module_imports
+
+    source = (
+        "from transformers import AutoModel\nimport transformers\n"
+        "twin = transformers.LlamaForCausalLM(transformers.AutoConfig.for_model('llama'))\nAutoModel.x(twin)\n"
+    )
+    (merged,) = [ast.unparse(t) for t in merge_module_imports(ast.parse(source))]
+    assert merged.splitlines()[0] == "from transformers import AutoModel, AutoConfig, LlamaForCausalLM"
+    assert "import transformers" not in merged and "twin = LlamaForCausalLM(AutoConfig.for_model('llama'))" in merged
+    kept = [
+        "from transformers import AutoModel\nimport transformers\nAutoConfig = 1\ntransformers.AutoConfig()\n",
+        "from transformers import AutoModel\nimport transformers\nf(transformers)\n",  # the module itself is read
+        "import transformers\ntransformers.AutoConfig()\nfrom transformers import AutoModel\n",  # read before it
+        "import transformers\ntransformers.AutoConfig()\n",  # no from-import: no line to save
+    ]
+    assert all(not list(merge_module_imports(ast.parse(s))) for s in kept)

@@ -56,6 +56,7 @@ from .hygiene import (
     drop_unused_imports,
     is_machine_path,
     machine_paths,
+    merge_module_imports,
     simplify_idioms,
 )
 
@@ -144,6 +145,7 @@ PASSES: list[Pass] = [
 # Last in each round: the forms a maintainer reads best, which the passes above (which read literal maps and lists)
 # no longer need to read; then what the rewrites left unread; then lines.
 FINAL_PASSES: list[Pass] = [
+    greedy(merge_module_imports, chain=True),  # the twin's `import transformers` beside the script's from-import
     greedy(shorten_device_maps),
     greedy(compact_lists),
     greedy(machine_paths),
@@ -189,6 +191,7 @@ __all__ = [
     "inline_single_use_variables",
     "is_machine_path",
     "machine_paths",
+    "merge_module_imports",
     "remove_dead_definitions",
     "resolve_recorded_values",
     "shorten_device_maps",

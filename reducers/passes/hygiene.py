@@ -274,3 +274,51 @@ def machine_paths(tree: ast.Module) -> Iterator[ast.Module]:
             if not has_tempfile:
                 new.body.insert(header_end(new.body), ast.Import([ast.alias("tempfile")]))
             yield new
+
+
+def merge_module_imports(tree: ast.Module) -> Iterator[ast.Module]:
+    """`import transformers` beside `from transformers import AutoModelForCausalLM` (the twin's prelude beside the
+    script's own imports): each `transformers.Name` read becomes `Name`, added to the from-import, and the plain
+    import goes: one line less. Only where every use of the module is such a read and no other binding has the name."""
+    bound = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, (ast.Store, ast.Del))} | {
+        a.asname or a.name for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom)) for a in n.names
+    }
+    for k, stmt in enumerate(tree.body):
+        if not isinstance(stmt, ast.Import) or len(stmt.names) != 1 or stmt.names[0].asname:
+            continue
+        module = stmt.names[0].name
+        into = next(
+            (
+                i
+                for i, s in enumerate(tree.body)
+                if isinstance(s, ast.ImportFrom) and s.module == module and s.level == 0 and s.names[0].name != "*"
+            ),
+            None,
+        )
+        uses = [n for n in ast.walk(tree) if isinstance(n, ast.Name) and n.id == module]
+        reads = [
+            n
+            for n in ast.walk(tree)
+            if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == module
+        ]
+        if into is None or "." in module or not reads or len(reads) != len(uses):
+            continue
+        if any(not isinstance(n.ctx, ast.Load) for n in reads):
+            continue
+        first_read = min(i for i, s in enumerate(tree.body) if any(n in reads for n in ast.walk(s)))
+        if first_read < into:
+            continue  # read before the from-import binds it
+        taken = {a.asname or a.name for a in tree.body[into].names}
+        wanted = {n.attr for n in reads}
+        if any(attr in bound - taken for attr in wanted):
+            continue  # a name the program binds otherwise: `Name` would read that instead
+        new = copy.deepcopy(tree)
+        for node in [
+            n
+            for n in ast.walk(new)
+            if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == module
+        ]:
+            replace_node(new, node, ast.Name(node.attr, ast.Load()))
+        new.body[into].names += [ast.alias(attr) for attr in sorted(wanted - taken)]
+        del new.body[k]
+        yield new
