@@ -194,8 +194,12 @@ def test_a_step_refused_where_the_bug_is_fixed_is_left_whole_and_delta_debugging
     judge.on_rung("every dimension shrunk")
     assert judge(["a\n", "b\n"]) == [False, False] and asked == ["a\n", "a\n"]
     assert judge(["c\n"]) == [False] and asked == ["a\n", "a\n"]  # the step's next batch: no run at all
+    fresh = TwinJudge(lambda s: [True] * len(s), {"py": False}, run_good, lambda r: r.signature == ORIGINAL)
+    fresh.on_rung("by delta debugging", False)
+    assert fresh(["d\n", "e\n"]) == [False, False] and asked[2:] == ["d\n", "d\n", "e\n", "e\n"]
+    # where the ladder's steps were refused where the bug is fixed, delta debugging runs nothing: real scale next
     judge.on_rung("by delta debugging", False)
-    assert judge(["d\n", "e\n"]) == [False, False] and asked[2:] == ["d\n", "d\n", "e\n", "e\n"]
+    assert judge(["f\n"]) == [False] and "f\n" not in asked
 
 
 def test_where_the_cores_hold_them_the_first_twins_good_runs_go_beside_the_batch_on_a_ladder_step_only():

@@ -112,14 +112,20 @@ class TwinJudge:
     good_runs: dict[str, dict[str, list[RunResult]]] = field(default_factory=dict)  # twin -> python -> runs
     shared: bool = True  # the step's twins share its shrink: one refused where the bug is fixed refuses the step
     step_refused: bool = False
+    skipping: bool = False  # a step not worth its runs (see `on_rung`)
 
     def on_rung(self, name: str, shared: bool = True) -> None:
+        # delta debugging looks for the fields the *failure* needs at real size: where the ladder's last step failed
+        # where the bug is fixed instead, its twins would each pay good runs to learn what real scale gives at once
+        self.skipping = not shared and self.step_refused
         self.rung, self.shared, self.step_refused = name, shared, False
+        if self.skipping:
+            self.say("scale-down: the ladder's last step failed where the bug is fixed: no delta debugging, real scale")
 
     def __call__(self, sources: list[str]) -> list[bool]:
         if not self.goods:
             return self.bad(sources)
-        if self.step_refused:  # its other twins (other layer cuts, towers) keep the artifact: the next step
+        if self.step_refused or self.skipping:  # the step's other twins keep the artifact: the next step
             return [False] * len(sources)
         beside = GOOD_RUNS * len(self.goods)
         # the good runs go beside the batch's bad runs where the slots hold them: every twin's, else the first's. A
