@@ -96,7 +96,7 @@ def main() -> int:
     args = parser.parse_args()
     if args.table:
         rows = [json.loads(line) for f in args.table for line in Path(f).read_text().splitlines() if line.strip()]
-        text = tables(rows)
+        text = tables(rows, history=not args.doc)
         if args.doc:
             write_doc(args.doc, args.table, text)
         else:
@@ -318,18 +318,21 @@ def _summary_table(rows: list[dict]) -> list[str]:
     return out
 
 
-def tables(rows: list[dict]) -> str:
+def tables(rows: list[dict], history: bool = True) -> str:
     """The rows of the current defaults (flags "defaults"): one per reduction, then per phase (with what the warm
     pool did with its workers), then what each pass removed per minute, these three also for the latest row of each
-    case and env with no current row; then the rows of earlier versions, each saying what has changed since."""
+    case and env with no current row; then the rows of earlier versions, each saying what has changed since. Without
+    `history` (a page), the current rows alone: the superseded ones stay in the rows file."""
     current = [row for row in rows if row.get("flags") == "defaults"]
     earlier = [row for row in rows if row.get("flags") != "defaults"]
     # a case with no row of the current defaults shows its latest row's details (its flags say what changed since)
     measured = {(row["case"], row.get("env")) for row in current}
     latest = {(row["case"], row.get("env")): row for row in earlier if (row["case"], row.get("env")) not in measured}
     # in the detail tables its env says so: "newest (then)"
-    detailed = [*current, *({**row, "env": f"{row.get('env', '')} (then)"} for row in latest.values())]
-    out = [*_summary_table(current), "", "| case | env | phase | seconds | candidates | s per candidate | at once |"]
+    then = [{**row, "env": f"{row.get('env', '')} (then)"} for row in latest.values()]
+    detailed = [*current, *then]
+    summary = _summary_table(current if history else detailed)  # a page: the latest row of each case, said "then"
+    out = [*summary, "", "| case | env | phase | seconds | candidates | s per candidate | at once |"]
     out.append("|---|---|---|---|---|---|---|")
     for row in detailed:
         for phase in row.get("phases", []):
@@ -367,7 +370,7 @@ def tables(rows: list[dict]) -> str:
             out.append(
                 f"| {name} | {lines} | {secs:.0f} | {candidates} | {turns} | {60 * lines / max(secs, 1e-9):.1f} |"
             )
-    if earlier:
+    if earlier and history:
         out += ["", "Earlier versions of the defaults (the flags column says what has changed since):", ""]
         out += _summary_table(earlier)
     return "\n".join(out)
