@@ -174,7 +174,7 @@ class TwinJudge:
             if not named and all(self.matches(run) for run in failed):
                 continue  # the same failure in an env not yet judged on the original: the guard decides
             refusal = Refusal(self.rung or "its fields shrunk", where_it_failed(failed[0], text))
-            self.step_refused = self.shared
+            self.step_refused = self.shared and bool(self.rung)  # twins judged outside a step: each alone
             if refusal not in self.refused:
                 self.refused.append(refusal)
                 self.say(f"scale-down: {refusal}")
