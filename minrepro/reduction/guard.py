@@ -31,6 +31,7 @@ from ..harness.signature import Signature
 from ..reducers.source import imported_modules
 
 HF_LIBRARIES = HF_STACK
+JUDGING_RUNS = 2  # runs of a subject in a good env before it counts as passing there: a flaky pass is no pass
 
 
 @dataclass(frozen=True)
@@ -140,8 +141,8 @@ class GuardSearch:
                     f"{self.least:.0f} s"
                 )
             timeout = min(timeout, left)
-        runs = ColdExecutor(python, min(2, self.jobs)).run_many(
-            [self.script, self.script], timeout, self.home or self.script.parent
+        runs = ColdExecutor(python, min(JUDGING_RUNS, self.jobs)).run_many(
+            [self.script] * JUDGING_RUNS, timeout, self.home or self.script.parent
         )
         if timeout < self.timeout and any(r.signature is not None and r.signature.kind == "timeout" for r in runs):
             raise OutOfTime(f"a run where the bug may be fixed was still going when the budget ended ({timeout:.0f} s)")

@@ -16,6 +16,7 @@ from pathlib import Path
 from ..harness.runner import RunResult, run_script
 from ..reducers.passes import fewer_layers
 from ..reducers.scale import TOWER_GONE, VOCAB_FIELD, Plan, plan_from_trace, scale_down
+from .guard import JUDGING_RUNS  # the guard takes a twin's runs where the bug is fixed as its own
 
 
 @dataclass
@@ -87,9 +88,6 @@ def where_it_failed(run: RunResult, source: str) -> str:
     return f"{what} (at `{text[:77] + '...' if len(text) > 80 else text}`)"
 
 
-GOOD_RUNS = 2  # a twin's runs where the bug is fixed: a flaky pass is no pass (the guard takes these as its own)
-
-
 @dataclass
 class TwinJudge:
     """A twin is judged in both worlds: it fails with the original's signature where the script fails
@@ -127,7 +125,7 @@ class TwinJudge:
             return self.bad(sources)
         if self.step_refused or self.skipping:  # the step's other twins keep the artifact: the next step
             return [False] * len(sources)
-        beside = GOOD_RUNS * len(self.goods)
+        beside = JUDGING_RUNS * len(self.goods)
         # the good runs go beside the batch's bad runs where the slots hold them: every twin's, else the first's. A
         # ladder step's twins are small, so the first's may take the cores `jobs` kept from the original's memory
         ahead = sources if self.jobs >= len(sources) * (1 + beside) else sources[:1]
@@ -156,13 +154,14 @@ class TwinJudge:
         per_env = max(1, spare // max(1, len(self.goods)))
         with ThreadPoolExecutor(max(1, len(self.goods))) as pool:
             found = {
-                py: pool.submit(self.run_good, [t for t in todo for _ in range(GOOD_RUNS)], py, per_env)
+                py: pool.submit(self.run_good, [t for t in todo for _ in range(JUDGING_RUNS)], py, per_env)
                 for py in self.goods
             }
             for python, future in found.items():
                 runs = future.result()
                 for i, text in enumerate(todo):
-                    self.good_runs.setdefault(text, {})[python] = runs[GOOD_RUNS * i : GOOD_RUNS * i + GOOD_RUNS]
+                    mine = runs[JUDGING_RUNS * i : JUDGING_RUNS * (i + 1)]
+                    self.good_runs.setdefault(text, {})[python] = mine
 
     def _holds(self, text: str) -> bool:
         """Whether the twin's runs where the bug is fixed leave it standing; a refusal is kept, and said."""
