@@ -13,6 +13,8 @@ from minrepro.reports.kit import KitProof, describe_pr, insert_test, read_test, 
 
 TEST_FILE = """import unittest
 
+from transformers.testing_utils import require_torch
+
 
 class ModelingUtilsTester(unittest.TestCase):
     def test_a(self):
@@ -29,7 +31,9 @@ def test_every_regression_test_names_its_file_and_parses_in_place(tmp_path):
     assert tests, "no regression tests under patches/"
     for path in tests:
         test = read_test(path)
-        assert test.test_file.startswith("tests/test_") and test.name.startswith("test_")
+        # transformers' tests sit in folders (tests/utils/, tests/quantization/bnb/)
+        assert test.test_file.startswith("tests/") and test.test_file.rsplit("/", 1)[1].startswith("test_")
+        assert test.name.startswith("test_")
         assert (path.with_suffix(".diff")).is_file(), f"{path.name} has no fix beside it"
         source = TEST_FILE.replace("ModelingUtilsTester", test.test_class or "ModelingUtilsTester")
         ast.parse(insert_test(source, test))  # indented as it will stand

@@ -196,16 +196,40 @@ def cmd_kit(args: argparse.Namespace) -> int:
 
     catalog = load_catalog(args.manifest)
     (case,) = catalog.select([args.case])
-    repo = parse_repo(args.repo)
+    if bool(args.repo) == bool(args.release):
+        raise MinreproError("give the library's repository (--repo LIB=GITDIR) or a release (--release LIB==VERSION)")
+    if args.release_tests and not args.release:
+        raise MinreproError("--release-tests goes with --release")
+    release, record = None, {}
+    if args.release:
+        from minrepro.envs.venvs import wheelhouse_from_env
+        from minrepro.reports.release import parse_release, release_repo
+
+        release = parse_release(args.release)
+        _, test_path = patch_for(case, release.library)
+        tests = Path(args.release_tests).resolve() if args.release_tests else None
+        # the tree lives in the cache: a release's source is never unpacked into an env or the checkout
+        repo, record = release_repo(
+            release,
+            [read_test(test_path).test_file],
+            tests,
+            cache("releases", f"{release.library}-{release.version}"),
+            wheelhouse_from_env(),
+        )
+        _progress(f"{case.id}: {release.label}'s released source ({record['archive']}) as {repo.gitdir}")
+    else:
+        repo = parse_repo(args.repo)
     diffs, test_path = patch_for(case, repo.library)
     out = Path(args.out) / case.id
     out.mkdir(parents=True, exist_ok=True)
     work = cache("kits", case.id)
-    proof = build_branch(case, repo, diffs, read_test(test_path), work)
+    against = f"{release.label}'s released source" if release else "main"
+    proof = build_branch(case, repo, diffs, read_test(test_path), work, against)
+    proof.release = record
     proof.pytest_args = shlex.split(args.pytest_args)
     _progress(f"{case.id}: branch {proof.branch} on {repo.library} {proof.base['commit'][:12]}: {proof.port}")
     envs = Path(args.envs).resolve() if args.envs else cache("envs")
-    env = kit_env(catalog, repo.library, envs, ruff_requirement(work))
+    env = kit_env(catalog, repo.library, envs, ruff_requirement(work), release.version if release else None)
     proof = prove(proof, case, repo, work, env, args.timeout, _progress)
     whys = [d.read_text(encoding="utf-8").split("\n---\n")[0].split("\n\n", 1)[-1].strip() for d in diffs]
     # the PR's own fix first; a fix it builds on (F on G) after it, as the series' earlier commit
@@ -317,8 +341,18 @@ def register(sub: argparse._SubParsersAction) -> None:
         "proved there (the test fails before, passes after; no new failure in its file; ruff)",
     )
     kit.add_argument("case", help="a catalog case with a patch and a regression test (patches/<lib>/<name>.test)")
+    kit.add_argument("--repo", metavar="LIB=GITDIR[@REF]", help="the fetched repository (default ref: its HEAD, main)")
     kit.add_argument(
-        "--repo", required=True, metavar="LIB=GITDIR[@REF]", help="the fetched repository (default ref: its HEAD, main)"
+        "--release",
+        metavar="LIB==VERSION",
+        help="instead of --repo: the release's source (its sdist, else its wheel), downloaded and committed in the "
+        "cache; the kit says it was made against that release, not main",
+    )
+    kit.add_argument(
+        "--release-tests",
+        metavar="DIR",
+        help="with --release: test files the release's archive lacks (the regression test's file and what it "
+        "imports), in the repository's layout as at the release's tag; the kit records each with its sha256",
     )
     kit.add_argument("--out", default="results/kits", help="where <case>/ is written (default results/kits)")
     kit.add_argument("--envs", help="where the kit's env lives (default: ~/.cache/minrepro/envs)")

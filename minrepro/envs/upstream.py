@@ -38,6 +38,7 @@ TEST_REQUIREMENTS = {
     "accelerate": ["pytest", "parameterized", "pytest-subtests"],
     "peft": ["pytest", "parameterized", "datasets", "scipy"],
     "bitsandbytes": ["pytest", "einops", "scipy", "lion-pytorch"],
+    "transformers": ["pytest", "parameterized", "pytest-timeout"],
 }
 # Hub models the selected tests load by id. Offline (a GPU box without the hub), a stand-in with the published
 # config and random weights is written where from_pretrained looks first, the tests' working directory, and

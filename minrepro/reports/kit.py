@@ -33,7 +33,9 @@ from ..errors import MinreproError
 from ..harness.probe import probe
 from ..harness.runner import run_script
 
-TEST_HEADER = re.compile(r"^# (Test-file|Test-class): (.+)$")
+TEST_HEADER = re.compile(r"^# (Test-file|Test-class|Test-import): (.+)$")
+TEST_IMPORT = re.compile(r"^from ([\w.]+) import (\w+)$")
+LINE_LENGTH = 119  # the libraries' `ruff format` line length (transformers 119, accelerate and peft 119 too)
 
 
 @dataclass(frozen=True)
@@ -41,6 +43,9 @@ class RegressionTest:
     test_file: str  # in the repository: tests/test_modeling_utils.py
     test_class: str | None  # the TestCase the method joins (None: a module-level test function)
     body: str  # the method or function, indented as it will stand
+    # names the test needs beside the file's own imports (`from transformers.testing_utils import require_x`): a
+    # decorator is evaluated when the class is, so the name cannot be imported inside the method
+    imports: tuple[str, ...] = ()
 
     @property
     def name(self) -> str:
@@ -55,18 +60,52 @@ class RegressionTest:
 
 
 def read_test(path: Path) -> RegressionTest:
-    """`patches/<lib>/<name>.test`: `# Test-file:` and `# Test-class:` lines, then the code."""
-    fields, lines = {}, path.read_text(encoding="utf-8").splitlines(keepends=True)
+    """`patches/<lib>/<name>.test`: `# Test-file:` and `# Test-class:` lines, any `# Test-import: from M import N`
+    lines, then the code."""
+    fields, imports, lines = {}, [], path.read_text(encoding="utf-8").splitlines(keepends=True)
     while lines and (match := TEST_HEADER.match(lines[0].rstrip())):
-        fields[match[1]] = match[2].strip()
+        if match[1] == "Test-import":
+            if not TEST_IMPORT.match(match[2].strip()):
+                raise MinreproError(f"{path}: write '# Test-import: from MODULE import NAME', one name a line")
+            imports.append(match[2].strip())
+        else:
+            fields[match[1]] = match[2].strip()
         lines.pop(0)
     if "Test-file" not in fields:
         raise MinreproError(f"{path}: no '# Test-file: tests/...' line at the top")
-    return RegressionTest(fields["Test-file"], fields.get("Test-class"), "".join(lines).rstrip() + "\n")
+    return RegressionTest(fields["Test-file"], fields.get("Test-class"), "".join(lines).rstrip() + "\n", tuple(imports))
+
+
+def _isort_key(name: str) -> tuple[int, str]:
+    """isort's order inside one `from M import ...` (order-by-type): CONSTANTS, Classes, then functions."""
+    return (0 if name.isupper() else 1 if name[:1].isupper() else 2, name)
+
+
+def add_import(source: str, statement: str) -> str:
+    """`from M import N` merged into the file's own top-level import from M, sorted and formatted as ruff does."""
+    module, name = TEST_IMPORT.match(statement).groups()
+    found = [
+        n
+        for n in ast.parse(source).body
+        if isinstance(n, ast.ImportFrom) and n.module == module and not n.level and all(not a.asname for a in n.names)
+    ]
+    if not found:
+        raise MinreproError(f"the test file has no 'from {module} import ...' to add {name} to")
+    node, lines = found[0], source.splitlines(keepends=True)
+    names = sorted({a.name for a in node.names} | {name}, key=_isort_key)
+    one = f"from {module} import {', '.join(names)}\n"
+    text = (
+        one
+        if len(one) <= LINE_LENGTH + 1
+        else f"from {module} import (\n" + "".join(f"    {n},\n" for n in names) + ")\n"
+    )
+    return "".join(lines[: node.lineno - 1]) + text + "".join(lines[node.end_lineno :])
 
 
 def insert_test(source: str, test: RegressionTest) -> str:
-    """The test file with the test added at the end of its class (or of the module)."""
+    """The test file with the test added at the end of its class (or of the module), its imports merged in."""
+    for statement in test.imports:
+        source = add_import(source, statement)
     lines = source.splitlines(keepends=True)
     if test.test_class is None:
         return source.rstrip() + "\n\n\n" + test.body
@@ -104,6 +143,16 @@ class KitProof:
     # release of another library; recorded because they are part of what was proved
     pytest_args: list[str] = field(default_factory=list)
     machine: str = ""  # where the tests ran: a GPU test proved on a CPU box is only a skip
+    # made against a release's source, not main (`--release`): the archive, its sha256, the test files it lacked
+    release: dict = field(default_factory=dict)
+
+    @property
+    def against(self) -> str:
+        """What the branch starts from, as the description names it."""
+        if self.release:
+            name, _, version = self.release["release"].partition("==")
+            return f"{name} {version}'s released source, not `main`"
+        return "`main`"
 
     @property
     def file_measured(self) -> bool:
@@ -158,8 +207,11 @@ def patch_for(case: Case, library: str) -> tuple[list[Path], Path]:
     return [root / f"{name}.diff" for name in names], test
 
 
-def build_branch(case: Case, repo: RepoRef, diffs: list[Path], test: RegressionTest, work: Path) -> KitProof:
-    """A shared clone of the repository at the ref, with the test commit and one fix commit per diff on a branch."""
+def build_branch(
+    case: Case, repo: RepoRef, diffs: list[Path], test: RegressionTest, work: Path, against: str = "main"
+) -> KitProof:
+    """A shared clone of the repository at the ref, with the test commit and one fix commit per diff on a branch
+    (`against`: what the test commit says it fails on, main or a release)."""
     if work.exists():
         shutil.rmtree(work)
     cloned = subprocess.run(
@@ -178,7 +230,7 @@ def build_branch(case: Case, repo: RepoRef, diffs: list[Path], test: RegressionT
         "commit",
         "-q",
         "-am",
-        f"Add a regression test: {test.name}\n\nIt fails on main: {case.id} "
+        f"Add a regression test: {test.name}\n\nIt fails on {against}: {case.id} "
         f"({', '.join(case.upstream) or 'no upstream thread yet'}).",
         date=date,
     )
@@ -223,11 +275,14 @@ def ruff_requirement(work: Path) -> str:
     return "ruff"
 
 
-def kit_env(catalog: Catalog, library: str, envs: Path, ruff: str = "ruff") -> Path:
-    """A tool-made env of the newest set with the library's test requirements and its ruff."""
-    env = envs / f"kit-{library}"
+def kit_env(catalog: Catalog, library: str, envs: Path, ruff: str = "ruff", release: str | None = None) -> Path:
+    """A tool-made env of the newest set with the library's test requirements and its ruff; for a kit made against a
+    release, the set with the library at that release (its metadata then matches the code laid over it)."""
+    env = envs / (f"kit-{library}-{release}" if release else f"kit-{library}")
     requirements = [str(r) for r in catalog.version_set("newest").requirements]
-    create_env(env, requirements, wheelhouse_from_env(), label=f"kit {library}")
+    if release:
+        requirements = [r if not r.startswith(f"{library}==") else f"{library}=={release}" for r in requirements]
+    create_env(env, requirements, wheelhouse_from_env(), label=f"kit {library}" + (f" {release}" if release else ""))
     # as `upstream-tests` does: only the set's pins are forced into the env (patches land there); the test tools may
     # come from the torch site it sees (scipy on a CUDA image, which a small wheelhouse leaves out: a 35 MB wheel)
     pip_install(env, TEST_REQUIREMENTS[library] + [ruff], wheelhouse_from_env())
@@ -396,32 +451,64 @@ def _new_failures_line(proof: KitProof) -> str:
     return f"new failures: {', '.join(proof.file_new_failures) or 'none'}"
 
 
+def _base_line(proof: KitProof) -> str:
+    """Where the branch starts: main's commit, or the release's archive (and the test files it lacked)."""
+    if not proof.release:
+        return f"Fixes the failure below on `main` ({proof.base['commit'][:12]}, {proof.base['date']})."
+    line = (
+        f"Made against {proof.against}: the branch starts from the release's {proof.release['archive']} "
+        f"(sha256 {proof.release['sha256'][:16]}...), committed as is"
+    )
+    outside = proof.release.get("tests_from_outside") or {}
+    if outside:
+        files = ", ".join(f"`{path}` (sha256 {digest[:16]}...)" for path, digest in sorted(outside.items()))
+        line += (
+            f"; the archive has no {files}: the kit took the copy given with `--release-tests` (which commit of the "
+            "repository it comes from is not checked against the release's tag)"
+        )
+    return line + ". The fix applies there; it has not been tried on `main`."
+
+
+def _skipped_line(proof: KitProof) -> str:
+    """A test that only skipped proved nothing: say so where the description counts outcomes."""
+    if "skipped" not in (proof.test_before, proof.test_after):
+        return ""
+    return (
+        f"\n- the new test skipped on {proof.machine or 'this machine'}: it needs hardware that machine lacks, so "
+        "neither the failure nor the fix is shown by it here"
+    )
+
+
 def describe_pr(case: Case, proof: KitProof, why: str) -> str:
     """The PR description, as the libraries' templates ask: what and why (the fix commit's message), the repro on
-    main, before and after, the tests, the related threads."""
+    main (or the release the kit was made against), before and after, the tests, the related threads."""
     threads = "\n".join(f"- {u}" for u in case.upstream) or "- none found"
+    short = "`main`"
+    if proof.release:
+        name, _, version = proof.release["release"].partition("==")
+        short = f"{name} {version}"
     return f"""# {proof.title}
 
 ## What does this PR do?
 
 {why.strip()}
 
-Fixes the failure below on `main` ({proof.base["commit"][:12]}, {proof.base["date"]}). The fix is in {"the second commit" if len(proof.commits) == 2 else f"commits 2 to {len(proof.commits)} (each a fix of its own; the last needs the earlier ones)"};
+{_base_line(proof)} The fix is in {"the second commit" if len(proof.commits) == 2 else f"commits 2 to {len(proof.commits)} (each a fix of its own; the last needs the earlier ones)"};
 the first adds `{proof.test.split("::")[-1]}` to `{proof.test.split("::")[0]}`, which fails without it.
 
-## Reproduction (fails on `main` and on the latest release)
+## Reproduction (fails on {short if proof.release else "`main` and on the latest release"})
 
 ```python
 {standalone(case.script.read_text(encoding="utf-8"))}
 ```
 
-On `main` without the fix: `{proof.case_before}`
+On {short} without the fix: `{proof.case_before}`
 With the fix: {proof.case_after if proof.case_after == "passes" else f"`{proof.case_after}` (another library's part of the fix; the failure above is gone)"}.{_printed(proof.case_after_printed)}
 
 ## Tests
 
-- new test at the test commit: **{proof.test_before}**; with the fix: **{proof.test_after}**
-- `{proof.test.split("::")[0]}` on `main` / with this PR: {proof.file_counts.get("main")} / {proof.file_counts.get("after")};
+- new test at the test commit: **{proof.test_before}**; with the fix: **{proof.test_after}**{_skipped_line(proof)}
+- `{proof.test.split("::")[0]}` on {short} / with this PR: {proof.file_counts.get("main")} / {proof.file_counts.get("after")};
   {_new_failures_line(proof)}
 - ran on: {proof.machine or "not recorded"}
 - pytest options beyond the repository's: {" ".join(proof.pytest_args) or "none"}
