@@ -452,14 +452,23 @@ def _kit(case: Case, records: Records, page_dir: Path) -> list[str]:
     # double backticks: the options may hold backticks of their own
     options = f" with `` --pytest-args {shlex.join(doc['pytest_args'])} ``" if doc.get("pytest_args") else ""
     outcome = "passes" if doc.get("case_after_outcome") == "pass" else f"gives {doc.get('case_after_outcome')}"
+    release = (doc.get("release") or {}).get("release")
+    # a kit made against a release's source says so wherever main would stand
+    on = (
+        f"{release.replace('==', ' ')}'s released source (not main)"
+        if release
+        else f"{doc['library']} main `{base.get('commit', '')[:8]}`"
+    )
+    given = " --release-tests DIR" if (doc.get("release") or {}).get("tests_from_outside") else ""
+    command = f"--release {release}{given}" if release else f"--repo {doc['library']}=GITDIR"
     lines = [
         "### PR kit",
         "",
-        f"{'Green' if doc.get('green') else 'Not green'} on {doc['library']} main `{base.get('commit', '')[:8]}`"
-        f"{where} "
-        f"(`minrepro kit {case.id} --repo {doc['library']}=GITDIR`{options}): the new test `{doc.get('test')}` "
+        f"{'Green' if doc.get('green') else 'Not green'} on {on}{where} "
+        f"(`minrepro kit {case.id} {command}`{options}): the new test `{doc.get('test')}` "
         f"{doc.get('test_before')} before the fix and {doc.get('test_after')} after; the case {outcome} with it; its "
-        f"file {_counts(before)} on main, {_counts(after)} with the fix; {lint} ({doc.get('lint_tool', 'ruff')}). "
+        f"file {_counts(before)} on {'the release' if release else 'main'}, {_counts(after)} with the fix; {lint} "
+        f"({doc.get('lint_tool', 'ruff')}). "
         f"[`PR.md`]({_rel(proof.parent / 'PR.md', page_dir)}), [`series/`]({_rel(proof.parent / 'series', page_dir)}).",
         "",
     ]

@@ -416,7 +416,8 @@ def prove(
     proof.file_counts = {
         label: {o: runs[label].count(o) for o in ("passed", "failed", "skipped")} for label in ("main", "after")
     }
-    proof.file_counts["after"]["failing on main, not rerun"] = runs["main"].count("failed")
+    failing = f"failing on {'the release' if proof.release else 'main'}, not rerun"
+    proof.file_counts["after"][failing] = runs["main"].count("failed")
     changed = [
         n for n in _git(work, "diff", "--name-only", f"{proof.commits[0]}~1", "HEAD").split() if n.endswith(".py")
     ]
