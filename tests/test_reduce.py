@@ -101,12 +101,12 @@ def test_resumes_from_an_interrupted_state(tmp_path, capsys):
 
 def test_ctrl_c_during_the_cold_check_keeps_the_best_so_far(tmp_path, capsys, monkeypatch):
     """A benchmark's cap fell in the final cold check (qlora_merge_job): the search's result was lost, no output."""
-    from minrepro.reduction import driver
+    from minrepro.reduction.phases import verify
 
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(driver, "_verify_cold", interrupted)
+    monkeypatch.setattr(verify, "verify_cold", interrupted)
     script = tmp_path / "job.py"
     script.write_text(DECOY)
     assert main(["reduce", str(script), "--workdir", str(tmp_path / "work")]) == 130  # as a shell reports Ctrl-C
@@ -292,7 +292,7 @@ def test_statements_that_never_ran_go_in_one_candidate_as_the_profiler_saw_them(
 
     from minrepro.reducers import Problem
     from minrepro.reducers.passes import drop_unexecuted
-    from minrepro.reduction.driver import statement_facts
+    from minrepro.reduction.phases.search import statement_facts
 
     source = (
         "import json\n\ndef helper(x):\n    return json.dumps(x)\n\nverbose = False\nif verbose:\n"
@@ -358,7 +358,7 @@ def test_an_assert_after_the_failure_goes_whole_and_one_that_ran_stays(tmp_path)
     TypeError where the bug is fixed); an assert that ran before the failure is still the script's own check."""
     from minrepro.reducers import Problem
     from minrepro.reducers.passes import FINAL_PASSES, PASSES
-    from minrepro.reduction.driver import statement_facts
+    from minrepro.reduction.phases.search import statement_facts
 
     source = (
         "import json\nlimit = 3\nassert limit > 2, 'ran'\nbefore = sorted([3, 1])\n"
@@ -493,8 +493,8 @@ def test_the_twins_time_budget_is_measured_as_many_at_once_as_the_search_runs(tm
     # that failed the same way, depending on what ran beside them
     from types import SimpleNamespace
 
-    from minrepro.reduction import driver
     from minrepro.reduction.budget import per_candidate
+    from minrepro.reduction.phases.search import rebudget
 
     class Contended:
         jobs = 2
@@ -503,7 +503,7 @@ def test_the_twins_time_budget_is_measured_as_many_at_once_as_the_search_runs(tm
             return [SimpleNamespace(seconds=0.5 * len(paths) ** 2) for _ in paths]
 
     oracle = SimpleNamespace(max_seconds=None, timeout=100.0, matches=lambda run: True)
-    driver._rebudget(oracle, Contended(), "x = 1\n", tmp_path, tmp_path, 100.0)
+    rebudget(oracle, Contended(), "x = 1\n", tmp_path, tmp_path, 100.0)
     assert oracle.max_seconds == per_candidate(2.0)
 
 
@@ -514,7 +514,7 @@ def test_the_traced_run_is_the_first_run_and_the_others_confirm_it_side_by_side(
 
     from minrepro.errors import MinreproError
     from minrepro.harness.executors import ColdExecutor
-    from minrepro.reduction import driver
+    from minrepro.reduction.phases import establish
 
     script = tmp_path / "job.py"
     script.write_text("import time\ntime.sleep(1)\nraise ValueError('boom')\n")
@@ -524,8 +524,8 @@ def test_the_traced_run_is_the_first_run_and_the_others_confirm_it_side_by_side(
         order.append(("traced", threading.get_ident()))
         return ColdExecutor(sys.executable, 1).run_many([script], timeout, tmp_path)[0]
 
-    first = driver.first_run(script, sys.executable, 60, tmp_path, traced)
-    runs = driver.confirm(script, sys.executable, 60, tmp_path, 3, [first], stand_in=True)
+    first = establish.first_run(script, sys.executable, 60, tmp_path, traced)
+    runs = establish.confirm(script, sys.executable, 60, tmp_path, 3, [first], stand_in=True)
     assert first.signature.type == "ValueError" and len(runs) == 3 and runs[0] is first
     assert order and sum(r.seconds for r in runs[1:]) > 1.5  # two runs of 1 s each, after the traced one
     marker = tmp_path / "ran-once"  # the first run fails, the others pass
@@ -534,8 +534,8 @@ def test_the_traced_run_is_the_first_run_and_the_others_confirm_it_side_by_side(
         "    m.touch()\n    raise ValueError('boom')\n"
     )
     with pytest.raises(MinreproError, match="flakily"):
-        first = driver.first_run(script, sys.executable, 60, tmp_path, None)
-        driver.confirm(script, sys.executable, 60, tmp_path, 3, [first])
+        first = establish.first_run(script, sys.executable, 60, tmp_path, None)
+        establish.confirm(script, sys.executable, 60, tmp_path, 3, [first])
 
 
 def test_a_traced_run_that_fails_otherwise_is_replaced_by_a_plain_run(tmp_path, monkeypatch):
@@ -544,7 +544,7 @@ def test_a_traced_run_that_fails_otherwise_is_replaced_by_a_plain_run(tmp_path, 
     first, for the reduction to drop its twin."""
     from minrepro.errors import MinreproError
     from minrepro.harness.executors import ColdExecutor
-    from minrepro.reduction import driver
+    from minrepro.reduction.phases import establish
 
     counter = tmp_path / "runs.txt"
     script = tmp_path / "job.py"
@@ -555,14 +555,14 @@ def test_a_traced_run_that_fails_otherwise_is_replaced_by_a_plain_run(tmp_path, 
     def traced(path):
         return lambda timeout: ColdExecutor(sys.executable, 1).run_many([path], timeout, tmp_path)[0]
 
-    def establish(first_script):
-        first = driver.first_run(script, sys.executable, 60, tmp_path, traced(first_script))
-        return driver.confirm(script, sys.executable, 60, tmp_path, 3, [first], stand_in=True)
+    def cold_runs(first_script):
+        first = establish.first_run(script, sys.executable, 60, tmp_path, traced(first_script))
+        return establish.confirm(script, sys.executable, 60, tmp_path, 3, [first], stand_in=True)
 
-    runs = establish(script)
+    runs = cold_runs(script)
     assert len(runs) == 3 and len(counter.read_text()) == 3
     counter.unlink()
-    runs = establish(other)
+    runs = cold_runs(other)
     assert len(runs) == 4 and runs[0].signature.type == "KeyError" and len(counter.read_text()) == 4
     assert all(r.signature.type == "ValueError" for r in runs[1:])
     # plain runs that disagree among themselves: flaky, and no run more is spent on the traced one
@@ -571,11 +571,11 @@ def test_a_traced_run_that_fails_otherwise_is_replaced_by_a_plain_run(tmp_path, 
         f"import os\nwith open({str(counter)!r}, 'a') as fh:\n    fh.write('x')\n"
         f"if os.path.getsize({str(counter)!r}) == 1:\n    raise RuntimeError('first plain run')\n"
     )
-    first = driver.first_run(flaky, sys.executable, 60, tmp_path, traced(script))
+    first = establish.first_run(flaky, sys.executable, 60, tmp_path, traced(script))
     counter.unlink()
-    monkeypatch.setattr(driver, "parallel_runs", lambda runs, wanted: 1)  # one after another: the first one fails
+    monkeypatch.setattr(establish, "parallel_runs", lambda runs, wanted: 1)  # one after another: the first one fails
     with pytest.raises(MinreproError, match="flakily"):
-        driver.confirm(flaky, sys.executable, 60, tmp_path, 3, [first], stand_in=True)
+        establish.confirm(flaky, sys.executable, 60, tmp_path, 3, [first], stand_in=True)
     assert len(counter.read_text()) == 2
 
 
@@ -586,7 +586,7 @@ def test_the_cold_verification_runs_the_bad_and_the_good_runs_side_by_side(tmp_p
     import time
     from types import SimpleNamespace
 
-    from minrepro.reduction import driver
+    from minrepro.reduction.phases import verify
 
     live, most, lock = [0], [0], threading.Lock()
 
@@ -607,7 +607,7 @@ def test_the_cold_verification_runs_the_bad_and_the_good_runs_side_by_side(tmp_p
                 )
             ]
 
-    monkeypatch.setattr(driver, "ColdExecutor", Cold)
+    monkeypatch.setattr(verify, "ColdExecutor", Cold)
     oracle = SimpleNamespace(
         matches=lambda run: run.signature == "bug",
         litters=lambda run: "",
@@ -616,16 +616,15 @@ def test_the_cold_verification_runs_the_bad_and_the_good_runs_side_by_side(tmp_p
         not_passing=lambda run: "also in a good env: not the bug" if run.signature else "",
     )
     guard = SimpleNamespace(pythons=("fixed", "also-fixed"))
-    verified, good_pass, why, loaded, said = driver._verify_cold(
-        "x = 1\n", oracle, "bad", guard, 5.0, tmp_path, tmp_path, jobs=8
-    )
-    assert (verified, good_pass, why, loaded) == (True, True, "", ("torch",)) and "exit 0 in 4 of 4" in said
+    cold = verify.verify_cold("x = 1\n", oracle, "bad", guard, 5.0, tmp_path, tmp_path, jobs=8)
+    assert (cold.verified, cold.good_pass, cold.why, cold.loaded) == (True, True, "", ("torch",))
+    assert "exit 0 in 4 of 4" in cold.good_said
     assert most[0] == 5  # 1 bad + 2 x 2 good, all at once
     most[0] = 0
-    verified, good_pass, why, _, _ = driver._verify_cold(
+    cold = verify.verify_cold(
         "x = 1\n", oracle, "bad", SimpleNamespace(pythons=("still-bad",)), 5.0, tmp_path, tmp_path, jobs=2
     )
-    assert (verified, good_pass) == (False, False) and "still-bad" in why and most[0] == 2
+    assert (cold.verified, cold.good_pass) == (False, False) and "still-bad" in cold.why and most[0] == 2
 
 
 def test_a_chained_pass_tries_every_edit_at_once_first_and_takes_it_in_one_round():

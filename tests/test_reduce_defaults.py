@@ -60,7 +60,7 @@ def test_where_the_bug_is_fixed_a_candidate_must_pass_not_merely_fail_otherwise(
 
 
 def test_the_cold_verification_refuses_a_result_that_fails_otherwise_where_the_bug_is_fixed(tmp_path, monkeypatch):
-    from minrepro.reduction import driver
+    from minrepro.reduction.phases import verify
 
     class Cold:
         def __init__(self, python, jobs):
@@ -70,13 +70,13 @@ def test_the_cold_verification_refuses_a_result_that_fails_otherwise_where_the_b
             signature = SIG if self.python == "bad" else ELSE
             return [RunResult(1, "", "", 0.3, signature, "")]
 
-    monkeypatch.setattr(driver, "ColdExecutor", Cold)
+    monkeypatch.setattr(verify, "ColdExecutor", Cold)
     oracle = SignatureOracle(Cache(tmp_path / "c.jsonl", "k"), tmp_path, 10, original=SIG, good_runs=2)
-    verified, good_pass, why, _, said = driver._verify_cold(
+    cold = verify.verify_cold(
         "x = 1\n", oracle, "bad", SimpleNamespace(pythons=("new",)), 5.0, tmp_path, tmp_path, jobs=3
     )
-    assert (verified, good_pass, said) == (False, False, "")
-    assert "does not pass where the bug is fixed" in why and "IndexError" in why
+    assert (cold.verified, cold.good_pass, cold.good_said) == (False, False, "")
+    assert "does not pass where the bug is fixed" in cold.why and "IndexError" in cold.why
 
 
 def _run(rss=0.0, gpu=0.0):
@@ -84,21 +84,22 @@ def _run(rss=0.0, gpu=0.0):
 
 
 def test_runs_side_by_side_follow_the_cores_and_the_memory_unless_given(monkeypatch):
-    from minrepro.reduction import driver
+    from minrepro.reduction.options import MAX_AUTO_JOBS
+    from minrepro.reduction.phases import establish
 
-    monkeypatch.setattr(driver, "cores", lambda: 16)
-    monkeypatch.setattr(driver, "available_ram_mb", lambda: 100_000.0)
-    monkeypatch.setattr(driver, "free_gpu_mb", lambda: 80_000.0)
-    jobs, why = driver.choose_jobs(None, [_run(2_000.0, 600.0)], "the twin")
-    assert jobs == driver.MAX_AUTO_JOBS and "16 cores" in why and "2.0 GB RAM" in why
+    monkeypatch.setattr(establish, "cores", lambda: 16)
+    monkeypatch.setattr(establish, "available_ram_mb", lambda: 100_000.0)
+    monkeypatch.setattr(establish, "free_gpu_mb", lambda: 80_000.0)
+    jobs, why = establish.choose_jobs(None, [_run(2_000.0, 600.0)], "the twin")
+    assert jobs == MAX_AUTO_JOBS and "16 cores" in why and "2.0 GB RAM" in why
     # an E4B original holds 30 GB of RAM: two at once
-    jobs, why = driver.choose_jobs(None, [_run(30_000.0, 20_000.0)], "the original")
+    jobs, why = establish.choose_jobs(None, [_run(30_000.0, 20_000.0)], "the original")
     assert jobs == 2 and "RAM holds 2" in why
-    monkeypatch.setattr(driver, "cores", lambda: 2)
-    assert driver.choose_jobs(None, [_run(500.0)], "the twin")[0] == 2  # the 2-core box
-    jobs, why = driver.choose_jobs(6, [_run(30_000.0)], "the original")
+    monkeypatch.setattr(establish, "cores", lambda: 2)
+    assert establish.choose_jobs(None, [_run(500.0)], "the twin")[0] == 2  # the 2-core box
+    jobs, why = establish.choose_jobs(6, [_run(30_000.0)], "the original")
     assert jobs == 2 and why.startswith("--jobs 6, lowered")
-    assert driver.choose_jobs(6, [_run(500.0)], "the twin") == (6, "--jobs 6")
+    assert establish.choose_jobs(6, [_run(500.0)], "the twin") == (6, "--jobs 6")
 
 
 def test_a_pass_that_changed_nothing_yields_its_turns_to_those_that_did():
@@ -200,11 +201,13 @@ def test_a_run_is_the_same_after_a_round_trip_through_json():
 def test_stopped_during_the_guard_it_writes_the_original_and_says_how_to_resume(tmp_path, capsys, monkeypatch):
     from minrepro.reduction import driver
 
-    def stopped(r):
+    from minrepro.reduction.results import Phase
+
+    def stopped(ctx, done):
         raise KeyboardInterrupt("SIGTERM")
 
     monkeypatch.setattr(
-        driver, "PHASES", [p if p.name != "guard" else driver.Phase("guard", stopped) for p in driver.PHASES]
+        driver, "PHASES", [p if p.name != "guard" else Phase("guard", "guard", stopped) for p in driver.PHASES]
     )
     script = tmp_path / "job.py"
     script.write_text(FAILING)
@@ -215,7 +218,7 @@ def test_stopped_during_the_guard_it_writes_the_original_and_says_how_to_resume(
 
 
 def test_a_resumed_reduction_takes_the_originals_runs_from_its_earlier_start(tmp_path, capsys, monkeypatch):
-    from minrepro.reduction import driver
+    from minrepro.reduction.phases import establish
 
     script = tmp_path / "job.py"
     script.write_text(FAILING)
@@ -228,7 +231,7 @@ def test_a_resumed_reduction_takes_the_originals_runs_from_its_earlier_start(tmp
         calls.append(args)
         raise MinreproError("ran the original again")
 
-    monkeypatch.setattr(driver, "first_run", first_run)
+    monkeypatch.setattr(establish, "first_run", first_run)
     assert main(argv) == 0
     again = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert calls == [] and again["signature"] == first["signature"]
@@ -244,6 +247,7 @@ def test_the_summary_says_per_phase_what_it_cost_and_what_ran_side_by_side(tmp_p
         "establish",
         "scale-down",
         "guard",
+        "search set-up",
         "search",
         "trigger report",
         "verify",
@@ -394,73 +398,72 @@ def test_only_the_first_interesting_candidate_of_a_batch_runs_where_the_bug_is_f
     assert [a for a, _ in oracle.outcomes(sources)] == [False, True, True, True]
 
 
+def _cold_runs_remembered(workdir: Path) -> int:
+    """How many cold runs of the original the reduction recorded as established (what a resume takes)."""
+    (path,) = workdir.rglob("established.json")
+    return len(json.loads(path.read_text())["cold"])
+
+
 def test_the_originals_confirming_runs_go_beside_the_scale_down(tmp_path, capsys, monkeypatch):
-    """The first run is the traced one; the two that confirm it run while the scale-down proposes its twin (at E4B
-    the pair took 53 s on an H100, which the scale-down's 42 s now overlap); the guard waits for them."""
-    from minrepro.reduction import driver
+    """The first run is the traced one; the two that confirm it run while the scale-down proposes its twin; the guard
+    takes them."""
+    from minrepro.reduction.phases import scale_down as scale_phase
+    from minrepro.reduction.phases.establish import CONFIRMING
 
     script = tmp_path / "job.py"
     script.write_text("import time\ntime.sleep(1.5)\nraise RuntimeError('boom')\n")
-    seen = {}
+    seen, contexts = {}, []
 
-    def scale_down(opts, workdir, script, source, python, timeout, executor, original, first_run, traced, *rest):
-        seen["traced first"] = traced is first_run and traced is not None
-        seen["confirming"] = not driver_state[0].confirming.done()
+    def build_twin(ctx, est, executor, **kwargs):
+        contexts.append(ctx)
+        seen["traced first"] = est.traced is est.first_run and est.traced is not None
+        seen["confirming"] = ctx.background.pending(CONFIRMING)
         return None
 
-    driver_state = []
-    real_take_first = driver._take_first
-
-    def take_first(r, run):
-        driver_state[:] = [r]
-        real_take_first(r, run)
-
-    monkeypatch.setattr(driver, "_scale_down", scale_down)
-    monkeypatch.setattr(driver, "_take_first", take_first)
+    monkeypatch.setattr(scale_phase, "build_twin", build_twin)
     argv = ["reduce", str(script), "--workdir", str(tmp_path / "w"), "--executor", "cold", "--guard", "none", "--json"]
     assert main(argv) == 0
     assert seen == {"traced first": True, "confirming": True}
-    assert len(driver_state[0].cold) == 3 and driver_state[0].confirming is None
+    assert not contexts[0].background.pending(CONFIRMING) and len(contexts[0].done.standing.cold) == 3
+    assert _cold_runs_remembered(tmp_path / "w") == 3
 
 
-def _fake_twin(monkeypatch, text: str):
-    """A scale-down that stands `text` in as the twin (written where the driver would write it)."""
-    from minrepro.reduction import driver
+def _fake_twin(monkeypatch, text: str, contexts: list | None = None):
+    """A scale-down that stands `text` in as the twin (written where the phase would write it)."""
+    from minrepro.reduction.phases import scale_down as scale_phase
     from minrepro.reduction.scale import ScaleDown
 
-    def scale_down(opts, workdir, *rest):
-        path = workdir / "twin.py"
+    def build_twin(ctx, est, executor, **kwargs):
+        if contexts is not None:
+            contexts.append(ctx)
+        path = est.scale_dir / "twin.py"
         path.write_text(text)
         return ScaleDown(text, "scaled down: a stand-in", [], 1, path)
 
-    monkeypatch.setattr(driver, "_scale_down", scale_down)
+    monkeypatch.setattr(scale_phase, "build_twin", build_twin)
 
 
 def test_the_guard_of_a_twin_goes_beside_the_originals_confirming_runs(tmp_path, capsys, monkeypatch):
-    """The twin's guard needs none of the original's confirming runs: at E4B they ended 30 s into it, which the guard
-    had waited for. They are awaited after the guard is chosen, before the search."""
-    from minrepro.reduction import driver
+    """The twin's guard needs none of the original's confirming runs: they are taken after the guard is chosen,
+    before the search."""
+    from minrepro.reduction.phases import guard as guard_phase
+    from minrepro.reduction.phases.establish import CONFIRMING
 
     script = tmp_path / "job.py"
     script.write_text("import time\ntime.sleep(1.5)\nraise RuntimeError('boom')\n")
-    _fake_twin(monkeypatch, "raise RuntimeError('boom')\n")
-    seen, state = {}, []
-    real_take_first, real_choose = driver._take_first, driver._choose_guard
-
-    def take_first(r, run):
-        state[:] = [r]
-        real_take_first(r, run)
+    contexts, seen = [], {}
+    _fake_twin(monkeypatch, "raise RuntimeError('boom')\n", contexts)
+    real_choose = guard_phase.choose_on_twin
 
     def choose(search, opts, original):
-        seen["confirming while the guard chose"] = not state[0].confirming.done()
+        seen["confirming while the guard chose"] = contexts[0].background.pending(CONFIRMING)
         return real_choose(search, opts, original)
 
-    monkeypatch.setattr(driver, "_take_first", take_first)
-    monkeypatch.setattr(driver, "_choose_guard", choose)
+    monkeypatch.setattr(guard_phase, "choose_on_twin", choose)
     argv = ["reduce", str(script), "--workdir", str(tmp_path / "w"), "--executor", "cold", "--guard", "none", "--json"]
     assert main(argv) == 0
     assert seen == {"confirming while the guard chose": True}
-    assert len(state[0].cold) == 3 and state[0].confirming is None
+    assert len(contexts[0].done.standing.cold) == 3 and not contexts[0].background.pending(CONFIRMING)
     summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert "scaled down: a stand-in" in summary["notes"]
 
@@ -617,14 +620,14 @@ def test_the_fixs_warm_pool_starts_beside_the_guards_judgement_and_the_search_ta
     tmp_path, capsys, monkeypatch, case
 ):
     """The catalog's fix of this failure is the guard's first env: its warm pool starts, and gets its reuse check on
-    the twin, while the guard's cold runs judge it (on a GPU box that took 29-41 s after the judgement). The search
-    takes that pool as it is. Where the guard chooses otherwise, or the twin fails where the fix is (the search then
-    stands on the original, which that check never ran), it is closed unused. Where no family matches, no pool starts
-    before the guard has chosen."""
+    the twin, while the guard's cold runs judge it. The search takes that pool as it is. Where the guard chooses
+    otherwise, or the twin fails where the fix is (the search then stands on the original, which that check never
+    ran), it is closed unused. Where no family matches, no pool starts before the guard has chosen."""
     fix_passes = {"fix passes": True, "fix fails": False, "no family": None, "twin lost": True}[case]
-    from minrepro.reduction import driver
     from minrepro.reduction import guard as guards
+    from minrepro.reduction import workers
     from minrepro.reduction.guard import Guard
+    from minrepro.reduction.phases import guard as guard_phase
 
     fixed = tmp_path / ("fixed" if fix_passes else "other") / "bin" / "python"
     fixed.parent.mkdir(parents=True)
@@ -637,10 +640,9 @@ def test_the_fixs_warm_pool_starts_beside_the_guards_judgement_and_the_search_ta
     script = tmp_path / "job.py"
     text = "import sys\nif 'fixed' not in sys.executable:\n    raise RuntimeError('boom')\n"
     script.write_text(text)
-    _fake_twin(monkeypatch, text if case != "twin lost" else "raise RuntimeError('boom')\n")
-    state, started, checked, closed, seen = [], [], [], [], {}
-    real_start, real_check = driver._start_executor, driver._reuse_agrees
-    real_family, real_choose = driver._start_family_pool, driver._choose_guard
+    contexts, started, checked, closed, seen = [], [], [], [], {}
+    _fake_twin(monkeypatch, text if case != "twin lost" else "raise RuntimeError('boom')\n", contexts)
+    real_start, real_check, real_choose = workers.start_executor, workers.reuse_agrees, guard_phase.choose_on_twin
 
     def start(opts, python, *args, **kwargs):
         executor = real_start(opts, python, *args, **kwargs)
@@ -655,26 +657,22 @@ def test_the_fixs_warm_pool_starts_beside_the_guards_judgement_and_the_search_ta
             checked.append(script.name)
         return real_check(executor, script, *args, **kwargs)
 
-    def start_family(r, search):
-        state.append(r)
-        real_family(r, search)
-
     def choose(search, opts, original):
-        seen["the fix's pool started before the judgement"] = state[0].family_pool is not None
+        seen["the fix's pool started before the judgement"] = contexts[0].workers.fix_pool is not None
         return real_choose(search, opts, original)
 
-    monkeypatch.setattr(driver, "_start_executor", start)
-    monkeypatch.setattr(driver, "_reuse_agrees", check)
-    monkeypatch.setattr(driver, "_start_family_pool", start_family)
-    monkeypatch.setattr(driver, "_choose_guard", choose)
+    monkeypatch.setattr(workers, "start_executor", start)
+    monkeypatch.setattr(workers, "reuse_agrees", check)
+    monkeypatch.setattr(guard_phase, "choose_on_twin", choose)
     argv = ["reduce", str(script), "--workdir", str(tmp_path / "w"), "--executor", "warm-pool", "--json"]
     assert main(argv) == 0
     summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    searched_with = contexts[0].done.opened.oracle
     assert seen == {"the fix's pool started before the judgement": fix_passes is not None}
     if case == "twin lost":  # the guard chosen on the original: its pool is the search's own, checked on it
         assert summary["guard_why"] == "passes with the family's patches" and summary["passes_in_good_env"]
         assert len(started) == 2 and checked == ["twin.py", "job.py"]
-        assert state[0].oracle.good[0] is started[1]
+        assert searched_with.good[0] is started[1]
         assert "the fix's warm pool, started beside the guard's judgement, closed unused" in summary["notes"]
         assert sorted(map(id, closed)) == sorted(map(id, started))
         return
@@ -682,7 +680,7 @@ def test_the_fixs_warm_pool_starts_beside_the_guards_judgement_and_the_search_ta
     if fix_passes:
         assert summary["guard_why"] == "passes with the family's patches" and summary["passes_in_good_env"]
         assert checked == ["twin.py"]  # checked once, on the twin, beside the judgement
-        assert state[0].oracle.good[0] is started[0]  # the search's good env runs in it
+        assert searched_with.good[0] is started[0]  # the search's good env runs in it
         assert "the fix's warm pool started and was checked beside the guard's judgement" in summary["notes"]
     elif fix_passes is False:
         assert summary["guard"] != "good-env"
@@ -695,10 +693,11 @@ def test_the_fixs_warm_pool_starts_beside_the_guards_judgement_and_the_search_ta
 def test_no_pool_starts_beside_the_guard_for_a_subject_at_real_scale(monkeypatch):
     """Without a twin the guard judges the original at its real size: a pool's runs beside the guard's would share
     the GPU's memory with them, so the fix's pool waits for the guard's choice."""
-    from minrepro.reduction import driver
+    from minrepro.reduction.phases import guard as guard_phase
 
-    monkeypatch.setattr(driver, "family_fix_env", lambda search, pythons, mode: "fix/bin/python")
+    monkeypatch.setattr(guard_phase, "family_fix_env", lambda search, pythons, mode: "fix/bin/python")
     opts = SimpleNamespace(good_pythons=[], guard="auto", executor="auto")
-    r = SimpleNamespace(opts=opts, scaled=None, family_pool=None)
-    driver._start_family_pool(r, SimpleNamespace(script=Path("job.py")))
-    assert r.family_pool is None
+    started = []
+    ctx = SimpleNamespace(opts=opts, workers=SimpleNamespace(start_fix_pool=lambda *a: started.append(a)))
+    guard_phase.start_fix_pool(ctx, None, None, SimpleNamespace(script=Path("job.py")), 1)
+    assert started == []

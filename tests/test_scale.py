@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
+import reduction_parts
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -374,31 +375,24 @@ def test_an_adapter_load_that_fails_inside_is_still_recorded(tmp_path):
 def test_the_twin_is_memoised_per_script_apart_from_the_search_state_and_fresh_drops_it(tmp_path, monkeypatch):
     """A resume must not redo a real-scale traced run; but a stale twin (another edit of the script, or --fresh)
     must never be taken, and a given --workdir must not mix the twin's answers with the search's."""
-    from minrepro.reduction import driver
+    from minrepro.reduction.options import ReduceOptions
+    from minrepro.reduction.phases import establish, scale_down
     from minrepro.reduction.scale import ScaleDown
 
     traced = []
-    monkeypatch.setattr(driver, "traced_run", lambda source, *a: traced.append(source))
-    monkeypatch.setattr(driver, "try_scale_down", lambda source, *a: ScaleDown("twin = 1\n", "scaled down: T", [], 1))
+    monkeypatch.setattr(
+        scale_down, "try_scale_down", lambda source, *a: ScaleDown("twin = 1\n", "scaled down: T", [], 1)
+    )
     script = tmp_path / "job.py"
 
-    def scale(source: str, fresh: bool = False):  # as the driver does: the traced run only where no memo holds
-        opts = driver.ReduceOptions(script, workdir=tmp_path / "w", fresh=fresh)
-        workdir, memo = driver._scale_workdir(opts, script, source, "python")
-        return memo or driver._scale_down(
-            opts,
-            workdir,
-            script,
-            source,
-            "python",
-            10.0,
-            None,
-            None,
-            driver.RunResult(1, "", "", 1.0, None, ""),
-            driver.traced_run(source),
-            driver.Progress(1, print, live=False),
-            print,
-        )
+    def scale(source: str, fresh: bool = False):  # as the phases do: the traced run only where no memo holds
+        opts = ReduceOptions(script, workdir=tmp_path / "w", fresh=fresh)
+        workdir, memo = establish.scale_workdir(opts, script, source, "python")
+        if memo:
+            return memo
+        traced.append(source)
+        ctx = reduction_parts.context(opts, source)
+        return scale_down.build_twin(ctx, reduction_parts.established(workdir, timeout=10.0), None)
 
     first = scale("a = 1\n")
     assert first.path == tmp_path / "w" / "scale" / "twin.py" and first.path.read_text() == "twin = 1\n"
@@ -416,8 +410,9 @@ def test_with_a_good_python_a_twin_must_also_pass_where_the_bug_is_fixed(tmp_pat
     import sys
 
     import minrepro.reduction.guard as guard_module
-    from minrepro.reduction import driver
     from minrepro.reduction.guard import GuardSearch
+    from minrepro.reduction.options import ReduceOptions
+    from minrepro.reduction.phases import establish, scale_down
     from minrepro.reduction.scale import ScaleDown
 
     class Fails:  # where the script fails, every candidate fails the same way
@@ -433,26 +428,13 @@ def test_with_a_good_python_a_twin_must_also_pass_where_the_bug_is_fixed(tmp_pat
         judged.extend(test_many(["raise IndexError('index out of range in self')\n", "x = 1\n"]))
         return ScaleDown("x = 1\n", "scaled down: T", [], 2)
 
-    monkeypatch.setattr(driver, "SignatureOracle", Fails)
-    monkeypatch.setattr(driver, "traced_run", lambda *a: None)
-    monkeypatch.setattr(driver, "try_scale_down", search)
+    monkeypatch.setattr(scale_down, "SignatureOracle", Fails)
+    monkeypatch.setattr(scale_down, "try_scale_down", search)
     script = tmp_path / "job.py"
-    opts = driver.ReduceOptions(script, workdir=tmp_path / "w", good_pythons=[sys.executable])
-    workdir, _ = driver._scale_workdir(opts, script, "a = 1\n", "python")
-    scaled = driver._scale_down(
-        opts,
-        workdir,
-        script,
-        "a = 1\n",
-        "python",
-        60.0,
-        None,
-        None,
-        driver.RunResult(1, "", "", 1.0, None, ""),
-        None,
-        driver.Progress(1, print, live=False),
-        print,
-    )
+    opts = ReduceOptions(script, workdir=tmp_path / "w", good_pythons=[sys.executable])
+    workdir, _ = establish.scale_workdir(opts, script, "a = 1\n", "python")
+    ctx = reduction_parts.context(opts)
+    scaled = scale_down.build_twin(ctx, reduction_parts.established(workdir), None)
     assert judged == [False, True]
     # the twin's two runs where the bug is fixed go to the guard, which takes them instead of running it again
     runs = scaled.good_runs[sys.executable]
@@ -469,7 +451,9 @@ def test_a_twins_good_runs_take_only_the_slots_its_bad_runs_leave(tmp_path, monk
     good-env runs judged beside it must not add up to three times that."""
     import sys
 
-    from minrepro.reduction import driver
+    from minrepro.harness.runner import RunResult
+    from minrepro.reduction.options import ReduceOptions
+    from minrepro.reduction.phases import establish, scale_down
     from minrepro.reduction.scale import ScaleDown
 
     class Fails:
@@ -486,33 +470,20 @@ def test_a_twins_good_runs_take_only_the_slots_its_bad_runs_leave(tmp_path, monk
 
     def run_sources(sources, python, folder, timeout, home, jobs=None):
         slots.append((len(sources), jobs))
-        return [driver.RunResult(0, "", "", 0.1, None, "")] * len(sources)
+        return [RunResult(0, "", "", 0.1, None, "")] * len(sources)
 
     def search(source, run, test_many, log, on_rung=None):
         test_many(["x = 1\n"])
         test_many([f"x = {i}\n" for i in range(8)])
         return ScaleDown("x = 1\n", "scaled down: T", [], 9)
 
-    monkeypatch.setattr(driver, "SignatureOracle", Fails)
-    monkeypatch.setattr(driver, "_run_sources", run_sources)
-    monkeypatch.setattr(driver, "try_scale_down", search)
+    monkeypatch.setattr(scale_down, "SignatureOracle", Fails)
+    monkeypatch.setattr(scale_down, "run_sources", run_sources)
+    monkeypatch.setattr(scale_down, "try_scale_down", search)
     script = tmp_path / "job.py"
-    opts = driver.ReduceOptions(script, workdir=tmp_path / "w", good_pythons=[sys.executable])
-    workdir, _ = driver._scale_workdir(opts, script, "a = 1\n", "python")
-    driver._scale_down(
-        opts,
-        workdir,
-        script,
-        "a = 1\n",
-        "python",
-        60.0,
-        Eight(),
-        None,
-        driver.RunResult(1, "", "", 1.0, None, ""),
-        None,
-        driver.Progress(1, print, live=False),
-        print,
-    )
+    opts = ReduceOptions(script, workdir=tmp_path / "w", good_pythons=[sys.executable])
+    workdir, _ = establish.scale_workdir(opts, script, "a = 1\n", "python")
+    scale_down.build_twin(reduction_parts.context(opts), reduction_parts.established(workdir), Eight())
     # one candidate: its bad run and its good runs in one round (1 bad run + 7 good slots); eight: the bad runs
     # first, then the good runs of the first twin they accept alone, with every slot
     assert slots == [(2, 7), (2, 8)]

@@ -139,7 +139,7 @@ def test_a_spec_reduction_stops_its_spec_passes_at_the_time_budget_and_hands_the
     from types import SimpleNamespace
 
     from minrepro.harness.signature import Signature
-    from minrepro.reduction.driver import ReduceOptions
+    from minrepro.reduction.options import ReduceOptions
     from minrepro.scenarios import reduce as trip
 
     clock = [0.0]

@@ -160,7 +160,7 @@ def _reduce_finding(key: str, witness, opts, catalog, results: Path, args: argpa
     """Reduce one new finding (spec passes, then the guarded script reducer) into a candidate catalog case:
     the reduced script, its minimal spec, a manifest entry with outcomes measured on every set env at hand, and
     the catalog's own checks of it."""
-    from ..reduction.driver import ReduceOptions
+    from ..reduction.options import ReduceOptions
     from ..scenarios import explore as ex
     from ..scenarios.reduce import reduce_spec, steps_file_of
     from ..scenarios.spec import Scenario

@@ -12,7 +12,7 @@ from ..harness.placement import placement_lines
 from ..harness.resources import FIRST_RUN_TIMEOUT
 from ..harness.runner import DEFAULT_TIMEOUT, run_script
 from ..reduction.budget import DEFAULT_BUDGET
-from ..reduction.driver import GOOD_RUNS
+from ..reduction.options import GOOD_RUNS
 from .common import AfterAWhile
 from .common import progress as _progress
 
@@ -20,7 +20,7 @@ from .common import progress as _progress
 def cmd_signature(args: argparse.Namespace) -> int:
     from ..catalog.targets import read_source
     from ..inputs import prepare, refuse_own_failure, take_env
-    from ..reduction.driver import refuse_missing_libraries
+    from ..reduction.phases.establish import refuse_missing_libraries
 
     prepared = prepare(args.script, args.script_args, args.module, args.python)
     take_env(prepared)
@@ -91,7 +91,9 @@ def cmd_matches(args: argparse.Namespace) -> int:
 
 
 def cmd_reduce(args: argparse.Namespace) -> int:
-    from minrepro.reduction.driver import ReduceOptions, print_summary, reduce_script
+    from minrepro.reduction.driver import reduce_script
+    from minrepro.reduction.options import ReduceOptions
+    from minrepro.reduction.summary import print_summary
 
     if args.jobs is not None and args.jobs < 1:
         raise MinreproError("--jobs must be at least 1")
@@ -160,7 +162,8 @@ def _shared_options(args: argparse.Namespace) -> dict:
 
 
 def _reduce_scenario(args: argparse.Namespace) -> int:
-    from minrepro.reduction.driver import ReduceOptions, print_summary
+    from minrepro.reduction.options import ReduceOptions
+    from minrepro.reduction.summary import print_summary
     from minrepro.scenarios.reduce import reduce_scenario
 
     options = ReduceOptions(**_shared_options(args), script=Path("-"), timeout=args.timeout or DEFAULT_TIMEOUT)

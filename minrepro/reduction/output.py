@@ -9,7 +9,9 @@ import sys
 from collections.abc import Iterable
 
 from ..catalog.manifest import LIBRARIES
-from ..reducers.source import imported_modules
+from ..reducers.source import code_lines, imported_modules
+from . import triggers
+from .results import Context, Results
 
 SUPPORT_PINS = ("tokenizers",)  # pins that hold a set together (transformers 5.6.2 refuses newer tokenizers)
 
@@ -65,3 +67,32 @@ def needs(source: str) -> str:
         and any(word in ast.unparse(node.func.value) for word in ("Tokenizer", "Processor"))
     ]
     return "".join(f"# Needs its tokenizer's files (the failure depends on the tokenizer): {call}\n" for call in loads)
+
+
+def write(ctx: Context, done: Results, verified: bool) -> str:
+    """The output: PEP 723 pins, a header that says what it fails with, what guards it and what the verification
+    saw, then the reduced program (`ctx.best`: where an interrupted reduction stopped)."""
+    body = triggers.annotate(layout(ctx.best), list(done.found))
+    status = "" if verified else "INTERRUPTED, NOT VERIFIED: "
+    prepared, owner = ctx.opts.prepared, done.owner
+    lines = [
+        f"# {status}reduced by minrepro from {prepared.name if prepared else ctx.script.name}: "
+        f"{code_lines(ctx.source)} -> {code_lines(body)} code lines.",
+        *(f"# {line}" for line in (prepared.header(body) if prepared else ())),
+        f"# Fails with: {done.headline}" + (f"  (in {owner})" if owner else ""),
+        f"# Guard: {done.chosen.why}",
+        *needs(body).splitlines(),
+    ]
+    if verified and done.good_said:
+        lines.append(f"# Where the bug is fixed it {done.good_said}.")
+    if done.ending:
+        lines.append(f"# Not reduced: {done.ending}.")
+    if verified and done.searching_cut:
+        lines.append(
+            f"# The search stopped at its time budget (--max-seconds {ctx.opts.max_seconds:g}): maybe not minimal."
+        )
+    versions = done.versions
+    header = (pep723(body, versions, done.loaded) if versions else "") + "\n".join(lines) + "\n"
+    text = header + body
+    ctx.out.write_text(text, encoding="utf-8")
+    return text

@@ -102,3 +102,18 @@ class Progress:
         if self._live is not None:
             self._live.stop()
             self._live = None
+
+
+def counted(test_many, progress: Progress, sent: set[str] | None = None) -> Callable[[list[str]], list[bool]]:
+    """`test_many`, each candidate counted in the progress; with `sent` (shared), each at most once."""
+    sent = set() if sent is None else sent
+
+    def run(sources: list[str]) -> list[bool]:
+        began = time.monotonic()
+        answers = test_many(sources)
+        fresh = set(sources) - sent
+        sent.update(fresh)
+        progress.tried(len(fresh), time.monotonic() - began)
+        return answers
+
+    return run

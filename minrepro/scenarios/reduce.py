@@ -24,7 +24,9 @@ from ..harness.executors import Executor, make_executor
 from ..harness.runner import resolve_python, run_script
 from ..harness.signature import Signature
 from ..reducers.source import module_imports
-from ..reduction.driver import ReduceOptions, ReduceSummary, reduce_script
+from ..reduction.driver import reduce_script
+from ..reduction.options import ReduceOptions
+from ..reduction.summary import ReduceSummary
 from .passes import SCENARIO_PASSES
 from .presets import SEED_REPORTS, presets
 from .render import render

@@ -1,0 +1,143 @@
+"""Phase `scale-down`: each loaded checkpoint rebuilt as a tiny twin, step by step down the ladder (`..scale`), each
+step judged where the script fails and where the bug is fixed. Where the bug is fixed the script runs to its end, so
+the good env judges the twin, not the checkpoint. Its few candidates run cold: the warm executor is tried on what the
+search will stand on."""
+
+from __future__ import annotations
+
+import functools
+import json
+from pathlib import Path
+
+from ...harness.executors import ColdExecutor, Executor
+from ...harness.oracle import Cache, SignatureOracle, same_failure
+from ...harness.resources import cores
+from ...harness.runner import RunResult
+from ...reducers.source import normalize
+from ..budget import within
+from ..guard import GuardSearch, first_good_env
+from ..progress import counted
+from ..results import Context, Established, Results, Twin
+from ..scale import Refusal, ScaleDown, TwinJudge, try_scale_down
+from ..workdirs import digest
+from .establish import CONFIRMING, GUARD_ENVS, choose_jobs
+
+
+def scale_down(ctx: Context, done: Results) -> Twin:
+    est = done.established
+    if est.remembered_twin is not None:  # a twin found by an earlier run of this reduction
+        scaled = est.remembered_twin
+        refused: list[Refusal] = list(scaled.refused)
+    else:
+        refused = []
+        # the original's confirming runs go meanwhile: the twin's candidates take the slots they leave
+        beside = ctx.opts.confirm_runs - 1 if ctx.background.pending(CONFIRMING) else 0
+        scaled = build_twin(
+            ctx,
+            est,
+            ColdExecutor(ctx.python, max(1, est.jobs - beside)),
+            until=ctx.budget.scale_down_until(est.first_run.seconds),
+            goods=twin_judges(ctx, est),
+            refused=refused,
+        )
+        ctx.notes.extend(str(refusal) for refusal in refused)
+        if scaled is None and refused:
+            ctx.note("no twin holds where the bug is fixed: reduced at real scale")
+    if scaled is None:
+        return Twin(None, tuple(refused))
+    twin_runs = [run for runs in scaled.good_runs.values() for run in runs]
+    jobs, why = choose_jobs(ctx.opts.jobs, twin_runs + ([scaled.bad_run] if scaled.bad_run else []), "the twin")
+    ctx.say(f"parallel runs: {jobs} ({why})")
+    return Twin(scaled, tuple(refused), jobs, why)
+
+
+def twin_judges(ctx: Context, est: Established) -> dict[str, bool]:
+    """Where the scale-down judges a twin with the bug fixed, python -> named by the user: the --good-python envs, else
+    the env the guard will judge first (made while the original ran)."""
+    opts = ctx.opts
+    if opts.good_pythons:
+        return {py: True for py in opts.good_pythons}
+    ctx.background.take(GUARD_ENVS)
+    search = GuardSearch(
+        ctx.script,
+        ctx.source,
+        est.original,
+        est.first_run.raw_headline,
+        est.matcher,
+        est.env,
+        est.timeout,
+        ctx.log,
+        notes=ctx.notes,
+    )
+    first = first_good_env(search, opts.good_pythons, opts.guard)
+    return {first: False} if first else {}
+
+
+def build_twin(
+    ctx: Context,
+    est: Established,
+    executor: Executor,
+    until: float | None = None,
+    goods: dict[str, bool] | None = None,
+    refused: list[Refusal] | None = None,
+) -> ScaleDown | None:
+    """The tiny twin, judged in both worlds, step by step from the most shrunk (`TwinJudge`): the same signature where
+    the script fails (the same time rules, no guard yet), and a run to its end where the bug is fixed (`goods`: python
+    -> named by the user; default the --good-python envs). Those runs are the guard's two runs of the twin, which it
+    then takes as they are; the steps refused there are added to `refused`. Past `until` (the time budget less the
+    verification's share) no twin is tried: the search stands on the original."""
+    opts, folder = ctx.opts, est.scale_dir
+    key = json.dumps(["scale", opts.signature, ctx.python])
+    oracle = SignatureOracle(
+        Cache(folder / "cache.jsonl", key),
+        folder,
+        est.timeout,
+        ctx.home,
+        executor=executor,
+        original=est.original,
+        regex=opts.signature,
+        cwd_writes_allowed=bool(est.first_run.cwd_writes),
+    )
+    goods = {py: True for py in opts.good_pythons} if goods is None else goods
+
+    def run_good(sources: list[str], py: str, jobs: int) -> list[RunResult]:
+        return run_sources(sources, py, folder / "good", est.timeout, ctx.home, jobs)
+
+    judge = TwinJudge(
+        oracle.test_many,
+        goods,
+        run_good,
+        est.matcher or functools.partial(same_failure, est.original, opts.signature),
+        # no more runs at once than `jobs`, which the original's memory allowed (a twin that keeps real-size fields
+        # is as large): the good runs take the slots the bad runs leave
+        getattr(executor, "jobs", 1),
+        ctx.say,
+        room=cores(),
+    )
+    judged = within(counted(judge, ctx.progress), until, [0])
+    scaled = try_scale_down(normalize(ctx.source), est.traced, judged, ctx.say, judge.on_rung)
+    if refused is not None:
+        refused += judge.refused
+    if scaled is None:
+        return None
+    scaled.path, scaled.original = folder / "twin.py", digest(ctx.source)
+    scaled.good_runs = judge.good_runs.get(scaled.source, {})
+    scaled.refused, scaled.rung = list(judge.refused), judge.rung
+    runs = getattr(oracle, "runs", None)  # what the chosen twin cost cold (a stand-in oracle may not say)
+    if runs:
+        scaled.bad_run = runs.get(oracle.cache.hash(scaled.source)[:16])
+    scaled.path.write_text(scaled.source, encoding="utf-8")
+    (folder / "twin.json").write_text(scaled.to_json(), encoding="utf-8")
+    ctx.say(scaled.description)
+    return scaled
+
+
+def run_sources(
+    sources: list[str], python: str, folder: Path, timeout: float, home: Path, jobs: int | None = None
+) -> list[RunResult]:
+    """Each source, cold under `python`: `jobs` at a time (default: all at once)."""
+    folder.mkdir(exist_ok=True)
+    paths = [folder / f"{digest(text)[:16]}.py" for text in sources]
+    for path, text in zip(paths, sources, strict=False):
+        path.write_text(text, encoding="utf-8")
+    return ColdExecutor(python, jobs or len(paths)).run_many(paths, timeout, home)

@@ -1,0 +1,294 @@
+"""The search's executors: started beside the guard (a warm worker imports the libraries first), checked on what the
+search stands on, handed to the search, and closed once when the reduction ends. `Workers` is their one owner (a
+context manager held by the driver); the functions below start and check one executor."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+from concurrent.futures import Future
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import MinreproError
+from ..harness.executors import ColdExecutor, Executor, make_executor
+from ..harness.resources import cores
+from ..harness.runner import RunResult
+from ..harness.signature import Signature
+from ..reducers.source import module_imports, patches_imports
+from .background import Background
+from .options import CONFIRM_RUNS, ReduceOptions
+
+# a subject whose run takes longer than this: its workers are not reused (a check would cost two such rounds, and a
+# worker's imports are then a small share of each candidate's cost)
+REUSE_CHECK_SECONDS = 20.0
+
+
+@dataclass
+class FixPool:
+    """The warm pool of the catalog's fix for this failure (the guard's first env), started while the guard's cold
+    runs judge it, and its reuse check made on `subject`: the search takes it where the guard chooses that env."""
+
+    python: str
+    subject: Path
+    started: Future  # of the executor, checked
+    notes: list[str]  # what the start and the check said, for the summary where the search takes it
+
+
+class Workers(contextlib.AbstractContextManager):
+    """Every executor a reduction starts: the bad env's (warmed, then measured on the subject), one per --good-python,
+    and the fix's pool started beside the guard's judgement. Closed once each on exit, whoever took them."""
+
+    def __init__(self, opts: ReduceOptions, source: str, notes: list[str], background: Background) -> None:
+        self.opts, self.source, self.notes, self.background = opts, source, notes, background
+        self.started: list[Future] = []  # the bad env's executor first, then one per --good-python
+        self.warming: Future | None = None  # the bad env's executor, measured on the twin beside the guard
+        self.fix_pool: FixPool | None = None
+        self.taken: list[Executor] = []  # handed to the search
+
+    def start(
+        self,
+        python: str,
+        modules: tuple[str, ...],
+        jobs: int,
+        cuda: bool | None,
+        measure_on: tuple[Signature, Path, float, Path] | None = None,
+        log: Callable[[str], None] = lambda _: None,
+    ) -> None:
+        """The search's executors, started in the background: the bad env's, its warm workers kept one batch ahead
+        where the cores allow, and one per --good-python. With `measure_on` (the original's signature, the twin, the
+        timeout, the home), the bad env's is then measured on the twin: its warm runs need no guard, so they go beside
+        the guard's runs."""
+        opts, spares = self.opts, min(jobs, max(0, cores() - jobs))
+        self.started.append(
+            self.background.submit(
+                start_executor, opts, python, self.source, modules, jobs, self.notes, "", spares, cuda
+            )
+        )
+        self.started += [
+            self.background.submit(
+                start_executor, opts, py, self.source, modules, jobs, self.notes, f"guard env {py}: "
+            )
+            for py in opts.good_pythons
+        ]
+        if measure_on is not None:
+            original, twin, timeout, home = measure_on
+            bad = self.started[0]
+            self.warming = self.background.submit(
+                lambda: warm_executor(bad.result(), original, twin, self.notes, log, timeout, home)
+            )
+
+    def restart(self, *args, **kwargs) -> None:
+        """The executors started for the twin closed (once the twin's warm runs are done with the bad env's), and
+        started again (`start`'s arguments) for the original."""
+        if self.warming is not None:
+            with contextlib.suppress(Exception):
+                self.warming.result()
+        for future in self.started:
+            with contextlib.suppress(Exception):
+                future.result().close()
+        self.started, self.warming = [], None
+        self.drop_fix_pool()  # sized and checked for the twin
+        self.start(*args, **kwargs)
+
+    def start_fix_pool(
+        self, python: str, subject: Path, modules: tuple[str, ...], jobs: int, timeout: float, home: Path
+    ) -> None:
+        """The fix's warm pool, started and given its reuse check on `subject` (the twin) while the guard's cold runs
+        judge that env."""
+        notes: list[str] = []
+        where = f"guard env {python}: "
+
+        def start() -> Executor:
+            executor = start_executor(self.opts, python, self.source, modules, jobs, notes, where)
+            try:
+                return reuse_agrees(executor, subject, None, timeout, home, notes, where, True)[0]
+            except BaseException:
+                executor.close()
+                raise
+
+        self.fix_pool = FixPool(python, subject, self.background.submit(start), notes)
+
+    def take_fix_pool(self, pythons: tuple[str, ...], subject: Path) -> dict[str, Executor]:
+        """The fix's pool, where the guard chose its env for this same subject: {python: the executor, checked on it
+        already}. Otherwise (another env, or the twin dropped since) it is closed once its start ends."""
+        pool = self.fix_pool
+        if pool is None:
+            return {}
+        if pool.python not in pythons or pool.subject != subject:
+            self.notes.append("the fix's warm pool, started beside the guard's judgement, closed unused")
+            self.drop_fix_pool()
+            return {}
+        try:  # kept in `fix_pool` all the same: the reduction's end closes it once
+            executor = pool.started.result()
+        except Exception:  # a start that broke: the search starts that env's pool itself
+            return {}
+        self.notes.extend([*pool.notes, "the fix's warm pool started and was checked beside the guard's judgement"])
+        return {pool.python: executor}
+
+    def drop_fix_pool(self) -> None:
+        """The fix's pool, not wanted: closed in the background once its start ends (the reduction's end waits)."""
+        if self.fix_pool is not None:
+            self.background.start("closing the fix's pool", _close_started, self.fix_pool.started, awaited=True)
+            self.fix_pool = None
+
+    def good(
+        self, pythons: tuple[str, ...], subject: Path, modules: tuple[str, ...], jobs: int, check: tuple[float, Path]
+    ) -> list[Future]:
+        """One executor per good env of the guard, each checked in the background (a future of it): the fix's pool
+        started beside the guard, a --good-python's started with the bad env's, or a new one; a reusing pool is
+        checked on `subject` (`check`: timeout, home), beside the bad env's measurement."""
+        family = self.take_fix_pool(pythons, subject)
+        early = dict(zip(self.opts.good_pythons, self.started[1:], strict=False))
+        executors = [
+            family[py]
+            if py in family
+            else early[py].result()
+            if py in early
+            else start_executor(self.opts, py, self.source, modules, jobs, self.notes, f"guard env {py}: ")
+            for py in pythons
+        ]
+        self.taken += executors
+        timeout, home = check
+
+        def checked(executor: Executor, py: str) -> Executor:
+            """A reusing pool where the bug is fixed: the subject passes in its reused workers too (unless the fix's
+            pool was checked on it beside the guard already)."""
+            if py in family:
+                return executor
+            return reuse_agrees(executor, subject, None, timeout, home, self.notes, f"guard env {py}: ", True)[0]
+
+        return [self.background.submit(checked, e, py) for e, py in zip(executors, pythons, strict=False)]
+
+    def bad(self, original: Signature, subject: Path, twin: bool, timeout: float, home: Path, log):
+        """The bad env's executor and the subject's run time under it (None: cold runs, not measured): measured on the
+        twin beside the guard where the search stands on it, else now on `subject`."""
+        if self.warming is not None and twin:
+            executor, baseline = self.warming.result()
+        else:  # no twin, or the guard refused it: measured on the original (one the twin disagreed with is cold)
+            executor = self.warming.result()[0] if self.warming is not None else self.started[0].result()
+            executor, baseline = warm_executor(executor, original, subject, self.notes, log, timeout, home)
+        self.taken.append(executor)
+        return executor, baseline
+
+    def __exit__(self, *exc: object) -> None:
+        early = [self.fix_pool.started] if self.fix_pool else []  # taken by the search, or not yet judged
+        used = list(self.taken)
+        for future in [*self.started, *early]:  # started, and maybe never taken: closed here, once each
+            with contextlib.suppress(Exception):
+                used.append(future.result())
+        for executor in {id(e): e for e in used}.values():
+            executor.close()
+
+
+def _close_started(started: Future) -> None:
+    with contextlib.suppress(Exception):  # a start that broke closed what it had started
+        started.result().close()
+
+
+def start_executor(
+    opts: ReduceOptions,
+    python: str,
+    source: str,
+    recorded: tuple[str, ...],
+    jobs: int,
+    notes: list[str],
+    where: str = "",
+    spares: int = 0,
+    cuda: bool | None = None,
+) -> Executor:
+    """The requested executor, started (a fork server imports the libraries first), or cold runs where it cannot
+    start. `recorded`: the bad env's modules (one the env lacks is skipped by the server); `spares`: warm-pool
+    workers kept warming beyond `jobs`; `cuda`: whether the env sees a GPU, where known."""
+    if opts.executor == "cold":
+        return ColdExecutor(python, jobs)
+    # a warm worker runs the next candidate where the last left it as fresh, unless the script patches a library
+    patch = patches_imports(source, opts.home) if opts.reuse_workers and opts.executor in ("auto", "warm-pool") else ""
+    reuse = opts.reuse_workers and not patch
+    try:
+        executor = make_executor(opts.executor, python, module_imports(source), jobs, recorded, spares, cuda, reuse)
+    except MinreproError as exc:
+        notes.append(f"{where}{opts.executor} unavailable ({exc}); cold runs used" + (" there" if where else ""))
+        return ColdExecutor(python, jobs)
+    if patch and not where and executor.name == "warm-pool":  # a fork server's children never run twice anyway
+        notes.append(f"a warm worker runs one candidate: the script patches what would outlive a run ({patch})")
+    return executor
+
+
+def warm_executor(
+    executor: Executor,
+    original: Signature,
+    script: Path,
+    notes: list[str],
+    log: Callable[[str], None],
+    timeout: float,
+    home: Path | None = None,
+) -> tuple[Executor, float | None]:
+    """The started executor and the script's run time under it (as many runs at once as the search makes: the time
+    budget follows that), if every run reproduces the original signature (a warm executor that disagrees with
+    itself is not trusted either); otherwise cold runs, their time not measured here (None)."""
+    if executor.name == "cold":
+        return executor, None
+    # in workers that have run nothing yet: a reused worker's answer is checked apart (`reuse_agrees`)
+    first = getattr(executor, "run_fresh", executor.run_many)
+    warm = first([script] * max(2, executor.jobs), timeout, home or script.parent)
+    if any(run.signature != original for run in warm):
+        executor.close()
+        seen = answers(warm)
+        notes.append(
+            f"under {executor.name} the script gives [{seen}] where {CONFIRM_RUNS} cold runs agree on "
+            f"'{original.headline}' (it depends on a fresh interpreter: imports done before it, threads, "
+            "seeds); cold runs used"
+        )
+        return ColdExecutor(executor.python, executor.jobs), None
+    executor, again = reuse_agrees(
+        executor, script, original, timeout, home, notes, seconds=max(run.seconds for run in warm)
+    )
+    warm += again
+    if getattr(executor, "skipped", None):
+        notes.append(f"fork server: {', '.join(executor.skipped)} imported by each candidate (it initializes CUDA)")
+    if getattr(executor, "chosen_because", ""):
+        notes.append(f"warm pool: {executor.chosen_because}")
+    log(f"executor: {executor.name} (original runs in {warm[0].seconds:.2f} s there)")
+    return executor, max(run.seconds for run in warm)
+
+
+def answers(runs: list[RunResult]) -> str:
+    """What the runs gave, each answer once: their failures' headlines, or "passes"."""
+    return "; ".join(sorted({run.signature.headline if run.signature else "passes" for run in runs}))
+
+
+def reuse_agrees(
+    executor: Executor,
+    script: Path,
+    expected: Signature | None,
+    timeout: float,
+    home: Path | None,
+    notes: list[str],
+    where: str = "",
+    fresh_first: bool = False,
+    seconds: float = 0.0,
+) -> tuple[Executor, list[RunResult]]:
+    """A reusing warm pool runs `script` once more in each worker its last round kept (with `fresh_first`, after a
+    round in workers that have run nothing); where one answers otherwise than `expected` (None: it passes), the pool
+    goes on with a worker per candidate. So it does, unchecked, where a run of the subject took over
+    REUSE_CHECK_SECONDS (`seconds`, or the fresh round's). The executor to search with, and the runs."""
+    if not getattr(executor, "reuse", False):
+        return executor, []
+    home = home or script.parent
+    runs = executor.run_fresh([script] * executor.jobs, timeout, home) if fresh_first else []
+    slowest = max([seconds, *(run.seconds for run in runs)])
+    if slowest > REUSE_CHECK_SECONDS:
+        executor.stop_reuse()
+        notes.append(f"{where}warm pool: workers run one candidate each (a run took {slowest:.0f} s)")
+        return executor, runs
+    runs += executor.run_many([script] * executor.jobs, timeout, home)
+    if all(run.signature == expected for run in runs) and executor.reused:
+        return executor, runs
+    if executor.reused:  # a worker answered otherwise once reused
+        seen = answers(runs)
+        notes.append(f"{where}warm pool: workers run one candidate each (in a reused worker the script gives [{seen}])")
+    else:  # none was kept: nothing to reuse, and nothing checked
+        notes.append(f"{where}warm pool: no worker was kept after a run, so each runs one candidate")
+    executor.stop_reuse()
+    return executor, runs
