@@ -159,8 +159,9 @@ def _missing(tree: Path, test_files: list[str]) -> list[str]:
 def release_repo(
     release: Release, test_files: list[str], tests_dir: Path | None, root: Path, wheelhouse: Path | None = None
 ) -> tuple[RepoRef, dict]:
-    """A git repository of the release's source in `root` (one commit), with the test files it lacks taken from
-    `tests_dir`; rebuilt only when the archive or those files change. The repository and the record a kit keeps."""
+    """A git repository of the release's source in `root` (one commit), with the Python files of `tests_dir` it
+    lacks; `test_files` and what they import relatively must then be there. Rebuilt only when the archive or those
+    files change. The repository and the record a kit keeps."""
     archive = download(release, root / "archive", wheelhouse)
     tree = root / "repo"
     staged = root / "staging"
@@ -169,14 +170,13 @@ def release_repo(
     staged.mkdir(parents=True)
     shipped = set(_unpack(archive, release, staged))
     outside: dict[str, str] = {}
-    while tests_dir:  # a file taken from tests_dir may import another one the archive lacks
-        given = [p for p in _missing(staged, test_files) if (Path(tests_dir) / p).is_file()]
-        if not given:
-            break
-        for path in given:
+    # every file given that the archive lacks, not only this kit's: kits sharing the folder share one release commit
+    for given in sorted(Path(tests_dir).rglob("*.py")) if tests_dir else ():
+        path = given.relative_to(tests_dir).as_posix()
+        if path not in shipped:
             (staged / path).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(Path(tests_dir) / path, staged / path)
-            outside[path] = _sha256(staged / path)
+            shutil.copy2(given, staged / path)
+            outside[path] = _sha256(given)
     missing = _missing(staged, test_files)
     if missing:
         what = "sdist" if archive.name.endswith((".tar.gz", ".zip")) else "wheel"
