@@ -145,6 +145,8 @@ class KitProof:
     machine: str = ""  # where the tests ran: a GPU test proved on a CPU box is only a skip
     # made against a release's source, not main (`--release`): the archive, its sha256, the test files it lacked
     release: dict = field(default_factory=dict)
+    # what the run could not show: a new test that only skipped here (it needs a GPU this machine lacks)
+    not_shown: str = ""
 
     @property
     def against(self) -> str:
@@ -412,6 +414,11 @@ def prove(
         for test, reason in runs[label].reasons.items()
         if _is_test(test, proof.test)
     }
+    if "skipped" in (proof.test_before, proof.test_after):
+        proof.not_shown = (
+            f"the new test skipped ({proof.test_before} before, {proof.test_after} after) on {proof.machine}: "
+            "only a skip here, neither the failure nor the fix is shown; it needs a machine with what it requires"
+        )
     proof.file_new_failures = new_failures(runs["main"], runs["after"])
     proof.file_counts = {
         label: {o: runs[label].count(o) for o in ("passed", "failed", "skipped")} for label in ("main", "after")
@@ -472,12 +479,7 @@ def _base_line(proof: KitProof) -> str:
 
 def _skipped_line(proof: KitProof) -> str:
     """A test that only skipped proved nothing: say so where the description counts outcomes."""
-    if "skipped" not in (proof.test_before, proof.test_after):
-        return ""
-    return (
-        f"\n- the new test skipped on {proof.machine or 'this machine'}: it needs hardware that machine lacks, so "
-        "neither the failure nor the fix is shown by it here"
-    )
+    return f"\n- {proof.not_shown}" if proof.not_shown else ""
 
 
 def describe_pr(case: Case, proof: KitProof, why: str) -> str:
