@@ -8,21 +8,13 @@ Rooms, by role (each subpackage's docstring says what it owns and what it may im
   reduction/  the reduce command's driver: guard (differential oracle), search, verification, output
   reports/    issue drafts and release bisection
   cli/        one module per command group
-  reducers/   the search (passes, ddmin): proposes candidates, never runs them (top-level `reducers/`)
-  patches/    the fix prototypes as diffs, package data (top-level `patches/`)
+  reducers/   the search (passes, ddmin): proposes candidates, never runs them (top-level `reducers/`, linked here)
+  patches/    the fix prototypes as diffs, package data (top-level `patches/`, linked here)
 """
 
-from pathlib import Path as _Path
-
-# In a checkout the design's top-level folders reducers/ and patches/ are this package's subpackages
-# minrepro.reducers and minrepro.patches; a wheel maps them there by package-dir (pyproject.toml).
-_CHECKOUT = _Path(__file__).resolve().parent.parent
-if (_CHECKOUT / "reducers" / "__init__.py").is_file() and not (_Path(__file__).parent / "reducers").exists():
-    __path__.append(str(_CHECKOUT))
-
-from .errors import MinreproError  # noqa: E402
-from .harness.runner import RunResult, run_script  # noqa: E402
-from .harness.signature import Frame, Signature, normalize_message  # noqa: E402
+from .errors import MinreproError
+from .harness.runner import RunResult, run_script
+from .harness.signature import Frame, Signature, normalize_message
 
 __all__ = ["Frame", "MinreproError", "RunResult", "Signature", "normalize_message", "run_script"]
 __version__ = "0.2.0"

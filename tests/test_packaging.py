@@ -79,3 +79,26 @@ def test_the_installed_tool_runs_a_case_from_outside_the_checkout(installed, tmp
         assert "ModuleNotFoundError" in result["headline"]  # ran, in the venv, without the libraries
     else:
         assert result["verdict"] in ("as declared", "no expectation"), result
+
+
+def test_every_package_of_the_checkout_is_in_the_wheel():
+    # a subpackage left out of pyproject.toml's list imports in a checkout and is missing from the installed tool
+    import os
+    import tomllib
+
+    listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    found = set()
+    for top, name in (("minrepro", "minrepro"), ("reducers", "minrepro.reducers"), ("patches", "minrepro.patches")):
+        for folder, _, files in os.walk(ROOT / top):  # the links in minrepro/ are not followed: listed by name
+            if "__init__.py" in files:
+                found.add(".".join((name, *Path(folder).relative_to(ROOT / top).parts)))
+    assert found == listed
+
+
+def test_the_checkout_links_the_search_and_the_patches_into_the_package():
+    # the checkout imports minrepro.reducers from reducers/ itself: one module, under the wheel's name
+    import minrepro.patches
+    import minrepro.reducers
+
+    assert Path(minrepro.reducers.__file__).resolve() == (ROOT / "reducers" / "__init__.py").resolve()
+    assert Path(next(iter(minrepro.patches.__path__))).resolve() == (ROOT / "patches").resolve()

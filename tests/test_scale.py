@@ -1038,7 +1038,7 @@ def test_the_twin_is_built_after_every_import_its_lines_use_even_past_a_statemen
     # script's own `import tempfile` and every twin failed with a NameError
     import ast
 
-    from minrepro.reducers.scale import _insert_at
+    from minrepro.reducers.scale.twin import _insert_at
 
     source = "import os\nos.environ['X'] = '1'\nimport tempfile\nimport torch\n\ndef main():\n    load()\n\nmain()\n"
     body = ast.parse(source).body

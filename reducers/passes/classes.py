@@ -8,7 +8,7 @@ import copy
 import re
 from collections.abc import Iterator
 
-from ..scale import callee_name
+from ..scale.ids import callee_name
 from ..source import replace_node
 from .common import _nth
 from .functions import (

@@ -1,0 +1,106 @@
+"""The twin's ladder: the twins to try, from the most shrunk to the least, each judged by the caller; then delta
+debugging over the fields kept at their real size."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from ..ddmin import ddmin
+from .ids import VOCAB_FIELD
+from .plan import TOWER_GONE, Path_, Plan
+from .twin import twin_source
+
+FirstInteresting = Callable[[Sequence[str]], "int | None"]
+
+
+@dataclass(frozen=True)
+class Rung:
+    """One step of the twin's ladder: the fields every twin of this step keeps at their real size (besides what a
+    step's own tries keep), named for a person."""
+
+    name: str
+    kept: tuple[Path_, ...] = ()
+
+
+def ladder(plan: Plan) -> list[Rung]:
+    """The twins to try, from the most shrunk to the least: what the run never reached where it failed may still be
+    read where the bug is fixed (prompt ids past the failure, labels, a file of ids), and a twin whose vocabulary is
+    shrunk past them fails there with an artifact of the shrink. Real scale is the step after the last."""
+    rungs = [Rung("every dimension, layer and vocabulary shrunk")]
+    if VOCAB_FIELD in plan.fields:
+        rungs.append(Rung("dimensions and layers shrunk, vocabularies and token ids kept", (VOCAB_FIELD,)))
+    return rungs
+
+
+def scale_down(
+    source: str,
+    plan: Plan,
+    first_interesting: FirstInteresting,
+    cut: Callable[[str], list[str]] | None = None,
+    on_rung: Callable[..., None] | None = None,
+) -> tuple[str, list[Path_]] | None:
+    """The smallest twin that is still interesting, and the fields it had to keep at their real size; None when
+    no twin is. The ladder's steps in order (`ladder`), each as one batch per layer cut then the uncut twins; then
+    delta debugging over the fields kept at real size, and the result checked once more (ddmin assumes the whole
+    set is interesting: it need not be, the maps are literal there and were inferred in the original). `cut`:
+    further shrinks of a twin's text (its layers), the smallest first. `on_rung(name, shared=True)`: told each step
+    before its candidates are judged (the judge says why a step was refused); `shared`: the step's twins share its
+    shrink, so that one refused where the bug is fixed refuses the step."""
+    fields = plan.fields
+
+    def twin(kept: Sequence[Path_]) -> str | None:
+        return twin_source(source, plan, set(fields) - set(kept))
+
+    if twin([]) is None:  # a recorded call is not in the script: no twin of any step
+        return None
+    for rung in ladder(plan):
+        if on_rung is not None:
+            on_rung(rung.name)
+        found = _first_on_rung(twin, fields, rung, first_interesting, cut)
+        if found is not None:
+            return found
+    if on_rung is not None:  # its twins shrink different fields: a refusal of one says nothing of the others
+        on_rung("the fields the failure needs at their real size, found by delta debugging", False)
+
+    def first_kept(candidates: Sequence[list[Path_]]) -> int | None:
+        sources = [twin(kept) for kept in candidates]
+        found = first_interesting([s for s in sources if s is not None])
+        return None if found is None else [i for i, s in enumerate(sources) if s is not None][found]
+
+    kept = ddmin(list(fields), first_kept)
+    final = twin(kept)
+    return (final, kept) if final is not None and first_interesting([final]) == 0 else None
+
+
+def _first_on_rung(
+    twin: Callable[[Sequence[Path_]], str | None],
+    fields: list[Path_],
+    rung: Rung,
+    first_interesting: FirstInteresting,
+    cut: Callable[[str], list[str]] | None,
+) -> tuple[str, list[Path_]] | None:
+    """The first interesting twin of one step of the ladder, or None."""
+    # towers shrunk first, not gone: on two H200s the E4B eval job's twin with both towers gone passed, and delta
+    # debugging over its 20 fields took 192 s to find the audio tower needed; with the towers kept (each cut to one
+    # small layer) the first twin failed the same way. Leaving them out is then one more candidate.
+    # Both in one batch, side by side (the box holds two twins where it held the original).
+    towers = [path for path in fields if path[-1] == TOWER_GONE]
+    kept = list(rung.kept)
+    first = twin([*kept, *towers])
+    if first is None:
+        return None
+    without = twin(kept) if towers else None
+    tries = [(without, kept), (first, [*kept, *towers])] if without is not None else [(first, [*kept, *towers])]
+    # the twin's layers cut first: every cold run after it (the guard's, the verification's) and the search's
+    # first candidates then build a few layers, not all of them. A batch per cut, the smallest first; then uncut
+    cuts = [[c for c in (cut(text) if cut is not None else []) if c != text] for text, _ in tries]
+    batches = [
+        [(shorter[step], kept) for shorter, (_, kept) in zip(cuts, tries, strict=True) if step < len(shorter)]
+        for step in range(max(map(len, cuts)))
+    ]
+    for batch in [*batches, tries]:
+        found = first_interesting([text for text, _ in batch])
+        if found is not None:
+            return batch[found]
+    return None
