@@ -1,6 +1,6 @@
 """The search: a `Problem` holds the current best script and answers which proposals are interesting.
 
-Passes propose; the oracle (any ``test_many(sources) -> list[bool]``) decides. Nothing here runs code,
+Passes propose; the oracle (`reducers.oracle.Oracle`, or any plain `test_many`) decides. Nothing here runs code,
 so executors, caching and parallelism change without touching a pass (the Lithium seam)."""
 
 from __future__ import annotations
@@ -11,13 +11,12 @@ import hashlib
 import random
 import time
 from collections import Counter
-from dataclasses import dataclass
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
 
+from .oracle import Oracle, PlainOracle, Retraction, TestMany, Verdict, plain
 from .source import code_lines, normalize
 
-# an answer may be None (not judged yet) after an interesting one in the same batch: asked again, it is judged
-TestMany = Callable[[list[str]], list[bool | None]]
 MAX_ROUNDS = 50
 # A pass whose turns cost candidates and changed nothing this many times in a row is retired for the rest of the
 # search: otherwise a pass with nothing left to take pays for a batch of candidates every round (each pass's seconds
@@ -102,23 +101,31 @@ def unbound_names(source: str) -> frozenset[str]:
     return frozenset(loaded - bound)
 
 
+@dataclass(frozen=True)
+class SearchSettings:
+    """How the search treats a program: candidates judged `jobs` at a time, in an order seeded by `seed`; with
+    `freeze_check_data` the values the script's own checks read never change (no differential oracle can tell a
+    weakened check from a kept bug); with `keep_seeds` every seeding call stays."""
+
+    jobs: int = 1
+    seed: int = 0
+    freeze_check_data: bool = False
+    keep_seeds: bool = False
+
+
 class Problem:
     def __init__(
         self,
         source: str,
-        test_many: TestMany,
-        jobs: int = 1,
-        seed: int = 0,
+        oracle: Oracle | TestMany,
+        settings: SearchSettings = SearchSettings(),  # frozen: one shared default is safe
         on_accept: Callable[[str], None] = lambda _: None,
-        freeze_check_data: bool = False,
-        keep_seeds: bool = False,
-        screen_many: TestMany | None = None,
     ):
         self.current = source
         self.history = [source]  # every program accepted, in order (`retract` goes back along it)
-        self.test_many, self.jobs, self.seed, self.on_accept = test_many, max(1, jobs), seed, on_accept
-        # the oracle's first half alone (where the script fails), if it has one: see `screen`
-        self.screen_many = screen_many or test_many
+        self.oracle, self.on_accept = plain(oracle), on_accept
+        self.jobs, self.seed = max(1, settings.jobs), settings.seed
+        freeze_check_data, keep_seeds = settings.freeze_check_data, settings.keep_seeds
         self.accepted: set[str] = {source}
         self.lines = code_lines(source)
         self.unbound = unbound_names(source)
@@ -198,25 +205,32 @@ class Problem:
         for start in range(0, len(pending), self.jobs):
             batch = pending[start : start + self.jobs]
             self._count(batch)
-            answers = self.test_many([source for _, source in batch])
-            for (index, source), interesting in zip(batch, answers, strict=False):
-                if interesting is None:  # not judged yet: an oracle says so only after an interesting one, read first
-                    interesting = self.test_many([source])[0]
-                if interesting:
+            verdicts = self._asked(self.oracle.judge, [source for _, source in batch])
+            for (index, source), verdict in zip(batch, verdicts, strict=False):
+                if verdict is Verdict.LATER:  # given only after an interesting one, which was read first
+                    verdict = self._asked(self.oracle.judge, [source])[0]
+                if verdict is Verdict.INTERESTING:
                     return index
         return None
 
+    def _asked(self, ask: Callable[[list[str]], object], sources: list[str]) -> tuple[Verdict, ...]:
+        """The oracle's verdicts; a yes it takes back ends the pass's turn (`TakenBack`): the program changed."""
+        answers = ask(sources)
+        if answers.retracted:
+            raise TakenBack(answers.retracted)
+        return answers.verdicts
+
     def screen(self, candidates: Sequence[str]) -> list[int]:
         """Indices of the admissible candidates that fail the same way where the script fails, every one judged,
-        `jobs` at a time. An oracle that can (`screen_many`) leaves their runs where the bug is fixed until
+        `jobs` at a time. An oracle that can (`Oracle.screen`) leaves their runs where the bug is fixed until
         `first_interesting` asks: a pass that takes several edits in one candidate pays one such run, not one each."""
         pending = [(i, n) for i, c in enumerate(candidates) if (n := _normalized(c)) is not None and self.admissible(n)]
         hits = []
         for start in range(0, len(pending), self.jobs):
             batch = pending[start : start + self.jobs]
             self._count(batch)
-            answers = self.screen_many([source for _, source in batch])
-            hits += [index for (index, _), answer in zip(batch, answers, strict=False) if answer is not False]
+            verdicts = self._asked(self.oracle.screen, [source for _, source in batch])
+            hits += [index for (index, _), v in zip(batch, verdicts, strict=False) if v is not Verdict.UNINTERESTING]
         return hits
 
     def _count(self, batch: list[tuple[int, str]]) -> None:
@@ -230,7 +244,7 @@ class Problem:
         twin = copy.copy(self)
         twin.accepted, twin.jobs, twin.measure, twin._sent = set(self.accepted), 1, None, set(self._sent)
         twin.history = list(self.history)
-        twin.test_many = twin.screen_many = lambda sources: [True] * len(sources)
+        twin.oracle = PlainOracle(lambda sources: [True] * len(sources))
         taken = [0]
 
         def count(_source: str) -> None:
@@ -248,7 +262,7 @@ class Problem:
         self._take(self.current)
 
     def retract(self, source: str) -> bool:
-        """Go back to the program before `source` was accepted (`Retracted`), dropping what was accepted after it;
+        """Go back to the program before `source` was accepted (a `Retraction`), dropping what was accepted after it;
         False where `source` was never accepted (a ddmin pass asked and had not taken it yet). It stays among the
         accepted programs: never proposed again."""
         if source not in self.history[1:]:
@@ -265,13 +279,13 @@ class Problem:
         self.on_accept(source)
 
 
-class Retracted(Exception):
-    """An oracle that answered yes ahead of part of its judgment (`SignatureOracle.optimistic`) takes it back: the
-    candidate `source` was refused after all (`why`). The search takes back that program and all built on it."""
+class TakenBack(Exception):
+    """The oracle took back yeses (`Retraction`) while a pass was asking: the pass's turn ends where it was (the
+    search's own control flow; an oracle never raises it)."""
 
-    def __init__(self, source: str, why: str = ""):
-        super().__init__(f"refused after all: {why}")
-        self.source, self.why = source, why
+    def __init__(self, retracted: tuple[Retraction, ...]):
+        super().__init__(f"{len(retracted)} yes(es) taken back")
+        self.retracted = retracted
 
 
 class ShadowFull(Exception):
@@ -294,19 +308,15 @@ class PassRecord:
 
 def reduce_source(
     source: str,
-    test_many: TestMany,
+    oracle: Oracle | TestMany,
     passes: Sequence[Callable[[Problem], None]],
     final_passes: Sequence[Callable[[Problem], None]],
-    jobs: int = 1,
-    seed: int = 0,
+    settings: SearchSettings = SearchSettings(),  # frozen: one shared default is safe
+    *,
     on_accept: Callable[[str], None] = lambda _: None,
     on_pass: Callable[[str], None] = lambda _: None,
-    freeze_check_data: bool = False,
     facts: Facts | None = None,
-    keep_seeds: bool = False,
     records: dict[str, PassRecord] | None = None,
-    screen_many: TestMany | None = None,
-    settle: Callable[[], None] | None = None,
 ) -> str:
     """Apply the passes in order, then the final passes, until a whole round changes nothing. Before each round
     `facts` (if given) says what a run of the current program showed; fact-driven passes use it.
@@ -316,11 +326,9 @@ def reduce_source(
     ends the search). A pass that sent candidates and changed nothing on FRUITLESS_TURNS turns in a row is retired;
     before the search ends, every retired pass gets one more turn (Shrink Ray's probation), and where one changes
     something the search goes on: the result is a fixpoint of every pass. `records` (by pass name) collects what each
-    pass cost and removed. `screen_many` (if given) judges candidates where the script fails only
-    (`Problem.screen`). An oracle that answers yes ahead of part of its judgment raises `Retracted` on a later call,
-    or on `settle` (called at the end of each round): that program and what was built on it are taken back, and the
-    search goes on."""
-    problem = Problem(normalize(source), test_many, jobs, seed, on_accept, freeze_check_data, keep_seeds, screen_many)
+    pass cost and removed. A yes the oracle takes back (`Retraction`, with an answer or at `Oracle.settle`, asked at
+    the end of each round) takes back that program and what was built on it, and the search goes on."""
+    problem = Problem(normalize(source), oracle, settings, on_accept)
     everything = [*passes, *final_passes]
     records = records if records is not None else {}
     idle: set[int] = set()  # passes whose last turn changed nothing
@@ -337,19 +345,20 @@ def reduce_source(
             on_pass(name)
             record = records.setdefault(name, PassRecord(name))
             current, lines, tried, began = problem.current, problem.lines, problem.tried, time.monotonic()
+            cut = False
             try:
                 reduction(problem)
-            except Retracted as refused:  # the pass stops where it was: the round is not a fixpoint
-                problem.retract(refused.source)
-                retracted = True
+            except TakenBack as taken:  # the pass stops where it was: the round is not a fixpoint
+                cut = _take_back(problem, taken.retracted)
+                retracted |= cut
             record.turns += 1
             record.seconds += time.monotonic() - began
             record.candidates += problem.tried - tried
             record.lines_removed += lines - problem.lines
-            changed = problem.current != current
+            changed = problem.current != current or cut  # a turn cut short was not spent: it comes again
             (idle.discard if changed else idle.add)(index)
             fruitless[index] = 0 if changed else fruitless.get(index, 0) + (problem.tried > tried)
-        retracted |= _settled(problem, settle)
+        retracted |= _take_back(problem, problem.oracle.settle())
         if problem.current != before or retracted:
             probation = False
             continue
@@ -362,17 +371,14 @@ def reduce_source(
         elif every_pass:
             break
         idle.clear()  # the productive passes are spent: every pass gets a turn
-    while _settled(problem, settle):  # MAX_ROUNDS spent with a yes still unsettled
+    while _take_back(problem, problem.oracle.settle()):  # MAX_ROUNDS spent with a yes still unsettled
         pass
     return problem.current
 
 
-def _settled(problem: Problem, settle: Callable[[], None] | None) -> bool:
-    """Settle the oracle's last yes; True if it was taken back (and the program with it)."""
-    try:
-        if settle is not None:
-            settle()
-    except Retracted as refused:
-        problem.retract(refused.source)
-        return True
-    return False
+def _take_back(problem: Problem, retracted: Sequence[Retraction]) -> bool:
+    """Go back before each yes taken back (one never accepted changes nothing: a ddmin pass had asked and not taken
+    it yet); True if the oracle took any back."""
+    for retraction in retracted:
+        problem.retract(retraction.source)
+    return bool(retracted)

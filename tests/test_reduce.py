@@ -11,6 +11,7 @@ import pytest
 
 from minrepro.cli import main
 from minrepro.harness.runner import run_script
+from minrepro.reducers import SearchSettings
 
 DECOY = '''\
 """A user script with noise around one library failure, and a decoy."""
@@ -326,7 +327,7 @@ def test_the_slice_keeps_seeding_calls_that_no_name_carries():
         "import random\nimport json\nunused = json.dumps({})\nrandom.seed(0)\nx = random.random()\nassert x > 2, x\n"
     )
     sent = []
-    problem = Problem(source, lambda batch: sent.extend(batch) or [True] * len(batch), keep_seeds=True)
+    problem = Problem(source, lambda batch: sent.extend(batch) or [True] * len(batch), SearchSettings(keep_seeds=True))
     problem.measure = lambda _: {"failing_statement": "assert x > 2, x"}
     slice_to_failure(problem)
     assert len(sent) == 1 and "unused" not in problem.current and "random.seed(0)" in problem.current
@@ -639,7 +640,7 @@ def test_a_chained_pass_tries_every_edit_at_once_first_and_takes_it_in_one_round
     )
     for chain, rounds in ((True, 1), (False, 3)):
         batches: list[list[str]] = []
-        problem = Problem(source, lambda batch: batches.append(batch) or [True] * len(batch), jobs=4)
+        problem = Problem(source, lambda batch: batches.append(batch) or [True] * len(batch), SearchSettings(jobs=4))
         greedy(inline_functions, chain=chain)(problem)
         assert "def " not in problem.current and "raise RuntimeError(u + v + w)" in problem.current
         assert len(batches) == rounds, (chain, batches)

@@ -13,7 +13,8 @@ import pytest
 
 from minrepro.cli import main
 from minrepro.errors import MinreproError
-from minrepro.harness.oracle import Cache, SignatureOracle
+from minrepro.harness.oracle import AnsweringAhead, Cache, SignatureOracle
+from minrepro.reducers.oracle import Answers, Verdict
 from minrepro.harness.runner import RunResult, run_from_dict, run_to_dict
 from minrepro.harness.signature import Frame, Signature
 
@@ -512,8 +513,8 @@ def test_screening_runs_where_the_script_fails_only_and_judging_then_runs_only_w
     assert sorted(bad.ran) == sorted(sources) and set(good.ran) == {sources[2]}
 
 
-def test_an_optimistic_oracle_answers_yes_at_once_and_its_good_runs_overlap_the_next_bad_runs(tmp_path):
-    """With `optimistic`, a candidate that fails the same way where the script fails is answered yes at once; its runs
+def test_an_oracle_answering_ahead_says_yes_at_once_and_its_good_runs_overlap_the_next_bad_runs(tmp_path):
+    """With `AnsweringAhead`, a candidate that fails the same way where the script fails is answered yes at once; its runs
     where the bug is fixed go on while the next candidates run where it fails, and are settled by the next call."""
     import threading
 
@@ -535,13 +536,14 @@ def test_an_optimistic_oracle_answers_yes_at_once_and_its_good_runs_overlap_the_
     bad = Releasing({s: SIG for s in sources})
     good = Slow({s: None for s in sources})
     oracle = SignatureOracle(Cache(tmp_path / "c.jsonl", "k"), tmp_path, 10, executor=bad, original=SIG, good=[good])
-    oracle.optimistic = True
-    assert oracle.test_many(sources[:1]) == [True] and good.ran == []  # yes before its good run ended
-    assert oracle.test_many(sources[1:2]) == [True]  # the first settled after this one's bad run
+    ahead = AnsweringAhead(oracle)
+    yes = Answers((Verdict.INTERESTING,))
+    assert ahead.judge(sources[:1]) == yes and good.ran == []  # yes before its good run ended
+    assert ahead.judge(sources[1:2]) == yes  # the first settled after this one's bad run, and kept
     assert oracle.cache.answers[oracle.cache.hash(sources[0])] is True
-    oracle.settle()
+    assert ahead.settle() == ()
     assert good.ran == [sources[0]] * 2 + [sources[1]] * 2  # two good runs each (`good_runs`)
-    oracle.close()
+    ahead.close()
 
 
 def _fails_where_it_fails(text: str) -> bool:
@@ -579,7 +581,7 @@ def test_a_search_over_an_oracle_that_defers_or_answers_ahead_decides_as_over_a_
     """Deferred good runs (only the first interesting candidate of a batch runs where the bug is fixed) and yes
     answered ahead of them (`optimistic`: a candidate refused there after it was taken goes back, with what was built
     on it) change when the runs happen, never what the search decides: the result is the one a plain judge gives."""
-    from minrepro.reducers import FINAL_PASSES, PASSES, reduce_source
+    from minrepro.reducers import FINAL_PASSES, PASSES, SearchSettings, reduce_source
 
     source = "import os\nimport sys\nx = 1\ny = 2\nz = 3\nraise RuntimeError(x)\n"
     plain = reduce_source(
@@ -588,20 +590,12 @@ def test_a_search_over_an_oracle_that_defers_or_answers_ahead_decides_as_over_a_
     oracle = SignatureOracle(
         Cache(tmp_path / "c.jsonl", "k"), tmp_path, 10, executor=_ByText(False), original=SIG, good=[_ByText(True)]
     )
-    oracle.optimistic = mode == "optimistic"
-    result = reduce_source(
-        source,
-        oracle.test_many,
-        PASSES,
-        FINAL_PASSES,
-        jobs=2,
-        screen_many=oracle.screen_many,
-        settle=oracle.settle,
-    )
-    oracle.close()
+    asked = AnsweringAhead(oracle) if mode == "optimistic" else oracle
+    result = reduce_source(source, asked, PASSES, FINAL_PASSES, SearchSettings(jobs=2))
     assert result == plain == "x = 1\ny = 2\nraise RuntimeError(x)\n"
     if mode == "optimistic":
-        assert oracle.retractions >= 1  # a candidate without `y = 2` was taken, then taken back
+        asked.close()
+        assert asked.retractions >= 1  # a candidate without `y = 2` was taken, then taken back
 
 
 def test_a_retracted_program_goes_back_with_everything_accepted_after_it():

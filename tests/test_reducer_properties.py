@@ -9,7 +9,7 @@ from hypothesis import given, settings, strategies as st
 from minrepro.harness.runner import RunResult
 from minrepro.harness.oracle import Cache, SignatureOracle
 from minrepro.harness.signature import Frame, Signature
-from minrepro.reducers import FINAL_PASSES, PASSES, Problem, reduce_source
+from minrepro.reducers import FINAL_PASSES, PASSES, PlainOracle, Problem, SearchSettings, reduce_source
 from minrepro.reducers.passes import delete_statements, unwrap_with
 from minrepro.reducers.search import unbound_names
 
@@ -64,8 +64,8 @@ def test_same_seed_gives_the_same_output(blocks, seed):
     oracle = lambda batch: ["print" in s or "z" in s for s in batch]  # noqa: E731
     if not oracle([source])[0]:
         return
-    first = reduce_source(source, oracle, PASSES, FINAL_PASSES, seed=seed)
-    second = reduce_source(source, oracle, PASSES, FINAL_PASSES, seed=seed)
+    first = reduce_source(source, oracle, PASSES, FINAL_PASSES, SearchSettings(seed=seed))
+    second = reduce_source(source, oracle, PASSES, FINAL_PASSES, SearchSettings(seed=seed))
     assert first == second
 
 
@@ -77,8 +77,8 @@ def test_the_worker_count_does_not_change_the_output(blocks, seed, jobs):
     oracle = lambda batch: ["print" in s or "z" in s for s in batch]  # noqa: E731
     if not oracle([source])[0]:
         return
-    alone = reduce_source(source, oracle, PASSES, FINAL_PASSES, seed=seed, jobs=1)
-    assert reduce_source(source, oracle, PASSES, FINAL_PASSES, seed=seed, jobs=jobs) == alone
+    alone = reduce_source(source, oracle, PASSES, FINAL_PASSES, SearchSettings(jobs=1, seed=seed))
+    assert reduce_source(source, oracle, PASSES, FINAL_PASSES, SearchSettings(jobs=jobs, seed=seed)) == alone
 
 
 LIB = Frame("bitsandbytes", "bitsandbytes.functional", "QuantState.as_dict")
@@ -296,10 +296,10 @@ def test_seeding_calls_stay_when_the_failure_is_the_scripts_own_check():
     def fails(candidates):
         return [_exec_output(c) == "RuntimeError" for c in candidates]
 
-    kept = reduce_source(source, fails, PASSES, FINAL_PASSES, keep_seeds=True)
+    kept = reduce_source(source, fails, PASSES, FINAL_PASSES, SearchSettings(keep_seeds=True))
     assert "random.seed(" in kept and "random.Random(" in kept and "random.Random()" not in kept
     assert "x = 1" not in kept
-    loose = reduce_source(source, fails, PASSES, FINAL_PASSES, keep_seeds=False)
+    loose = reduce_source(source, fails, PASSES, FINAL_PASSES, SearchSettings(keep_seeds=False))
     assert "random.seed(" not in loose  # the rule is what keeps them: without it the search drops them
 
 
@@ -764,7 +764,7 @@ def test_the_runs_environment_goes_in_one_candidate_and_what_the_failure_needs_s
         batches.append(batch)
         return ["os.environ['NEEDED']" in candidate for candidate in batch]
 
-    problem = Problem(source, oracle, jobs=4)
+    problem = Problem(source, oracle, SearchSettings(jobs=4))
     greedy(drop_environment_settings, chain=True)(problem)
     assert problem.current == "import os\nos.environ['NEEDED'] = '1'\nraise RuntimeError(os.environ.get('NEEDED'))\n"
     assert "os.environ" not in batches[0][0].split("raise")[0]  # all at once was the first candidate
@@ -875,7 +875,7 @@ def test_a_sweep_takes_the_edits_that_fail_the_same_way_in_one_candidate_and_one
         judged.extend(sources)
         return ["a=1" in s and ("c=3" in s or "b=2" not in s) for s in sources]
 
-    problem = Problem(source, full, jobs=2, screen_many=screen)
+    problem = Problem(source, PlainOracle(full, screen), SearchSettings(jobs=2))
     sweep(drop_arguments)(problem)
     assert problem.current == "f(a=1)\n"
     assert judged[0] == "f(a=1)\n"  # all four drops at once, taken: one run where the bug is fixed
@@ -886,7 +886,7 @@ def test_a_sweep_takes_the_edits_that_fail_the_same_way_in_one_candidate_and_one
         judged.extend(sources)
         return ["a=1" in s and "c=3" in s for s in sources]
 
-    picky = Problem(source, needs_c, jobs=2, screen_many=screen)
+    picky = Problem(source, PlainOracle(needs_c, screen), SearchSettings(jobs=2))
     sweep(drop_arguments)(picky)
     assert picky.current == "f(a=1, c=3)\n" and "f(a=1)\n" in judged  # the merge refused, single drops taken
 
@@ -1061,7 +1061,7 @@ def test_a_sweep_ends_interesting_with_no_single_drop_left_and_screens_each_argu
             all(present(s, n) for n in kept) and all(present(s, a) or present(s, b) for a, b in pairs) for s in sources
         ]
 
-    problem = Problem(source, full, jobs=jobs, screen_many=screen)
+    problem = Problem(source, PlainOracle(full, screen), SearchSettings(jobs=jobs))
     sweep(drop_arguments)(problem)
     assert full([problem.current]) == [True]
     left = [n for n in names if present(problem.current, n)]
@@ -1083,6 +1083,8 @@ def test_a_sweep_merges_an_edit_of_the_last_token_with_the_others():
         judged.extend(sources)
         return [True] * len(sources)
 
-    problem = Problem("x = a.p\ny = a.q\n", full, jobs=4, screen_many=lambda sources: [True] * len(sources))
+    problem = Problem(
+        "x = a.p\ny = a.q\n", PlainOracle(full, lambda sources: [True] * len(sources)), SearchSettings(jobs=4)
+    )
     sweep(constant_attributes)(problem)
     assert "a.p" not in judged[0] and "a.q" not in judged[0]  # the first judged: both edits, merged

@@ -7,6 +7,8 @@ environment (a release or a patched env where the bug is fixed), or, as a necess
 the library on the failing path is neutralised. Symptom equality alone keeps reductions that lost the bug.
 `CommandOracle` runs a user's interestingness command, as Shrink Ray does: exit 0 means interesting.
 Either way, each distinct candidate runs once: answers are cached by content hash in the work directory.
+Each is an `Oracle` of the search's seam (`minrepro.reducers.oracle`: `judge`, `screen`, `settle`); `AnsweringAhead`
+wraps a differential one so that a yes where the script fails goes on before its runs where the bug is fixed end.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from collections.abc import Callable, Sequence
 from minrepro.harness.executors import Executor
 from minrepro.harness.runner import RunResult
 from minrepro.harness.signature import Signature
-from minrepro.reducers.search import Retracted
+from minrepro.reducers.oracle import Answers, Retraction, Verdict
 
 
 @dataclass
@@ -87,8 +89,15 @@ class _Base:
         """Where an oracle judges in one step, screening is judging (`Problem.screen`)."""
         return self.test_many(sources)
 
-    def settle(self) -> None:
-        """Where an oracle judges in one step, every answer is settled when given (see `SignatureOracle.settle`)."""
+    def judge(self, sources: Sequence[str]) -> Answers:
+        return Answers(tuple(Verdict.of(a) for a in self.test_many(list(sources))))
+
+    def screen(self, sources: Sequence[str]) -> Answers:
+        return Answers(tuple(Verdict.of(bool(a)) for a in self.screen_many(list(sources))))
+
+    def settle(self) -> tuple[Retraction, ...]:
+        """Every answer is settled when given (`AnsweringAhead` gives some ahead)."""
+        return ()
 
     def test_many(self, sources: list[str]) -> list[bool]:
         digests = [self.cache.hash(s) for s in sources]
@@ -147,7 +156,7 @@ def same_failure(original: Signature | None, regex: str | None, result: RunResul
 
 
 Neutralise = Callable[[str, RunResult], "str | None"]  # (candidate source, its failing run) -> control source
-RETRACTIONS_OFF = 2  # refusals where the bug is fixed after a yes, before an optimistic oracle stops answering ahead
+RETRACTIONS_OFF = 2  # refusals where the bug is fixed after a yes, before `AnsweringAhead` stops answering ahead
 
 
 @dataclass
@@ -169,12 +178,6 @@ class SignatureOracle(_Base):
     runs: dict[str, RunResult] = field(default_factory=dict)
     # candidates that fail the same way here and have not run where the bug is fixed yet (see `test_many`), by hash
     deferred: dict[str, Answer] = field(default_factory=dict)
-    # answer yes once a candidate fails the same way here, its runs where the bug is fixed going on beside the next
-    # candidates' runs here (`settle`); turned off after RETRACTIONS_OFF refusals there
-    optimistic: bool = False
-    retractions: int = 0
-    _pending: tuple[str, str, Answer, Future] | None = field(default=None, repr=False)
-    _background: ThreadPoolExecutor | None = field(default=None, repr=False)
 
     def matches(self, result: RunResult) -> bool:
         return same_failure(self.original, self.regex, result)
@@ -195,66 +198,42 @@ class SignatureOracle(_Base):
         a search takes the first interesting candidate of a batch, so the good runs of the rest would be spent. Those
         after the first interesting one are answered None (not judged yet); their runs here are kept, and asked again,
         they run only where the bug is fixed."""
-        if not self.good or self.neutralise is not None:
+        if not self.deferring:
             return super().test_many(sources)
-        digests, by_digest = self._screened(sources)
-        self.settle()  # the last yes, judged where the bug is fixed while these ran here
+        digests, by_digest = self.screened(sources)
         for digest in by_digest:  # in the batch's order, up to the first interesting one
             if self.cache.answers.get(digest):
                 break
-            if digest not in self.deferred:
-                continue
-            answer = self.deferred.pop(digest)
-            if self.optimistic:
-                self._pending = (digest, by_digest[digest], answer, self._judge_good_later(digest, by_digest, answer))
-                return [True if d == digest else self.cache.answers.get(d) for d in digests]
-            self._run({digest: by_digest[digest]}, lambda paths, answer=answer: self._judge_good(paths, [answer]))
-            self.cache.store(digest, answer.interesting, answer.note, answer.seconds)
-            if answer.interesting:
+            if digest in self.deferred and self.confirm(digest, by_digest[digest]):
                 break
         return [self.cache.answers.get(d) for d in digests]
 
-    def _judge_good_later(self, digest: str, by_digest: dict[str, str], answer: Answer) -> Future:
-        if self._background is None:
-            self._background = ThreadPoolExecutor(1, thread_name_prefix="minrepro-good-runs")
-        return self._background.submit(
-            self._run, {digest: by_digest[digest]}, lambda paths: self._judge_good(paths, [answer])
-        )
+    @property
+    def deferring(self) -> bool:
+        """Whether a candidate's runs here and where the bug is fixed are two steps (`screened`, `confirm`)."""
+        return bool(self.good) and self.neutralise is None
 
-    def settle(self) -> None:
-        """Wait for the runs where the bug is fixed of the last candidate answered yes ahead of them (`optimistic`),
-        and record their answer. Refused there, `Retracted` says which: the search takes back that program and
-        what it built on it. Otherwise every accepted candidate's good run would wait for its bad run, step after
-        step; the good run overlaps the next candidates' bad runs instead (`docs/benchmarks.md`, "The sweep and the
-        optimistic guard")."""
-        if self._pending is None:
-            return
-        digest, source, answer, judging = self._pending
-        self._pending = None
-        judging.result()
+    def confirm(self, digest: str, source: str) -> bool:
+        """The runs where the bug is fixed of a candidate that failed the same way here (`deferred`), and its
+        answer recorded."""
+        return self.confirm_answer(digest, source, self.deferred.pop(digest))
+
+    def confirm_answer(self, digest: str, source: str, answer: Answer) -> bool:
+        """`confirm` of an answer already taken out of `deferred` (by the caller's thread: a screening beside it
+        must not find the candidate in neither place and run it again)."""
+        self._run({digest: source}, lambda paths: self._judge_good(paths, [answer]))
         self.cache.store(digest, answer.interesting, answer.note, answer.seconds)
-        if not answer.interesting:
-            self.retractions += 1
-            self.optimistic = self.optimistic and self.retractions < RETRACTIONS_OFF
-            raise Retracted(source, answer.note)
-
-    def close(self) -> None:
-        """The background of `optimistic` judging. A run still going there (an interrupted search) ends when its
-        executor is closed: nothing waits for it."""
-        if self._background is not None:
-            self._background.shutdown(wait=False)
-            self._background = None
+        return answer.interesting
 
     def screen_many(self, sources: list[str]) -> list[bool]:
         """Whether each candidate fails the same way where the script fails, its runs where the bug is fixed left
         until `test_many` asks (`Problem.screen`). Without good environments this is `test_many`."""
-        if not self.good or self.neutralise is not None:
+        if not self.deferring:
             return self.test_many(sources)
-        digests, _ = self._screened(sources)
-        self.settle()
+        digests, _ = self.screened(sources)
         return [self.cache.answers.get(d, d in self.deferred) for d in digests]
 
-    def _screened(self, sources: list[str]) -> tuple[list[str], dict[str, str]]:
+    def screened(self, sources: list[str]) -> tuple[list[str], dict[str, str]]:
         """Every candidate not judged yet, run where the script fails: one that fails the same way waits in
         `deferred` for its good runs, one that does not is answered. Their digests, and the candidates by digest."""
         digests = [self.cache.hash(s) for s in sources]
@@ -349,6 +328,64 @@ class SignatureOracle(_Base):
         if not result.cwd_writes or self.cwd_writes_allowed:
             return ""
         return f"writes {', '.join(result.cwd_writes[:3])} into the working directory; the original does not"
+
+
+@dataclass
+class AnsweringAhead:
+    """A differential oracle's yes given once a candidate fails the same way where the script fails: its runs where
+    the bug is fixed go on beside the next candidates' runs here, and a refusal there comes back as a `Retraction`
+    (with the next answers, or at `settle`). Otherwise every accepted candidate's good runs would wait for its bad
+    run, step after step. Off (judging as the oracle does) after RETRACTIONS_OFF retractions."""
+
+    oracle: SignatureOracle
+    retractions: int = 0
+    _pending: tuple[str, str, Future] | None = field(default=None, repr=False)
+    _background: ThreadPoolExecutor | None = field(default=None, repr=False)
+
+    @property
+    def ahead(self) -> bool:
+        return self.oracle.deferring and self.retractions < RETRACTIONS_OFF
+
+    def judge(self, sources: Sequence[str]) -> Answers:
+        if not self.ahead:
+            return Answers(self.oracle.judge(sources).verdicts, self.settle())
+        digests, by_digest = self.oracle.screened(list(sources))
+        retracted = self.settle()  # the last yes, judged where the bug is fixed while these ran here
+        known = self.oracle.cache.answers
+        # the first that fails the same way here (those before it were answered no here), in the batch's order
+        first = next((d for d in by_digest if known.get(d) or d in self.oracle.deferred), None)
+        ahead = first is not None and not known.get(first)
+        if ahead:  # answered now, judged where the bug is fixed meanwhile
+            self._pending = (first, by_digest[first], self._later(first, by_digest[first]))
+        # the rest after it: their answer if known, else LATER (judged if asked again)
+        return Answers(tuple(Verdict.of(True if ahead and d == first else known.get(d)) for d in digests), retracted)
+
+    def screen(self, sources: Sequence[str]) -> Answers:
+        screened = self.oracle.screen(sources).verdicts  # beside the last yes's runs where the bug is fixed
+        return Answers(screened, self.settle())
+
+    def settle(self) -> tuple[Retraction, ...]:
+        """Wait for the last yes's runs where the bug is fixed; refused there, its retraction."""
+        if self._pending is None:
+            return ()
+        digest, source, judging = self._pending
+        self._pending = None
+        if judging.result():
+            return ()
+        self.retractions += 1
+        return (Retraction(source, self.oracle.cache.notes.get(digest, "")),)
+
+    def _later(self, digest: str, source: str) -> Future:
+        if self._background is None:
+            self._background = ThreadPoolExecutor(1, thread_name_prefix="minrepro-good-runs")
+        return self._background.submit(self.oracle.confirm_answer, digest, source, self.oracle.deferred.pop(digest))
+
+    def close(self) -> None:
+        """A run still going where the bug is fixed (an interrupted search) ends when its executor is closed:
+        nothing waits for it."""
+        if self._background is not None:
+            self._background.shutdown(wait=False)
+            self._background = None
 
 
 @dataclass

@@ -12,8 +12,10 @@ a clock of its own.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+
+from ..reducers.oracle import Answers, Oracle, Retraction, Verdict
 
 DEFAULT_BUDGET = 600.0  # seconds for a whole reduce unless --max-seconds says otherwise (the CLI's default)
 # The cold verification is kept out of the search's time: a bad run and the good runs side by side cost about the
@@ -92,3 +94,28 @@ def within(test_many: Callable[[list[str]], list[bool]], until: float | None, un
         return test_many(sources)
 
     return run
+
+
+@dataclass
+class WithinBudget:
+    """`within` for an `Oracle`: past `until` every proposal is answered UNINTERESTING without a run (counted in
+    `unjudged`); a yes given ahead is still settled, so none is left unjudged at the end."""
+
+    oracle: Oracle
+    until: float | None
+    unjudged: int = 0
+
+    def _past(self, sources: Sequence[str]) -> Answers | None:
+        if self.until is None or time.monotonic() < self.until:
+            return None
+        self.unjudged += len(sources)
+        return Answers((Verdict.UNINTERESTING,) * len(sources), self.oracle.settle())
+
+    def judge(self, sources: Sequence[str]) -> Answers:
+        return self._past(sources) or self.oracle.judge(sources)
+
+    def screen(self, sources: Sequence[str]) -> Answers:
+        return self._past(sources) or self.oracle.screen(sources)
+
+    def settle(self) -> tuple[Retraction, ...]:
+        return self.oracle.settle()

@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 
 from ..reducers import FINAL_PASSES, PASSES
+from ..reducers.oracle import Answers, Oracle, Retraction
 
 PASS_COUNT = len(PASSES) + len(FINAL_PASSES)
 SETUP_PHASES = {"oracle", "establish", "scale-down", "guard", "trigger report", "verify"}
@@ -117,3 +119,29 @@ def counted(test_many, progress: Progress, sent: set[str] | None = None) -> Call
         return answers
 
     return run
+
+
+@dataclass
+class Counted:
+    """`counted` for an `Oracle`: each candidate counted once in the progress, screened or judged."""
+
+    oracle: Oracle
+    progress: Progress
+    sent: set[str] = field(default_factory=set)
+
+    def _count(self, ask: Callable[[Sequence[str]], Answers], sources: Sequence[str]) -> Answers:
+        began = time.monotonic()
+        answers = ask(sources)
+        fresh = set(sources) - self.sent
+        self.sent.update(fresh)
+        self.progress.tried(len(fresh), time.monotonic() - began)
+        return answers
+
+    def judge(self, sources: Sequence[str]) -> Answers:
+        return self._count(self.oracle.judge, sources)
+
+    def screen(self, sources: Sequence[str]) -> Answers:
+        return self._count(self.oracle.screen, sources)
+
+    def settle(self) -> tuple[Retraction, ...]:
+        return self.oracle.settle()

@@ -11,16 +11,16 @@ import json
 from pathlib import Path
 
 from ...harness.executors import ColdExecutor, Executor
-from ...harness.oracle import Cache, SignatureOracle
+from ...harness.oracle import AnsweringAhead, Cache, SignatureOracle
 from ...harness.resources import parallel_runs
 from ...harness.runner import RunResult
-from ...reducers import FINAL_PASSES, PASSES, reduce_source
+from ...reducers import FINAL_PASSES, PASSES, SearchSettings, reduce_source
 from ...reducers.source import code_lines, normalize
 from .. import triggers
-from ..budget import per_candidate, within
+from ..budget import WithinBudget, per_candidate
 from ..guard import UNGUARDED, neutralise_library_call
 from ..options import default_good_runs
-from ..progress import counted
+from ..progress import Counted
 from ..results import Context, Opened, Results, Searched, Triggered
 from ..workdirs import digest, workdir
 
@@ -86,7 +86,7 @@ def search(ctx: Context, done: Results) -> Searched:
     state = load_state(state_path, digest(ctx.source))
     resumed = state is not None
     begin = state["best"] if state else ctx.source
-    # a best taken ahead of its runs where the bug is fixed (`optimistic`) and stopped before they answered: judged
+    # a best taken ahead of its runs where the bug is fixed (`AnsweringAhead`) and stopped before they answered: judged
     # now, and where refused, the one before it (settled: a yes is settled before the next is given)
     if state and state.get("before") and not oracle.cache.answers.get(oracle.cache.hash(begin)):
         begin = begin if oracle.outcomes([begin])[0][0] else state["before"]
@@ -107,44 +107,32 @@ def search(ctx: Context, done: Results) -> Searched:
     if not opts.oracle and begin != opened.measured_on:  # a twin (or a resumed state): the budget follows its cost
         rebudget(oracle, executor, begin, opened.workdir, ctx.home, done.standing.timeout)
     measure = None if opts.oracle else facts(ctx.python, oracle.timeout, opened.workdir, ctx.home, executor)
-    unjudged = [0]
-    sent: set[str] = set()  # a candidate screened, then judged, counts once
-    test_many, screen_many = (
-        within(counted(judge, ctx.progress, sent), ctx.budget.search_until(), unjudged)
-        for judge in (oracle.test_many, oracle.screen_many)
-    )
     guarded = opened.guard.guarded or bool(opts.oracle)
-    optimistic = answers_ahead(done)
-    if optimistic:
-        oracle.optimistic = True
+    ahead = AnsweringAhead(oracle) if answers_ahead(done) else None
+    asked = WithinBudget(Counted(ahead or oracle, ctx.progress), ctx.budget.search_until())
+    settings = SearchSettings(opened.jobs, opts.seed, freeze_check_data=not guarded, keep_seeds=opened.keep_seeds)
     records: dict = {}
     try:
         result = reduce_source(
             begin,
-            test_many,
+            asked,
             PASSES,
             FINAL_PASSES,
-            opened.jobs,
-            opts.seed,
-            save,
+            settings,
+            on_accept=save,
             on_pass=ctx.progress.phase,
-            freeze_check_data=not guarded,
             facts=measure,
-            keep_seeds=opened.keep_seeds,
             records=records,
-            screen_many=screen_many,
-            settle=oracle.settle,
         )
     finally:
-        if optimistic:  # the phases after the search read settled answers
-            oracle.optimistic = False
-            oracle.close()
-    _say_how_it_ended(ctx, done, unjudged[0])
-    return Searched(result, state_path, resumed, records, unjudged[0])
+        if ahead is not None:  # the phases after the search read settled answers
+            ahead.close()
+    _say_how_it_ended(ctx, done, asked.unjudged, ahead.retractions if ahead else 0)
+    return Searched(result, state_path, resumed, records, asked.unjudged)
 
 
 def answers_ahead(done: Results) -> bool:
-    """Whether each yes where the script fails goes on at once (`optimistic`): its runs where the bug is fixed then
+    """Whether each yes where the script fails goes on at once (`AnsweringAhead`): its runs where the bug is fixed then
     overlap the next candidates', which needs memory for those runs beside a batch (`jobs` was sized to a batch)."""
     oracle = done.opened.oracle
     if not (isinstance(oracle, SignatureOracle) and oracle.good):
@@ -155,11 +143,11 @@ def answers_ahead(done: Results) -> bool:
     return parallel_runs(sized_on, beside) >= beside
 
 
-def _say_how_it_ended(ctx: Context, done: Results, unjudged: int) -> None:
-    oracle, executor = done.opened.oracle, done.opened.executor
-    if getattr(oracle, "retractions", 0):
+def _say_how_it_ended(ctx: Context, done: Results, unjudged: int, retractions: int) -> None:
+    executor = done.opened.executor
+    if retractions:
         ctx.notes.append(
-            f"{oracle.retractions} candidate(s) taken back: refused where the bug is fixed after the search had "
+            f"{retractions} candidate(s) taken back: refused where the bug is fixed after the search had "
             "gone on from them"
         )
     if unjudged:
