@@ -225,3 +225,30 @@ def test_where_the_cores_hold_them_the_first_twins_good_runs_go_beside_the_batch
     )
     lazy.on_rung("by delta debugging", False)
     assert lazy(["c\n", "d\n"]) == [True, False]
+
+
+def test_the_ids_the_script_reads_where_the_bug_is_fixed_join_the_plan_and_its_loads_stay_the_failing_runs():
+    """A failing run that stopped before its prompts never looked their ids up; the run where the bug is fixed did.
+    Merged, the plan maps them into the twin's vocabulary; the passing run's own loads add no second model."""
+    from minrepro.reduction.phases.scale_down import merged_trace
+
+    failing = RunResult(1, "", "", 1.0, ORIGINAL, "", trace=tuple(RECORDS))
+    passing = RunResult(
+        0, "", "", 1.0, None, "", trace=(RECORDS[0], {"event": "token_ids", "ids": [2, 3689, 22335], "table": 32000})
+    )
+    before, after = plan_from_trace(failing.trace, JOB), plan_from_trace(merged_trace(failing, passing).trace, JOB)
+    assert before.ids == {2} and after.ids == {2, 3689, 22335}
+    assert len(after.loads) == 1 and set(after.mapping()) == {2, 3689, 22335}
+    assert max(after.mapping().values()) < after.vocabulary < 32000
+
+
+def test_an_adapter_the_script_loads_only_where_the_bug_is_fixed_joins_the_plan_once():
+    from minrepro.reduction.phases.scale_down import merged_trace
+
+    adapter = {"event": "peft_from_pretrained", "line": 9, "config_class": "LoraConfig", "peft_config": {"r": 8}}
+    adapter |= {"peft_defaults": {"r": 8}}
+    failing = RunResult(1, "", "", 1.0, ORIGINAL, "", trace=tuple(RECORDS))
+    passing = RunResult(0, "", "", 1.0, None, "", trace=(RECORDS[0], adapter))
+    merged = merged_trace(failing, passing)
+    assert [r["event"] for r in merged.trace] == ["from_pretrained", "token_ids", "peft_from_pretrained"]
+    assert merged_trace(merged, passing).trace == merged.trace  # loads at lines it reached are not added again

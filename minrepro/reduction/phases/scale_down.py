@@ -5,8 +5,10 @@ search will stand on."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
+import time
 from pathlib import Path
 
 from ...harness.executors import ColdExecutor, Executor
@@ -18,7 +20,7 @@ from ..budget import within
 from ..guard import GuardSearch, first_good_env
 from ..progress import counted
 from ..results import Context, Established, Results, Twin
-from ..scale import Refusal, ScaleDown, TwinJudge, try_scale_down
+from ..scale import Refusal, ScaleDown, TwinJudge, traced_run, try_scale_down
 from ..workdirs import digest
 from .establish import CONFIRMING, GUARD_ENVS, choose_jobs
 
@@ -32,14 +34,11 @@ def scale_down(ctx: Context, done: Results) -> Twin:
         refused = []
         # the original's confirming runs go meanwhile: the twin's candidates take the slots they leave
         beside = ctx.opts.confirm_runs - 1 if ctx.background.pending(CONFIRMING) else 0
-        scaled = build_twin(
-            ctx,
-            est,
-            ColdExecutor(ctx.python, max(1, est.jobs - beside)),
-            until=ctx.budget.scale_down_until(est.first_run.seconds),
-            goods=twin_judges(ctx, est),
-            refused=refused,
-        )
+        executor = ColdExecutor(ctx.python, max(1, est.jobs - beside))
+        until, goods = ctx.budget.scale_down_until(est.first_run.seconds), twin_judges(ctx, est)
+        scaled = build_twin(ctx, est, executor, until=until, goods=goods, refused=refused)
+        if scaled is None and refused and goods:
+            scaled = replanned(ctx, est, executor, until, goods, refused)
         ctx.notes.extend(str(refusal) for refusal in refused)
         if scaled is None and refused:
             ctx.note("no twin holds where the bug is fixed: reduced at real scale")
@@ -49,6 +48,49 @@ def scale_down(ctx: Context, done: Results) -> Twin:
     jobs, why = choose_jobs(ctx.opts.jobs, twin_runs + ([scaled.bad_run] if scaled.bad_run else []), "the twin")
     ctx.say(f"parallel runs: {jobs} ({why})")
     return Twin(scaled, tuple(refused), jobs, why)
+
+
+GOOD_PATH_EVENTS = {"token_ids", "tokenized", "tokenizer"}  # what the good path reads that a twin must hold
+LOAD_EVENTS = {"from_pretrained", "peft_from_pretrained"}  # a model or adapter the good path loads besides
+
+
+def replanned(
+    ctx: Context, est: Established, executor: Executor, until: float | None, goods: dict[str, bool], refused: list
+) -> ScaleDown | None:
+    """Every step of the ladder failed where the bug is fixed: there the script runs past where it failed, and reads
+    what the failing run never reached (ids, tokenizer calls). One traced run of the original there records them;
+    the ladder is tried again with the ids of both runs (`merged_trace`). Only where the run fits the scale-down's
+    time and passes (an env that fails the same way fixes nothing)."""
+    if est.traced is None or (until is not None and time.monotonic() + 2 * est.first_run.seconds > until):
+        return None
+    python = next(iter(goods))
+    ctx.say("scale-down: every step failed where the bug is fixed: the original traced there, for what it reads")
+    folder = est.scale_dir / "good-trace"
+    folder.mkdir(exist_ok=True)
+    good = traced_run(normalize(ctx.source), python, est.timeout, folder, ctx.home)
+    if good.signature is not None:
+        ctx.say(f"scale-down: the original does not pass there ({good.signature.headline}): real scale")
+        return None
+    scaled = build_twin(
+        ctx, est, executor, until=until, goods=goods, refused=refused, traced=merged_trace(est.traced, good)
+    )
+    if scaled is not None:
+        scaled.description += "; planned again with what the original read where the bug is fixed"
+    return scaled
+
+
+def merged_trace(failing: RunResult, passing: RunResult) -> RunResult:
+    """The failing run's trace with what the passing run read besides: its ids and tokenizer calls
+    (`GOOD_PATH_EVENTS`), and the models and adapters it loaded at lines the failing run never reached (an adapter
+    loaded after the failure: the twin rebuilds it rather than loading the real one onto a tiny model)."""
+    reached = {(r.get("event"), r.get("line")) for r in failing.trace if r.get("event") in LOAD_EVENTS}
+    extra = tuple(
+        record
+        for record in passing.trace
+        if record.get("event") in GOOD_PATH_EVENTS
+        or (record.get("event") in LOAD_EVENTS and (record.get("event"), record.get("line")) not in reached)
+    )
+    return dataclasses.replace(failing, trace=(*failing.trace, *extra))
 
 
 def twin_judges(ctx: Context, est: Established) -> dict[str, bool]:
@@ -80,12 +122,14 @@ def build_twin(
     until: float | None = None,
     goods: dict[str, bool] | None = None,
     refused: list[Refusal] | None = None,
+    traced: RunResult | None = None,
 ) -> ScaleDown | None:
     """The tiny twin, judged in both worlds, step by step from the most shrunk (`TwinJudge`): the same signature where
     the script fails (the same time rules, no guard yet), and a run to its end where the bug is fixed (`goods`: python
     -> named by the user; default the --good-python envs). Those runs are the guard's two runs of the twin, which it
     then takes as they are; the steps refused there are added to `refused`. Past `until` (the time budget less the
-    verification's share) no twin is tried: the search stands on the original."""
+    verification's share) no twin is tried: the search stands on the original. `traced`: the trace the twins are
+    planned from (default the original's traced run)."""
     opts, folder = ctx.opts, est.scale_dir
     key = json.dumps(["scale", opts.signature, ctx.python])
     oracle = SignatureOracle(
@@ -115,7 +159,7 @@ def build_twin(
         room=cores(),
     )
     judged = within(counted(judge, ctx.progress), until, [0])
-    scaled = try_scale_down(normalize(ctx.source), est.traced, judged, ctx.say, judge.on_rung)
+    scaled = try_scale_down(normalize(ctx.source), traced or est.traced, judged, ctx.say, judge.on_rung)
     if refused is not None:
         refused += judge.refused
     if scaled is None:
