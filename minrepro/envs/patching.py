@@ -29,7 +29,7 @@ from minrepro.envs.venvs import require_tool_env, site_packages, write_marker
 from minrepro.errors import MinreproError
 
 # the diffs are package data of minrepro.patches: the top-level patches/ in a checkout, installed in a wheel
-PATCHES_DIR = Path(str(importlib.resources.files("minrepro.patches")))
+PATCHES_DIR = Path(str(importlib.resources.files("minrepro.patches"))).resolve()  # the folder, not the checkout's link
 _HEADER = re.compile(r"^([A-Z][\w-]*): (.*)$")
 _HUNK = re.compile(
     r"Hunk #(\d+) (succeeded|FAILED|ignored) at (\d+)(?: with fuzz (\d+))?(?: \(offset (-?\d+) lines?\))?"
