@@ -503,8 +503,8 @@ def test_the_twins_time_budget_is_measured_as_many_at_once_as_the_search_runs(tm
         def run_many(self, paths, timeout, home):
             return [SimpleNamespace(seconds=0.5 * len(paths) ** 2) for _ in paths]
 
-    oracle = SimpleNamespace(max_seconds=None, timeout=100.0, matches=lambda run: True)
-    rebudget(oracle, Contended(), "x = 1\n", tmp_path, tmp_path, 100.0)
+    oracle = SimpleNamespace(max_seconds=None, timeout=100.0, matches=lambda run: True, workdir=tmp_path, home=tmp_path)
+    rebudget(oracle, Contended(), "x = 1\n", 100.0)
     assert oracle.max_seconds == per_candidate(2.0)
 
 
@@ -526,7 +526,7 @@ def test_the_traced_run_is_the_first_run_and_the_others_confirm_it_side_by_side(
         return ColdExecutor(sys.executable, 1).run_many([script], timeout, tmp_path)[0]
 
     first = establish.first_run(script, sys.executable, 60, tmp_path, traced)
-    runs = establish.confirm(script, sys.executable, 60, tmp_path, 3, [first], stand_in=True)
+    runs = establish.confirm(establish.Original(script, sys.executable, 60, tmp_path), 3, [first], stand_in=True)
     assert first.signature.type == "ValueError" and len(runs) == 3 and runs[0] is first
     assert order and sum(r.seconds for r in runs[1:]) > 1.5  # two runs of 1 s each, after the traced one
     marker = tmp_path / "ran-once"  # the first run fails, the others pass
@@ -536,7 +536,7 @@ def test_the_traced_run_is_the_first_run_and_the_others_confirm_it_side_by_side(
     )
     with pytest.raises(MinreproError, match="flakily"):
         first = establish.first_run(script, sys.executable, 60, tmp_path, None)
-        establish.confirm(script, sys.executable, 60, tmp_path, 3, [first])
+        establish.confirm(establish.Original(script, sys.executable, 60, tmp_path), 3, [first])
 
 
 def test_a_traced_run_that_fails_otherwise_is_replaced_by_a_plain_run(tmp_path, monkeypatch):
@@ -558,7 +558,7 @@ def test_a_traced_run_that_fails_otherwise_is_replaced_by_a_plain_run(tmp_path, 
 
     def cold_runs(first_script):
         first = establish.first_run(script, sys.executable, 60, tmp_path, traced(first_script))
-        return establish.confirm(script, sys.executable, 60, tmp_path, 3, [first], stand_in=True)
+        return establish.confirm(establish.Original(script, sys.executable, 60, tmp_path), 3, [first], stand_in=True)
 
     runs = cold_runs(script)
     assert len(runs) == 3 and len(counter.read_text()) == 3
@@ -576,7 +576,7 @@ def test_a_traced_run_that_fails_otherwise_is_replaced_by_a_plain_run(tmp_path, 
     counter.unlink()
     monkeypatch.setattr(establish, "parallel_runs", lambda runs, wanted: 1)  # one after another: the first one fails
     with pytest.raises(MinreproError, match="flakily"):
-        establish.confirm(flaky, sys.executable, 60, tmp_path, 3, [first], stand_in=True)
+        establish.confirm(establish.Original(flaky, sys.executable, 60, tmp_path), 3, [first], stand_in=True)
     assert len(counter.read_text()) == 2
 
 
@@ -610,6 +610,8 @@ def test_the_cold_verification_runs_the_bad_and_the_good_runs_side_by_side(tmp_p
 
     monkeypatch.setattr(verify, "ColdExecutor", Cold)
     oracle = SimpleNamespace(
+        workdir=tmp_path,
+        home=tmp_path,
         matches=lambda run: run.signature == "bug",
         litters=lambda run: "",
         good_timeout=None,
@@ -617,14 +619,12 @@ def test_the_cold_verification_runs_the_bad_and_the_good_runs_side_by_side(tmp_p
         not_passing=lambda run: "also in a good env: not the bug" if run.signature else "",
     )
     guard = SimpleNamespace(pythons=("fixed", "also-fixed"))
-    cold = verify.verify_cold("x = 1\n", oracle, "bad", guard, 5.0, tmp_path, tmp_path, jobs=8)
+    cold = verify.verify_cold("x = 1\n", oracle, guard, ("bad", 5.0), jobs=8)
     assert (cold.verified, cold.good_pass, cold.why, cold.loaded) == (True, True, "", ("torch",))
     assert "exit 0 in 4 of 4" in cold.good_said
     assert most[0] == 5  # 1 bad + 2 x 2 good, all at once
     most[0] = 0
-    cold = verify.verify_cold(
-        "x = 1\n", oracle, "bad", SimpleNamespace(pythons=("still-bad",)), 5.0, tmp_path, tmp_path, jobs=2
-    )
+    cold = verify.verify_cold("x = 1\n", oracle, SimpleNamespace(pythons=("still-bad",)), ("still-bad", 5.0), jobs=2)
     assert (cold.verified, cold.good_pass) == (False, False) and "still-bad" in cold.why and most[0] == 2
 
 

@@ -73,9 +73,7 @@ def test_the_cold_verification_refuses_a_result_that_fails_otherwise_where_the_b
 
     monkeypatch.setattr(verify, "ColdExecutor", Cold)
     oracle = SignatureOracle(Cache(tmp_path / "c.jsonl", "k"), tmp_path, 10, original=SIG, good_runs=2)
-    cold = verify.verify_cold(
-        "x = 1\n", oracle, "bad", SimpleNamespace(pythons=("new",)), 5.0, tmp_path, tmp_path, jobs=3
-    )
+    cold = verify.verify_cold("x = 1\n", oracle, SimpleNamespace(pythons=("new",)), ("bad", 5.0), jobs=3)
     assert (cold.verified, cold.good_pass, cold.good_said) == (False, False, "")
     assert "does not pass where the bug is fixed" in cold.why and "IndexError" in cold.why
 

@@ -392,7 +392,7 @@ def test_the_twin_is_memoised_per_script_apart_from_the_search_state_and_fresh_d
             return memo
         traced.append(source)
         ctx = reduction_parts.context(opts, source)
-        return scale_down.build_twin(ctx, reduction_parts.established(workdir, timeout=10.0), None)
+        return scale_down.build_twin(ctx, reduction_parts.established(workdir, timeout=10.0), scale_down.Climb(None))
 
     first = scale("a = 1\n")
     assert first.path == tmp_path / "w" / "scale" / "twin.py" and first.path.read_text() == "twin = 1\n"
@@ -434,7 +434,7 @@ def test_with_a_good_python_a_twin_must_also_pass_where_the_bug_is_fixed(tmp_pat
     opts = ReduceOptions(script, workdir=tmp_path / "w", good_pythons=[sys.executable])
     workdir, _ = establish.scale_workdir(opts, script, "a = 1\n", "python")
     ctx = reduction_parts.context(opts)
-    scaled = scale_down.build_twin(ctx, reduction_parts.established(workdir), None)
+    scaled = scale_down.build_twin(ctx, reduction_parts.established(workdir), scale_down.Climb(None))
     assert judged == [False, True]
     # the twin's two runs where the bug is fixed go to the guard, which takes them instead of running it again
     runs = scaled.good_runs[sys.executable]
@@ -468,8 +468,8 @@ def test_a_twins_good_runs_take_only_the_slots_its_bad_runs_leave(tmp_path, monk
 
     slots = []
 
-    def run_sources(sources, python, folder, timeout, home, jobs=None):
-        slots.append((len(sources), jobs))
+    def run_sources(sources, executor, folder, timeout, home):
+        slots.append((len(sources), executor.jobs))
         return [RunResult(0, "", "", 0.1, None, "")] * len(sources)
 
     def search(source, run, test_many, log, on_rung=None):
@@ -483,7 +483,9 @@ def test_a_twins_good_runs_take_only_the_slots_its_bad_runs_leave(tmp_path, monk
     script = tmp_path / "job.py"
     opts = ReduceOptions(script, workdir=tmp_path / "w", good_pythons=[sys.executable])
     workdir, _ = establish.scale_workdir(opts, script, "a = 1\n", "python")
-    scale_down.build_twin(reduction_parts.context(opts), reduction_parts.established(workdir), Eight())
+    scale_down.build_twin(
+        reduction_parts.context(opts), reduction_parts.established(workdir), scale_down.Climb(Eight())
+    )
     # one candidate: its bad run and its good runs in one round (1 bad run + 7 good slots); eight: the bad runs
     # first, then the good runs of the first twin they accept alone, with every slot
     assert slots == [(2, 7), (2, 8)]

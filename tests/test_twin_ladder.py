@@ -252,3 +252,19 @@ def test_an_adapter_the_script_loads_only_where_the_bug_is_fixed_joins_the_plan_
     merged = merged_trace(failing, passing)
     assert [r["event"] for r in merged.trace] == ["from_pretrained", "token_ids", "peft_from_pretrained"]
     assert merged_trace(merged, passing).trace == merged.trace  # loads at lines it reached are not added again
+
+
+def test_a_tokenizer_whose_ids_differ_between_calls_leaves_no_step_with_the_vocabulary_shrunk():
+    """A twin runs a tokenizer call no literal holds, and its real ids would fall past a shrunk vocabulary: the
+    ladder starts at the vocabularies kept. Text (a chat template not tokenized) indexes nothing."""
+
+    def tokenized(*results):
+        return [{"event": "tokenized", "method": "__call__", "line": 9, "result": r} for r in results]
+
+    ids = {"type": "list", "values": [1, 2]}
+    live = plan_from_trace([*RECORDS, *tokenized(ids, {"type": "list", "values": [3]})], JOB)
+    text = plan_from_trace([*RECORDS, *tokenized({"type": "str", "value": "a"}, {"type": "str", "value": "b"})], JOB)
+    same = plan_from_trace([*RECORDS, *tokenized(ids, ids)], JOB)
+    assert [r.kept for r in ladder(live)] == [(VOCAB_FIELD,)]
+    assert [r.kept for r in ladder(text)] == [(), (VOCAB_FIELD,)]
+    assert [r.kept for r in ladder(same)] == [(), (VOCAB_FIELD,)] and same.replaceable

@@ -229,6 +229,13 @@ def try_scale_down(
         return next((i for i, yes in enumerate(test_many(list(candidates))) if yes), None)
 
     log(f"scale-down: {len(plan.loads)} model load(s), {len(plan.fields)} fields to shrink")
+    if plan.live_ids and VOCAB_FIELD in plan.fields:
+        lines = source.splitlines()
+        call = lines[plan.live_ids[0].line - 1].strip() if 0 < plan.live_ids[0].line <= len(lines) else "a call"
+        log(
+            f"scale-down: no step with the vocabularies shrunk: the tokenizer's ids at `{call[:60]}` differ between "
+            "calls, so the twin runs it, and its ids would fall past a shrunk vocabulary"
+        )
     how: dict[str, str] = {}  # a cut twin's text -> how its layers were cut
 
     def cuts(text: str) -> list[str]:

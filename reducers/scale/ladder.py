@@ -27,10 +27,11 @@ def ladder(plan: Plan) -> list[Rung]:
     """The twins to try, from the most shrunk to the least: what the run never reached where it failed may still be
     read where the bug is fixed (prompt ids past the failure, labels, a file of ids), and a twin whose vocabulary is
     shrunk past them fails there with an artifact of the shrink. Real scale is the step after the last."""
-    rungs = [Rung("every dimension, layer and vocabulary shrunk")]
-    if VOCAB_FIELD in plan.fields:
-        rungs.append(Rung("dimensions and layers shrunk, vocabularies and token ids kept", (VOCAB_FIELD,)))
-    return rungs
+    shrunk = Rung("every dimension, layer and vocabulary shrunk")
+    if VOCAB_FIELD not in plan.fields:
+        return [shrunk]
+    kept = Rung("dimensions and layers shrunk, vocabularies and token ids kept", (VOCAB_FIELD,))
+    return [kept] if plan.live_ids else [shrunk, kept]  # live ids fall past a shrunk vocabulary
 
 
 def scale_down(

@@ -92,6 +92,7 @@ class Tokenized:
     line: int
     method: str
     result: dict[str, Any] | None
+    ids: bool = True  # some call there gave ids (not text): left live in a twin, they index its vocabulary
 
 
 @dataclass(frozen=True)
@@ -127,6 +128,12 @@ class Plan:
     @property
     def replaceable(self) -> list[Tokenized]:
         return [t for t in self.tokenized if t.result is not None]
+
+    @property
+    def live_ids(self) -> list[Tokenized]:
+        """Tokenizer calls whose ids no literal holds (they differ between calls): a twin runs them, and their ids,
+        real ones, index its vocabulary."""
+        return [t for t in self.tokenized if t.result is None and t.ids]
 
     def mapping(self) -> dict[int, int]:
         """Each id the run used, mapped into the twin's vocabulary (the identity where none shrinks)."""
@@ -207,7 +214,8 @@ def _tokenized(records: Sequence[dict]) -> tuple[Tokenized, ...]:
     for line, calls in by_line.items():
         results = [c.get("result") for c in calls]
         same = all(r == results[0] for r in results) and len({c["method"] for c in calls}) == 1
-        out.append(Tokenized(line, calls[0]["method"], results[0] if same else None))
+        ids = any(not r or r.get("type") != "str" for r in results)
+        out.append(Tokenized(line, calls[0]["method"], results[0] if same else None, ids))
     return tuple(out)
 
 

@@ -11,7 +11,7 @@ import json
 import re
 from collections.abc import Callable
 from concurrent.futures import Future
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ...errors import MinreproError
@@ -58,12 +58,11 @@ def establish(ctx: Context, done: Results) -> Established:
             if scale_dir is None or memo is not None
             else functools.partial(traced_run, normalize(ctx.source), ctx.python, workdir=scale_dir, home=ctx.home)
         )
-        first = first_run(ctx.script, ctx.python, opts.timeout, ctx.home, trace)
+        original = Original(ctx.script, ctx.python, opts.timeout, ctx.home)
+        first = first_run(original, trace)
         say_estimate(ctx, first)
         cold, traced = [first], first if trace is not None else None
-        confirming = functools.partial(
-            confirm, ctx.script, ctx.python, opts.timeout, ctx.home, opts.confirm_runs, [first], ctx.say, bool(trace)
-        )
+        confirming = functools.partial(confirm, original, opts.confirm_runs, [first], ctx.say, bool(trace))
         if first.signature is None:  # nothing to overlap: "does not fail", or "fails flakily", now
             cold, traced, disagreed = _agreed(ctx, confirming(), traced)
             remember_runs(ctx, scale_dir, cold, traced)
@@ -144,22 +143,31 @@ def _agreed(
     return runs[1:], None, True
 
 
-def first_run(
-    script: Path, python: str, timeout: float | None, home: Path, traced: Callable[[float], RunResult] | None
-) -> RunResult:
+@dataclass(frozen=True)
+class Original:
+    """The user's script as its establishing runs run it: cold, under `python`, within --timeout (None: not given),
+    importing from `home` (its directory) first."""
+
+    script: Path
+    python: str
+    timeout: float | None
+    home: Path
+
+    def runs(self, copies: int, at_once: int, timeout: float) -> list[RunResult]:
+        return ColdExecutor(self.python, at_once).run_many([self.script] * copies, timeout, self.home)
+
+
+def first_run(original: Original, traced: Callable[[float], RunResult] | None) -> RunResult:
     """The original's first run, alone (under --timeout, or FIRST_RUN_TIMEOUT: nothing is known of its cost yet). With
     `traced` it is the scale-down's traced run: the trace only observes, and the scale-down can start as soon as it
     ends."""
     if traced is not None:
-        return traced(timeout or FIRST_RUN_TIMEOUT)
-    return ColdExecutor(python, 1).run_many([script], timeout or FIRST_RUN_TIMEOUT, home)[0]
+        return traced(original.timeout or FIRST_RUN_TIMEOUT)
+    return original.runs(1, 1, original.timeout or FIRST_RUN_TIMEOUT)[0]
 
 
 def confirm(
-    script: Path,
-    python: str,
-    timeout: float | None,
-    home: Path,
+    original: Original,
     runs: int,
     done: list[RunResult],
     log: Callable[[str], None] = lambda _: None,
@@ -176,13 +184,13 @@ def confirm(
             f"establish: run 1 of {runs} took {done[0].seconds:.1f} s{_footprint(done[0])}; "
             f"{left} more, {at_once} at once"
         )
-    later = timeout_for(done, timeout)
-    more = ColdExecutor(python, at_once).run_many([script] * left, later, home) if left > 0 else []
+    script, later = original.script, timeout_for(done, original.timeout)
+    more = original.runs(left, at_once, later) if left > 0 else []
     results = done + more  # what must agree
     agree = bool(more) and more[0].signature is not None and all(m.signature == more[0].signature for m in more)
     if stand_in and agree and done[0].signature != more[0].signature:
         # the traced run alone may disagree (a trace is no plain run): one more plain run takes its place
-        more += ColdExecutor(python, 1).run_many([script], later, home)
+        more += original.runs(1, 1, later)
         results = more
     failing = [r for r in results if r.signature is not None]
     if not failing:

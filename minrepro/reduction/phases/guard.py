@@ -61,7 +61,9 @@ def guard(ctx: Context, done: Results) -> GuardChoice:
         est = confirmed(ctx, est)
         chosen = replace(UNDECIDED, why=f"not decided within the time budget: {spent}")
         return end_on_original(
-            ctx, est, chosen, jobs, jobs_why, f"the guard could not be decided within the time budget ({spent})"
+            ctx,
+            GuardChoice(chosen, est, None, jobs, jobs_why),
+            f"the guard could not be decided within the time budget ({spent})",
         )
     if twin is not None and search.script != subject_path:  # the twin lost the bug: real scale after all
         ctx.note("the tiny twin does not pass where the bug is fixed: reduced at real scale")
@@ -86,21 +88,14 @@ def guard(ctx: Context, done: Results) -> GuardChoice:
             f"{ctx.budget.reserve:.0f} s (a run where the bug is fixed took {passing:.0f} s), one "
             f"candidate about {est.first_run.seconds:.0f} s, and {left:.0f} s are left"
         )
-        return end_on_original(ctx, est, chosen, jobs, jobs_why, why, original_runs)
+        return end_on_original(ctx, GuardChoice(chosen, est, None, jobs, jobs_why), why, original_runs)
     return GuardChoice(chosen, est, twin, jobs, jobs_why, good_timeout, passing)
 
 
-def end_on_original(
-    ctx: Context,
-    est: Established,
-    chosen: Guard,
-    jobs: int,
-    jobs_why: str,
-    why: str,
-    good: Sequence[RunResult] = (),
-) -> GuardChoice:
-    """The reduction ends on what it established: the original, which failed with the signature in each cold run,
-    and passed in the guard's runs where it had them. The search and the verification are not run."""
+def end_on_original(ctx: Context, choice: GuardChoice, why: str, good: Sequence[RunResult] = ()) -> GuardChoice:
+    """The reduction ends on what it established (`choice`: the guard, on the original): the original, which failed
+    with the signature in each cold run, and passed in the guard's runs where it had them. The search and the
+    verification are not run."""
     ctx.note(f"not reduced: {why}; the result is the original, as established")
     ctx.best = ctx.source
     passed = bool(good) and all(run.signature is None for run in good)
@@ -108,9 +103,7 @@ def end_on_original(
     if passed:
         seconds = ", ".join(f"{run.seconds:.0f}" for run in good)
         said = f"passes: exit 0 in {len(good)} of {len(good)} cold runs ({seconds} s)"
-    return GuardChoice(
-        chosen, est, None, jobs, jobs_why, ending=why, good_pass=True if passed else None, good_said=said
-    )
+    return replace(choice, ending=why, good_pass=True if passed else None, good_said=said)
 
 
 def start_executors(ctx: Context, est: Established, twin: ScaleDown | None, jobs: int) -> None:

@@ -5,10 +5,10 @@ search will stand on."""
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import json
 import time
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ...harness.executors import ColdExecutor, Executor
@@ -34,11 +34,15 @@ def scale_down(ctx: Context, done: Results) -> Twin:
         refused = []
         # the original's confirming runs go meanwhile: the twin's candidates take the slots they leave
         beside = ctx.opts.confirm_runs - 1 if ctx.background.pending(CONFIRMING) else 0
-        executor = ColdExecutor(ctx.python, max(1, est.jobs - beside))
-        until, goods = ctx.budget.scale_down_until(est.first_run.seconds), twin_judges(ctx, est)
-        scaled = build_twin(ctx, est, executor, until=until, goods=goods, refused=refused)
-        if scaled is None and refused and goods:
-            scaled = replanned(ctx, est, executor, until, goods, refused)
+        climb = Climb(
+            ColdExecutor(ctx.python, max(1, est.jobs - beside)),
+            ctx.budget.scale_down_until(est.first_run.seconds),
+            twin_judges(ctx, est),
+            refused,
+        )
+        scaled = build_twin(ctx, est, climb)
+        if scaled is None and refused and climb.goods:
+            scaled = replanned(ctx, est, climb)
         ctx.notes.extend(str(refusal) for refusal in refused)
         if scaled is None and refused:
             ctx.note("no twin holds where the bug is fixed: reduced at real scale")
@@ -54,16 +58,29 @@ GOOD_PATH_EVENTS = {"token_ids", "tokenized", "tokenizer"}  # what the good path
 LOAD_EVENTS = {"from_pretrained", "peft_from_pretrained"}  # a model or adapter the good path loads besides
 
 
-def replanned(
-    ctx: Context, est: Established, executor: Executor, until: float | None, goods: dict[str, bool], refused: list
-) -> ScaleDown | None:
+@dataclass(frozen=True)
+class Climb:
+    """One climb down the twin's ladder: the executor of the twins' runs where the script fails; no twin tried past
+    `until` (the time budget less the verification's share); `goods`: where a twin is judged with the bug fixed,
+    python -> named by the user (None: the --good-python envs); the steps refused there are added to `refused`;
+    `traced`: the run the twins are planned from (None: the original's traced run)."""
+
+    executor: Executor
+    until: float | None = None
+    goods: dict[str, bool] | None = None
+    refused: list[Refusal] = field(default_factory=list)
+    traced: RunResult | None = None
+
+
+def replanned(ctx: Context, est: Established, climb: Climb) -> ScaleDown | None:
     """Every step of the ladder failed where the bug is fixed: there the script runs past where it failed, and reads
     what the failing run never reached (ids, tokenizer calls). One traced run of the original there records them;
     the ladder is tried again with the ids of both runs (`merged_trace`). Only where the run fits the scale-down's
     time and passes (an env that fails the same way fixes nothing)."""
+    until = climb.until
     if est.traced is None or (until is not None and time.monotonic() + 2 * est.first_run.seconds > until):
         return None
-    python = next(iter(goods))
+    python = next(iter(climb.goods or {}))
     ctx.say("scale-down: every step failed where the bug is fixed: the original traced there, for what it reads")
     folder = est.scale_dir / "good-trace"
     folder.mkdir(exist_ok=True)
@@ -71,9 +88,7 @@ def replanned(
     if good.signature is not None:
         ctx.say(f"scale-down: the original does not pass there ({good.signature.headline}): real scale")
         return None
-    scaled = build_twin(
-        ctx, est, executor, until=until, goods=goods, refused=refused, traced=merged_trace(est.traced, good)
-    )
+    scaled = build_twin(ctx, est, replace(climb, traced=merged_trace(est.traced, good)))
     if scaled is not None:
         scaled.description += "; planned again with what the original read where the bug is fixed"
     return scaled
@@ -90,7 +105,7 @@ def merged_trace(failing: RunResult, passing: RunResult) -> RunResult:
         if record.get("event") in GOOD_PATH_EVENTS
         or (record.get("event") in LOAD_EVENTS and (record.get("event"), record.get("line")) not in reached)
     )
-    return dataclasses.replace(failing, trace=(*failing.trace, *extra))
+    return replace(failing, trace=(*failing.trace, *extra))
 
 
 def twin_judges(ctx: Context, est: Established) -> dict[str, bool]:
@@ -115,21 +130,12 @@ def twin_judges(ctx: Context, est: Established) -> dict[str, bool]:
     return {first: False} if first else {}
 
 
-def build_twin(
-    ctx: Context,
-    est: Established,
-    executor: Executor,
-    until: float | None = None,
-    goods: dict[str, bool] | None = None,
-    refused: list[Refusal] | None = None,
-    traced: RunResult | None = None,
-) -> ScaleDown | None:
+def build_twin(ctx: Context, est: Established, climb: Climb) -> ScaleDown | None:
     """The tiny twin, judged in both worlds, step by step from the most shrunk (`TwinJudge`): the same signature where
-    the script fails (the same time rules, no guard yet), and a run to its end where the bug is fixed (`goods`: python
-    -> named by the user; default the --good-python envs). Those runs are the guard's two runs of the twin, which it
-    then takes as they are; the steps refused there are added to `refused`. Past `until` (the time budget less the
-    verification's share) no twin is tried: the search stands on the original. `traced`: the trace the twins are
-    planned from (default the original's traced run)."""
+    the script fails (the same time rules, no guard yet), and a run to its end where the bug is fixed (`Climb`).
+    Those runs are the guard's two runs of the twin, which it then takes as they are. Past the climb's `until` no
+    twin is tried: the search stands on the original."""
+    executor, refused = climb.executor, climb.refused
     opts, folder = ctx.opts, est.scale_dir
     key = json.dumps(["scale", opts.signature, ctx.python])
     oracle = SignatureOracle(
@@ -142,10 +148,10 @@ def build_twin(
         regex=opts.signature,
         cwd_writes_allowed=bool(est.first_run.cwd_writes),
     )
-    goods = {py: True for py in opts.good_pythons} if goods is None else goods
+    goods = {py: True for py in opts.good_pythons} if climb.goods is None else climb.goods
 
     def run_good(sources: list[str], py: str, jobs: int) -> list[RunResult]:
-        return run_sources(sources, py, folder / "good", est.timeout, ctx.home, jobs)
+        return run_sources(sources, ColdExecutor(py, jobs), folder / "good", est.timeout, ctx.home)
 
     judge = TwinJudge(
         oracle.test_many,
@@ -158,10 +164,9 @@ def build_twin(
         ctx.say,
         room=cores(),
     )
-    judged = within(counted(judge, ctx.progress), until, [0])
-    scaled = try_scale_down(normalize(ctx.source), traced or est.traced, judged, ctx.say, judge.on_rung)
-    if refused is not None:
-        refused += judge.refused
+    judged = within(counted(judge, ctx.progress), climb.until, [0])
+    scaled = try_scale_down(normalize(ctx.source), climb.traced or est.traced, judged, ctx.say, judge.on_rung)
+    refused += judge.refused
     if scaled is None:
         return None
     scaled.path, scaled.original = folder / "twin.py", digest(ctx.source)
@@ -177,11 +182,11 @@ def build_twin(
 
 
 def run_sources(
-    sources: list[str], python: str, folder: Path, timeout: float, home: Path, jobs: int | None = None
+    sources: list[str], executor: ColdExecutor, folder: Path, timeout: float, home: Path
 ) -> list[RunResult]:
-    """Each source, cold under `python`: `jobs` at a time (default: all at once)."""
+    """Each source, cold, by `executor` (its `jobs` at a time)."""
     folder.mkdir(exist_ok=True)
     paths = [folder / f"{digest(text)[:16]}.py" for text in sources]
     for path, text in zip(paths, sources, strict=False):
         path.write_text(text, encoding="utf-8")
-    return ColdExecutor(python, jobs or len(paths)).run_many(paths, timeout, home)
+    return executor.run_many(paths, timeout, home)

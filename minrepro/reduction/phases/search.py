@@ -105,7 +105,7 @@ def search(ctx: Context, done: Results) -> Searched:
         begin = twin.source
         save(begin, start=True)
     if not opts.oracle and begin != opened.measured_on:  # a twin (or a resumed state): the budget follows its cost
-        rebudget(oracle, executor, begin, opened.workdir, ctx.home, done.standing.timeout)
+        rebudget(oracle, executor, begin, done.standing.timeout)
     measure = None if opts.oracle else facts(ctx.python, oracle.timeout, opened.workdir, ctx.home, executor)
     guarded = opened.guard.guarded or bool(opts.oracle)
     ahead = AnsweringAhead(oracle) if answers_ahead(done) else None
@@ -175,16 +175,14 @@ def trigger_report(ctx: Context, done: Results) -> Triggered:
     return Triggered(tuple(found), result)
 
 
-def rebudget(
-    oracle: SignatureOracle, executor: Executor, current: str, folder: Path, home: Path, timeout: float
-) -> None:
+def rebudget(oracle: SignatureOracle, executor: Executor, current: str, timeout: float) -> None:
     """The time budget from the program the search starts from (a tiny twin runs in seconds where its original took a
     minute: a candidate that grew back to real size must not pass as 'within 2x'), measured as the search runs
     candidates: as many at once as it does (a lone run's time would refuse candidates by what ran beside them)."""
-    paths = [folder / f"rebudget-{i}.py" for i in range(max(1, getattr(executor, "jobs", 1)))]
+    paths = [oracle.workdir / f"rebudget-{i}.py" for i in range(max(1, getattr(executor, "jobs", 1)))]
     for path in paths:
         path.write_text(current, encoding="utf-8")
-    runs = executor.run_many(paths, timeout, home)
+    runs = executor.run_many(paths, timeout, oracle.home)
     if all(oracle.matches(run) for run in runs):
         oracle.max_seconds = min(oracle.max_seconds or float("inf"), per_candidate(max(run.seconds for run in runs)))
         oracle.timeout = min(timeout, oracle.max_seconds + 1)

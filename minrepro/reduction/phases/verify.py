@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from pathlib import Path
 
 from ...errors import MinreproError
 from ...harness.executors import ColdExecutor
@@ -23,9 +22,7 @@ def final_result(done: Results) -> str:
 def verify(ctx: Context, done: Results) -> Verified:
     opened, standing = done.opened, done.standing
     result = ctx.best = final_result(done)
-    cold = verify_cold(
-        result, opened.oracle, ctx.python, opened.guard, standing.timeout, opened.workdir, ctx.home, opened.jobs
-    )
+    cold = verify_cold(result, opened.oracle, opened.guard, (ctx.python, standing.timeout), opened.jobs)
     if not cold.verified:
         reused = any(getattr(e, "reused", 0) for e in ctx.workers.taken)
         hint = "; the search reused warm workers: --fresh-workers gives each candidate its own" if reused else ""
@@ -46,20 +43,14 @@ class ColdCheck:
 
 
 def verify_cold(
-    result: str,
-    oracle: SignatureOracle,
-    python: str,
-    guard: Guard,
-    timeout: float,
-    workdir: Path,
-    home: Path,
-    jobs: int = 1,
+    result: str, oracle: SignatureOracle, guard: Guard, bad_env: tuple[str, float], jobs: int = 1
 ) -> ColdCheck:
     """The result fails with the signature in a fresh interpreter; and (unless unguarded) it passes, exit 0, in the
     good environments. No run-time budget here: a cold run pays the imports the budget excludes. The bad run and the
     good runs go side by side, `jobs` at once (what memory allows for what the search ran): a twin that runs to its
     end where the bug is fixed takes longer than its bad run."""
-    path = workdir / "verify.py"
+    (python, timeout), home = bad_env, oracle.home  # the search's own: its work dir and the script's directory
+    path = oracle.workdir / "verify.py"
     path.write_text(result, encoding="utf-8")
     runs = [(python, timeout)] + [
         (py, oracle.good_timeout or timeout) for py in guard.pythons for _ in range(max(GOOD_RUNS, oracle.good_runs))
