@@ -525,8 +525,9 @@ def test_the_traced_run_is_the_first_run_and_the_others_confirm_it_side_by_side(
         order.append(("traced", threading.get_ident()))
         return ColdExecutor(sys.executable, 1).run_many([script], timeout, tmp_path)[0]
 
-    first = establish.first_run(script, sys.executable, 60, tmp_path, traced)
-    runs = establish.confirm(establish.Original(script, sys.executable, 60, tmp_path), 3, [first], stand_in=True)
+    original = establish.Original(script, sys.executable, 60, tmp_path)
+    first = establish.first_run(original, traced)
+    runs = establish.confirm(original, 3, [first], stand_in=True)
     assert first.signature.type == "ValueError" and len(runs) == 3 and runs[0] is first
     assert order and sum(r.seconds for r in runs[1:]) > 1.5  # two runs of 1 s each, after the traced one
     marker = tmp_path / "ran-once"  # the first run fails, the others pass
@@ -535,7 +536,7 @@ def test_the_traced_run_is_the_first_run_and_the_others_confirm_it_side_by_side(
         "    m.touch()\n    raise ValueError('boom')\n"
     )
     with pytest.raises(MinreproError, match="flakily"):
-        first = establish.first_run(script, sys.executable, 60, tmp_path, None)
+        first = establish.first_run(establish.Original(script, sys.executable, 60, tmp_path), None)
         establish.confirm(establish.Original(script, sys.executable, 60, tmp_path), 3, [first])
 
 
@@ -557,7 +558,7 @@ def test_a_traced_run_that_fails_otherwise_is_replaced_by_a_plain_run(tmp_path, 
         return lambda timeout: ColdExecutor(sys.executable, 1).run_many([path], timeout, tmp_path)[0]
 
     def cold_runs(first_script):
-        first = establish.first_run(script, sys.executable, 60, tmp_path, traced(first_script))
+        first = establish.first_run(establish.Original(script, sys.executable, 60, tmp_path), traced(first_script))
         return establish.confirm(establish.Original(script, sys.executable, 60, tmp_path), 3, [first], stand_in=True)
 
     runs = cold_runs(script)
@@ -572,7 +573,7 @@ def test_a_traced_run_that_fails_otherwise_is_replaced_by_a_plain_run(tmp_path, 
         f"import os\nwith open({str(counter)!r}, 'a') as fh:\n    fh.write('x')\n"
         f"if os.path.getsize({str(counter)!r}) == 1:\n    raise RuntimeError('first plain run')\n"
     )
-    first = establish.first_run(flaky, sys.executable, 60, tmp_path, traced(script))
+    first = establish.first_run(establish.Original(flaky, sys.executable, 60, tmp_path), traced(script))
     counter.unlink()
     monkeypatch.setattr(establish, "parallel_runs", lambda runs, wanted: 1)  # one after another: the first one fails
     with pytest.raises(MinreproError, match="flakily"):

@@ -636,18 +636,18 @@ def test_the_fixs_warm_pool_starts_beside_the_guards_judgement_and_the_search_ta
     _fake_twin(monkeypatch, text if case != "twin lost" else "raise RuntimeError('boom')\n", contexts)
     real_start, real_check, real_choose = workers.start_executor, workers.reuse_agrees, guard_phase.choose_on_twin
 
-    def start(opts, python, *args, **kwargs):
-        executor = real_start(opts, python, *args, **kwargs)
-        if python == str(fixed):
+    def start(opts, source, spec, *args, **kwargs):
+        executor = real_start(opts, source, spec, *args, **kwargs)
+        if spec.python == str(fixed):
             started.append(executor)
             real_close = executor.close
             executor.close = lambda: (closed.append(executor), real_close())
         return executor
 
-    def check(executor, script, *args, **kwargs):
+    def check(executor, subject, *args, **kwargs):
         if executor.python == str(fixed):
-            checked.append(script.name)
-        return real_check(executor, script, *args, **kwargs)
+            checked.append(subject.script.name)
+        return real_check(executor, subject, *args, **kwargs)
 
     def choose(search, opts, original):
         seen["the fix's pool started before the judgement"] = contexts[0].workers.fix_pool is not None

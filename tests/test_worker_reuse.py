@@ -211,7 +211,9 @@ def test_the_reuse_check_where_the_bug_is_fixed_runs_fresh_workers_first(tmp_pat
     )
     pool = WarmPoolExecutor(None, ["json"], 2, reuse=True)
     notes: list[str] = []
-    executor, runs = workers.reuse_agrees(pool, script, None, 30, None, notes, "guard env X: ", fresh_first=True)
+    executor, runs = workers.reuse_agrees(
+        pool, workers.Subject(script, 30), None, notes, workers.ReuseCheck("guard env X: ", fresh_first=True)
+    )
     try:
         assert executor is pool and not executor.reuse and len(runs) == 4
         assert [r.signature for r in runs[:2]] == [None, None]
@@ -235,7 +237,7 @@ def test_the_warm_check_falls_back_to_one_run_per_worker_where_a_reused_worker_d
     assert isinstance(original, Signature) and "KeyError" in original.headline
     pool = WarmPoolExecutor(None, ["json"], 2, spares=1, reuse=True)
     notes: list[str] = []
-    executor, seconds = workers.warm_executor(pool, original, script, notes, lambda _: None, 30)
+    executor, seconds = workers.warm_executor(pool, original, workers.Subject(script, 30), notes, lambda _: None)
     try:
         assert executor is pool and not executor.reuse
         assert seconds is not None and any("one candidate each" in note for note in notes)
@@ -252,7 +254,9 @@ def test_a_subject_whose_run_is_slow_gets_a_worker_per_candidate_unchecked(tmp_p
     pool = WarmPoolExecutor(None, ["json"], 1, spares=1, reuse=True)
     notes: list[str] = []
     try:
-        executor, runs = workers.reuse_agrees(pool, script, None, 30, None, notes, seconds=45.0)
+        executor, runs = workers.reuse_agrees(
+            pool, workers.Subject(script, 30), None, notes, workers.ReuseCheck(seconds=45.0)
+        )
         assert executor is pool and not pool.reuse and runs == []
         assert notes == ["warm pool: workers run one candidate each (a run took 45 s)"]
         assert pool.run_many([script], 30)[0].signature is None

@@ -7,7 +7,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable
 from concurrent.futures import Future
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ..errors import MinreproError
@@ -22,6 +22,39 @@ from .options import CONFIRM_RUNS, ReduceOptions
 # a subject whose run takes longer than this: its workers are not reused (a check would cost two such rounds, and a
 # worker's imports are then a small share of each candidate's cost)
 REUSE_CHECK_SECONDS = 20.0
+
+
+@dataclass(frozen=True)
+class Spec:
+    """An executor to start: its env, the bad env's modules (one the env lacks is skipped by the server), `jobs`
+    runs at once, `spares` warm-pool workers kept warming beyond them, and whether the env sees a GPU (None: not
+    known)."""
+
+    python: str
+    modules: tuple[str, ...]
+    jobs: int
+    spares: int = 0
+    cuda: bool | None = None
+
+
+@dataclass(frozen=True)
+class Subject:
+    """What a started executor is checked on: a script (the twin, or the original), its timeout, its home (the
+    directory it imports from first; None: the script's own)."""
+
+    script: Path
+    timeout: float
+    home: Path | None = None
+
+
+@dataclass(frozen=True)
+class ReuseCheck:
+    """How `reuse_agrees` checks a pool: `where` (the env, for the notes), a round in fresh workers first, and the
+    subject's run time where it is known already (`seconds`)."""
+
+    where: str = ""
+    fresh_first: bool = False
+    seconds: float = 0.0
 
 
 @dataclass
@@ -48,34 +81,28 @@ class Workers(contextlib.AbstractContextManager):
 
     def start(
         self,
-        python: str,
-        modules: tuple[str, ...],
-        jobs: int,
-        cuda: bool | None,
-        measure_on: tuple[Signature, Path, float, Path] | None = None,
+        spec: Spec,
+        measure_on: tuple[Signature, Subject] | None = None,
         log: Callable[[str], None] = lambda _: None,
     ) -> None:
-        """The search's executors, started in the background: the bad env's, its warm workers kept one batch ahead
-        where the cores allow, and one per --good-python. With `measure_on` (the original's signature, the twin, the
-        timeout, the home), the bad env's is then measured on the twin: its warm runs need no guard, so they go beside
-        the guard's runs."""
-        opts, spares = self.opts, min(jobs, max(0, cores() - jobs))
-        self.started.append(
-            self.background.submit(
-                start_executor, opts, python, self.source, modules, jobs, self.notes, "", spares, cuda
-            )
-        )
+        """The search's executors, started in the background: the bad env's (`spec`), its warm workers kept one batch
+        ahead where the cores allow, and one per --good-python. With `measure_on` (the original's signature, the
+        twin), the bad env's is then measured on the twin: its warm runs need no guard, so they go beside the
+        guard's runs."""
+        opts, jobs = self.opts, spec.jobs
+        bad = replace(spec, spares=min(jobs, max(0, cores() - jobs)))
+        self.started.append(self.background.submit(start_executor, opts, self.source, bad, self.notes))
         self.started += [
             self.background.submit(
-                start_executor, opts, py, self.source, modules, jobs, self.notes, f"guard env {py}: "
+                start_executor, opts, self.source, Spec(py, spec.modules, jobs), self.notes, f"guard env {py}: "
             )
             for py in opts.good_pythons
         ]
         if measure_on is not None:
-            original, twin, timeout, home = measure_on
-            bad = self.started[0]
+            original, twin = measure_on
+            started = self.started[0]
             self.warming = self.background.submit(
-                lambda: warm_executor(bad.result(), original, twin, self.notes, log, timeout, home)
+                lambda: warm_executor(started.result(), original, twin, self.notes, log)
             )
 
     def restart(self, *args, **kwargs) -> None:
@@ -91,23 +118,21 @@ class Workers(contextlib.AbstractContextManager):
         self.drop_fix_pool()  # sized and checked for the twin
         self.start(*args, **kwargs)
 
-    def start_fix_pool(
-        self, python: str, subject: Path, modules: tuple[str, ...], jobs: int, timeout: float, home: Path
-    ) -> None:
-        """The fix's warm pool, started and given its reuse check on `subject` (the twin) while the guard's cold runs
-        judge that env."""
+    def start_fix_pool(self, spec: Spec, subject: Subject) -> None:
+        """The fix's warm pool (`spec`), started and given its reuse check on `subject` (the twin) while the guard's
+        cold runs judge that env."""
         notes: list[str] = []
-        where = f"guard env {python}: "
+        where = f"guard env {spec.python}: "
 
         def start() -> Executor:
-            executor = start_executor(self.opts, python, self.source, modules, jobs, notes, where)
+            executor = start_executor(self.opts, self.source, spec, notes, where)
             try:
-                return reuse_agrees(executor, subject, None, timeout, home, notes, where, True)[0]
+                return reuse_agrees(executor, subject, None, notes, ReuseCheck(where, fresh_first=True))[0]
             except BaseException:
                 executor.close()
                 raise
 
-        self.fix_pool = FixPool(python, subject, self.background.submit(start), notes)
+        self.fix_pool = FixPool(spec.python, subject.script, self.background.submit(start), notes)
 
     def take_fix_pool(self, pythons: tuple[str, ...], subject: Path) -> dict[str, Executor]:
         """The fix's pool, where the guard chose its env for this same subject: {python: the executor, checked on it
@@ -145,7 +170,7 @@ class Workers(contextlib.AbstractContextManager):
             if py in family
             else early[py].result()
             if py in early
-            else start_executor(self.opts, py, self.source, modules, jobs, self.notes, f"guard env {py}: ")
+            else start_executor(self.opts, self.source, Spec(py, modules, jobs), self.notes, f"guard env {py}: ")
             for py in pythons
         ]
         self.taken += executors
@@ -156,18 +181,19 @@ class Workers(contextlib.AbstractContextManager):
             pool was checked on it beside the guard already)."""
             if py in family:
                 return executor
-            return reuse_agrees(executor, subject, None, timeout, home, self.notes, f"guard env {py}: ", True)[0]
+            check = ReuseCheck(f"guard env {py}: ", fresh_first=True)
+            return reuse_agrees(executor, Subject(subject, timeout, home), None, self.notes, check)[0]
 
         return [self.background.submit(checked, e, py) for e, py in zip(executors, pythons, strict=False)]
 
-    def bad(self, original: Signature, subject: Path, twin: bool, timeout: float, home: Path, log):
+    def bad(self, original: Signature, subject: Subject, twin: bool, log: Callable[[str], None]):
         """The bad env's executor and the subject's run time under it (None: cold runs, not measured): measured on the
         twin beside the guard where the search stands on it, else now on `subject`."""
         if self.warming is not None and twin:
             executor, baseline = self.warming.result()
         else:  # no twin, or the guard refused it: measured on the original (one the twin disagreed with is cold)
             executor = self.warming.result()[0] if self.warming is not None else self.started[0].result()
-            executor, baseline = warm_executor(executor, original, subject, self.notes, log, timeout, home)
+            executor, baseline = warm_executor(executor, original, subject, self.notes, log)
         self.taken.append(executor)
         return executor, baseline
 
@@ -186,27 +212,19 @@ def _close_started(started: Future) -> None:
         started.result().close()
 
 
-def start_executor(
-    opts: ReduceOptions,
-    python: str,
-    source: str,
-    recorded: tuple[str, ...],
-    jobs: int,
-    notes: list[str],
-    where: str = "",
-    spares: int = 0,
-    cuda: bool | None = None,
-) -> Executor:
-    """The requested executor, started (a fork server imports the libraries first), or cold runs where it cannot
-    start. `recorded`: the bad env's modules (one the env lacks is skipped by the server); `spares`: warm-pool
-    workers kept warming beyond `jobs`; `cuda`: whether the env sees a GPU, where known."""
+def start_executor(opts: ReduceOptions, source: str, spec: Spec, notes: list[str], where: str = "") -> Executor:
+    """The requested executor (`spec`), started (a fork server imports the libraries first), or cold runs where it
+    cannot start."""
+    python, jobs = spec.python, spec.jobs
     if opts.executor == "cold":
         return ColdExecutor(python, jobs)
     # a warm worker runs the next candidate where the last left it as fresh, unless the script patches a library
     patch = patches_imports(source, opts.home) if opts.reuse_workers and opts.executor in ("auto", "warm-pool") else ""
     reuse = opts.reuse_workers and not patch
     try:
-        executor = make_executor(opts.executor, python, module_imports(source), jobs, recorded, spares, cuda, reuse)
+        executor = make_executor(
+            opts.executor, python, module_imports(source), jobs, spec.modules, spec.spares, spec.cuda, reuse
+        )
     except MinreproError as exc:
         notes.append(f"{where}{opts.executor} unavailable ({exc}); cold runs used" + (" there" if where else ""))
         return ColdExecutor(python, jobs)
@@ -216,13 +234,7 @@ def start_executor(
 
 
 def warm_executor(
-    executor: Executor,
-    original: Signature,
-    script: Path,
-    notes: list[str],
-    log: Callable[[str], None],
-    timeout: float,
-    home: Path | None = None,
+    executor: Executor, original: Signature, subject: Subject, notes: list[str], log: Callable[[str], None]
 ) -> tuple[Executor, float | None]:
     """The started executor and the script's run time under it (as many runs at once as the search makes: the time
     budget follows that), if every run reproduces the original signature (a warm executor that disagrees with
@@ -231,7 +243,8 @@ def warm_executor(
         return executor, None
     # in workers that have run nothing yet: a reused worker's answer is checked apart (`reuse_agrees`)
     first = getattr(executor, "run_fresh", executor.run_many)
-    warm = first([script] * max(2, executor.jobs), timeout, home or script.parent)
+    script = subject.script
+    warm = first([script] * max(2, executor.jobs), subject.timeout, subject.home or script.parent)
     if any(run.signature != original for run in warm):
         executor.close()
         seen = answers(warm)
@@ -242,7 +255,7 @@ def warm_executor(
         )
         return ColdExecutor(executor.python, executor.jobs), None
     executor, again = reuse_agrees(
-        executor, script, original, timeout, home, notes, seconds=max(run.seconds for run in warm)
+        executor, subject, original, notes, ReuseCheck(seconds=max(run.seconds for run in warm))
     )
     warm += again
     if getattr(executor, "skipped", None):
@@ -260,14 +273,10 @@ def answers(runs: list[RunResult]) -> str:
 
 def reuse_agrees(
     executor: Executor,
-    script: Path,
+    subject: Subject,
     expected: Signature | None,
-    timeout: float,
-    home: Path | None,
     notes: list[str],
-    where: str = "",
-    fresh_first: bool = False,
-    seconds: float = 0.0,
+    check: ReuseCheck = ReuseCheck(),  # frozen: one shared default is safe
 ) -> tuple[Executor, list[RunResult]]:
     """A reusing warm pool runs `script` once more in each worker its last round kept (with `fresh_first`, after a
     round in workers that have run nothing); where one answers otherwise than `expected` (None: it passes), the pool
@@ -275,9 +284,10 @@ def reuse_agrees(
     REUSE_CHECK_SECONDS (`seconds`, or the fresh round's). The executor to search with, and the runs."""
     if not getattr(executor, "reuse", False):
         return executor, []
-    home = home or script.parent
-    runs = executor.run_fresh([script] * executor.jobs, timeout, home) if fresh_first else []
-    slowest = max([seconds, *(run.seconds for run in runs)])
+    script, timeout, where = subject.script, subject.timeout, check.where
+    home = subject.home or script.parent
+    runs = executor.run_fresh([script] * executor.jobs, timeout, home) if check.fresh_first else []
+    slowest = max([check.seconds, *(run.seconds for run in runs)])
     if slowest > REUSE_CHECK_SECONDS:
         executor.stop_reuse()
         notes.append(f"{where}warm pool: workers run one candidate each (a run took {slowest:.0f} s)")

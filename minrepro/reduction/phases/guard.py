@@ -16,6 +16,7 @@ from ..guard import UNDECIDED, Guard, GuardSearch, OutOfTime, choose_guard, fami
 from ..options import ReduceOptions
 from ..results import Context, Established, GuardChoice, Results
 from ..scale import ScaleDown
+from ..workers import Spec, Subject
 from .establish import GUARD_ENVS, confirmed
 
 
@@ -54,7 +55,8 @@ def guard(ctx: Context, done: Results) -> GuardChoice:
             est = confirmed(ctx, est)
             if est.trace_disagreed:  # and what was sized on the twin with it: the executors start again
                 twin, jobs, jobs_why = None, est.jobs, est.jobs_why
-                ctx.workers.restart(ctx.python, est.first_run.modules, jobs, getattr(est.env, "cuda", None))
+                cuda = getattr(est.env, "cuda", None)
+                ctx.workers.restart(Spec(ctx.python, est.first_run.modules, jobs, cuda=cuda))
                 if search.script != ctx.script:
                     chosen = choose_guard(on_original(search, ctx.script, ctx.source), opts.good_pythons, opts.guard)
     except OutOfTime as spent:
@@ -108,9 +110,9 @@ def end_on_original(ctx: Context, choice: GuardChoice, why: str, good: Sequence[
 
 def start_executors(ctx: Context, est: Established, twin: ScaleDown | None, jobs: int) -> None:
     """The search's executors, started beside the guard; the bad env's is measured on the twin meanwhile."""
-    measure_on = (est.original, twin.path, est.timeout, ctx.home) if twin is not None else None
+    measure_on = (est.original, Subject(twin.path, est.timeout, ctx.home)) if twin is not None else None
     cuda = getattr(est.env, "cuda", None)
-    ctx.workers.start(ctx.python, est.first_run.modules, jobs, cuda, measure_on, ctx.log)
+    ctx.workers.start(Spec(ctx.python, est.first_run.modules, jobs, cuda=cuda), measure_on, ctx.log)
 
 
 def start_fix_pool(ctx: Context, est: Established, twin: ScaleDown | None, search: GuardSearch, jobs: int) -> None:
@@ -122,7 +124,7 @@ def start_fix_pool(ctx: Context, est: Established, twin: ScaleDown | None, searc
     if python is None or twin is None or ctx.opts.executor == "cold":
         return
     timeout = ctx.opts.timeout or est.timeout
-    ctx.workers.start_fix_pool(python, search.script, est.first_run.modules, jobs, timeout, ctx.home)
+    ctx.workers.start_fix_pool(Spec(python, est.first_run.modules, jobs), Subject(search.script, timeout, ctx.home))
 
 
 def choose_on_twin(search: GuardSearch, opts: ReduceOptions, original: tuple[Path, str] | None) -> Guard:

@@ -23,6 +23,7 @@ from ..options import default_good_runs
 from ..progress import Counted
 from ..results import Context, Opened, Results, Searched, Triggered
 from ..workdirs import digest, workdir
+from ..workers import Subject
 
 HEAVY_SECONDS = 0.5  # a top-level statement this slow is worth running once for many candidates (prefix snapshots)
 
@@ -42,7 +43,8 @@ def open_search(ctx: Context, done: Results) -> Opened:
     checks = ctx.workers.good(
         chosen.pythons, stand_on[1], modules, choice.jobs, (choice.good_timeout or est.timeout, ctx.home)
     )
-    executor, baseline = ctx.workers.bad(est.original, stand_on[1], twin is not None, est.timeout, ctx.home, ctx.log)
+    subject = Subject(stand_on[1], est.timeout, ctx.home)
+    executor, baseline = ctx.workers.bad(est.original, subject, twin is not None, ctx.log)
     good = [check.result() for check in checks]
     measured_on = stand_on[0] if baseline is not None else ctx.source
     budget = per_candidate(baseline if baseline is not None else est.first_run.seconds)
