@@ -5,13 +5,14 @@ driver that applies them. It never runs code and imports nothing from the rest o
 
 from .oracle import Answers, Oracle, PlainOracle, Retraction, TestMany, Verdict, plain
 from .passes import FINAL_PASSES, PASSES
-from .search import PassRecord, Problem, SearchSettings, reduce_source
+from .search import Observers, PassRecord, Problem, SearchSettings, reduce_source
 from .source import code_lines, normalize
 
 __all__ = [
     "FINAL_PASSES",
     "PASSES",
     "Answers",
+    "Observers",
     "Oracle",
     "PassRecord",
     "PlainOracle",

@@ -306,20 +306,32 @@ class PassRecord:
     lines_removed: int = 0
 
 
-def reduce_source(
+def _ignore(_: str) -> None:
+    pass
+
+
+@dataclass(frozen=True)
+class Observers:
+    """What the search tells its caller and asks of it: each program accepted, each pass begun, what a run of the
+    current program showed (`facts`, for the fact-driven passes), and what each pass cost (`records`, by pass name,
+    filled in)."""
+
+    on_accept: Callable[[str], None] = _ignore
+    on_pass: Callable[[str], None] = _ignore
+    facts: Facts | None = None
+    records: dict[str, PassRecord] | None = None
+
+
+def reduce_source(  # noqa: PLR0913 (the search's one entry point: program, oracle, two pass lists, settings, observers)
     source: str,
     oracle: Oracle | TestMany,
     passes: Sequence[Callable[[Problem], None]],
     final_passes: Sequence[Callable[[Problem], None]],
     settings: SearchSettings = SearchSettings(),  # frozen: one shared default is safe
-    *,
-    on_accept: Callable[[str], None] = lambda _: None,
-    on_pass: Callable[[str], None] = lambda _: None,
-    facts: Facts | None = None,
-    records: dict[str, PassRecord] | None = None,
+    observers: Observers = Observers(),  # likewise
 ) -> str:
-    """Apply the passes in order, then the final passes, until a whole round changes nothing. Before each round
-    `facts` (if given) says what a run of the current program showed; fact-driven passes use it.
+    """Apply the passes in order, then the final passes, until a whole round changes nothing. Before each round the
+    observers' `facts` (if given) say what a run of the current program showed; fact-driven passes use it.
 
     A pass that changed nothing on its last turn yields its turns to those that did: it runs again only once a round
     of the productive passes changes nothing (then every pass gets a turn, and a round where none changes anything
@@ -328,9 +340,10 @@ def reduce_source(
     something the search goes on: the result is a fixpoint of every pass. `records` (by pass name) collects what each
     pass cost and removed. A yes the oracle takes back (`Retraction`, with an answer or at `Oracle.settle`, asked at
     the end of each round) takes back that program and what was built on it, and the search goes on."""
-    problem = Problem(normalize(source), oracle, settings, on_accept)
+    problem = Problem(normalize(source), oracle, settings, observers.on_accept)
     everything = [*passes, *final_passes]
-    records = records if records is not None else {}
+    facts, on_pass = observers.facts, observers.on_pass
+    records = observers.records if observers.records is not None else {}
     idle: set[int] = set()  # passes whose last turn changed nothing
     fruitless: dict[int, int] = {}  # turns in a row that sent candidates and changed nothing
     probation = False  # the retired passes had their last turn since the program last changed

@@ -391,9 +391,9 @@ def test_an_assert_after_the_failure_goes_whole_and_one_that_ran_stays(tmp_path)
     assert problem.admissible(source.replace("assert not changed, f'{changed}'\n", ""))
     assert not problem.admissible(source.replace("assert not changed", "assert changed"))
     assert not problem.admissible(source.replace("assert limit > 2, 'ran'\n", ""))  # it ran: it stays
-    from minrepro.reducers.search import reduce_source
+    from minrepro.reducers.search import Observers, reduce_source
 
-    result = reduce_source(source, fails_in_json, PASSES, FINAL_PASSES, facts=problem.measure)
+    result = reduce_source(source, fails_in_json, PASSES, FINAL_PASSES, observers=Observers(facts=problem.measure))
     assert "changed" not in result and "assert limit > 2" in result and "json.loads('{')" in result
     assert facts["executed"] and max(facts["executed"]) <= 5
 

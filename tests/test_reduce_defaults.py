@@ -102,7 +102,7 @@ def test_runs_side_by_side_follow_the_cores_and_the_memory_unless_given(monkeypa
 
 
 def test_a_pass_that_changed_nothing_yields_its_turns_to_those_that_did():
-    from minrepro.reducers import reduce_source
+    from minrepro.reducers import Observers, reduce_source
 
     calls = {"shrinks": 0, "idle": 0}
 
@@ -117,7 +117,9 @@ def test_a_pass_that_changed_nothing_yields_its_turns_to_those_that_did():
 
     source = "".join(f"x{i} = {i}\n" for i in range(8))
     records = {}
-    result = reduce_source(source, lambda batch: [True] * len(batch), [idle, shrinks], [], records=records)
+    result = reduce_source(
+        source, lambda batch: [True] * len(batch), [idle, shrinks], [], observers=Observers(records=records)
+    )
     assert result == "x6 = 6\nx7 = 7\n"
     # idle ran on the first round, then only once the productive pass was spent (twice: that round and the last)
     assert calls["idle"] == 2 and calls["shrinks"] == 8

@@ -14,7 +14,7 @@ from ...harness.executors import ColdExecutor, Executor
 from ...harness.oracle import AnsweringAhead, Cache, SignatureOracle
 from ...harness.resources import parallel_runs
 from ...harness.runner import RunResult
-from ...reducers import FINAL_PASSES, PASSES, SearchSettings, reduce_source
+from ...reducers import FINAL_PASSES, PASSES, Observers, SearchSettings, reduce_source
 from ...reducers.source import code_lines, normalize
 from .. import triggers
 from ..budget import WithinBudget, per_candidate
@@ -115,17 +115,8 @@ def search(ctx: Context, done: Results) -> Searched:
     settings = SearchSettings(opened.jobs, opts.seed, freeze_check_data=not guarded, keep_seeds=opened.keep_seeds)
     records: dict = {}
     try:
-        result = reduce_source(
-            begin,
-            asked,
-            PASSES,
-            FINAL_PASSES,
-            settings,
-            on_accept=save,
-            on_pass=ctx.progress.phase,
-            facts=measure,
-            records=records,
-        )
+        observers = Observers(save, ctx.progress.phase, measure, records)
+        result = reduce_source(begin, asked, PASSES, FINAL_PASSES, settings, observers)
     finally:
         if ahead is not None:  # the phases after the search read settled answers
             ahead.close()
