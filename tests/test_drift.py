@@ -462,12 +462,12 @@ def test_family_pages_say_what_latest_did_on_which_releases_and_when(tmp_path):
     docs.mkdir()
     shutil.copy(ROOT / "docs" / "catalog.md", docs / "catalog.md")
     shutil.copy(ROOT / "docs" / "benchmarks.md", docs / "benchmarks.md")
-    page = render_docs(CATALOG, results, docs)[docs / "families" / "ag.md"]
+    page = render_docs(CATALOG, results, docs)[docs / "families" / "peft-floor-unreleased.md"]
     assert "| latest | fail | fail: newly fails, transformers 5.24.0 (2026-11-27) | not run |" in page
     assert (
         "- latest on cpu: transformers 5.24.0, accelerate 1.15.0, peft 0.21.2, bitsandbytes 0.50.2 (the newest " in page
     )
     assert "the package index served on 2026-11-27" in page
     assert "- newest: transformers 5.23.0" in page
-    a_page = render_docs(CATALOG, results, docs)[docs / "families" / "a.md"]
+    a_page = render_docs(CATALOG, results, docs)[docs / "families" / "quant-state-meta-item.md"]
     assert "| pinned | fail | fail ✓ (" in a_page  # each recorded cell says when it was seen

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from minrepro.catalog.manifest import CASES_DIR, load_catalog
+from minrepro.catalog.manifest import CASES_DIR, Family, load_catalog
 from minrepro.catalog.pages import family_slug, render_docs, stale_pages, upstream_link, write_docs
 from minrepro.cli import main
 from minrepro.errors import MinreproError
@@ -26,12 +26,13 @@ def test_committed_pages_are_what_minrepro_docs_renders(capsys):
 def test_every_family_has_a_page_with_its_cases_and_its_text():
     pages = render_docs(CATALOG, ROOT / "results", ROOT / "docs")
     for fid, family in CATALOG.families.items():
-        page = pages[ROOT / "docs" / "families" / f"{family_slug(fid)}.md"]
-        assert page.startswith(f"# Family {fid}: {family.title}\n")
+        page = pages[ROOT / "docs" / "families" / f"{family_slug(family)}.md"]
+        assert page.startswith(f"# Family {fid} (`{family.slug}`): {family.title}\n")
         assert family.summary in page
         for case in (c for c in CATALOG.cases if c.family == fid):
             assert f"## {case.id}\n" in page and f"minrepro run {case.id}" in page
-    assert f"[A'](families/{family_slug(chr(65) + chr(39))}.md)" in pages[ROOT / "docs" / "catalog.md"]
+    index = pages[ROOT / "docs" / "catalog.md"]
+    assert "| A' | [quant-state-meta-copy](families/quant-state-meta-copy.md): " in index
 
 
 def _docs_copy(tmp_path: Path) -> Path:
@@ -46,13 +47,13 @@ def test_docs_writes_the_pages_and_check_names_a_stale_or_orphan_one(tmp_path, c
     assert main(["docs", "--results", str(ROOT / "results"), "--docs", str(docs)]) == 0
     capsys.readouterr()
     assert stale_pages(CATALOG, ROOT / "results", docs) == []
-    page = docs / "families" / "b.md"
+    page = docs / "families" / "params4bit-hf-initialized.md"
     page.write_text(page.read_text() + "edited by hand\n")
     orphan = docs / "families" / "gone.md"
     orphan.write_text("# a family no longer in the manifest\n")
     assert main(["docs", "--results", str(ROOT / "results"), "--docs", str(docs), "--check"]) == 2
     err = capsys.readouterr().err
-    assert "b.md" in err and "gone.md" in err and len(err.strip().splitlines()) == 1
+    assert "params4bit-hf-initialized.md" in err and "gone.md" in err and len(err.strip().splitlines()) == 1
     write_docs(CATALOG, ROOT / "results", docs)
     assert not orphan.exists() and stale_pages(CATALOG, ROOT / "results", docs) == []
 
@@ -90,7 +91,8 @@ def test_a_family_entry_needs_a_title_and_a_summary(tmp_path):
 
 
 def test_family_slugs_and_upstream_links():
-    assert family_slug("A'") == "a-prime" and family_slug("AB") == "ab"
+    assert [f.slug for f in CATALOG.families.values()][:2] == ["params4bit-hf-initialized", "quant-state-meta-item"]
+    assert family_slug(Family("A'", "t", "s")) == "a-prime" and family_slug(Family("AB", "t", "s", slug="x")) == "x"
     assert (
         upstream_link("huggingface/peft#3169")
         == "[huggingface/peft#3169](https://github.com/huggingface/peft/issues/3169)"

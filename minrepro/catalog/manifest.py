@@ -81,10 +81,11 @@ class Case:
 class Family:
     """A bug family as its page tells it (`families.toml`): its cases come from the manifest."""
 
-    id: str
+    id: str  # the letter (`A`, `A'`, `AB`): an alias kept in titles, the manifest and the tables
     title: str  # what fails, in a line
     summary: str  # what fails and why
     notes: str = ""  # what else is known: what was tried, where it does not show, leads
+    slug: str = ""  # its name in file names and links: `slug` in families.toml, else its first case's id
 
 
 @dataclass(frozen=True)
@@ -163,6 +164,7 @@ def load_catalog(path: Path | None = None) -> Catalog:
     return Catalog(sets, cases, path, controls, _families(path.parent / FAMILIES, cases))
 
 
+FAMILY_FIELDS = ("title", "summary", "notes", "slug")
 FAMILY_FIELDS = ("title", "summary", "notes")
 
 
@@ -199,7 +201,10 @@ def _families(path: Path, cases: tuple[Case, ...]) -> dict[str, Family]:
             raise MinreproError(
                 f"{path.name}: family {fid}: unknown or empty field(s) {', '.join(unknown_fields + empty)}"
             )
-        families[fid] = Family(fid, raw["title"].strip(), raw["summary"].strip(), raw.get("notes", "").strip())
+        slug = raw.get("slug") or next(c.id for c in cases if c.family == fid)
+        families[fid] = Family(
+            fid, raw["title"].strip(), raw["summary"].strip(), raw.get("notes", "").strip(), slug.strip()
+        )
     return families
 
 

@@ -1,5 +1,5 @@
 """The catalog's generated pages, rendered from the manifest (`catalog.toml`, `families.toml`), `patches/` and the
-recorded `results/`: one page per bug family (`docs/families/<family>.md`: what fails and why, the repro, its
+recorded `results/`: one page per bug family (`docs/families/<slug>.md`: what fails and why, the repro, its
 outcomes per set and machine and on the libraries' main, the bisection, the patch and its proofs, the PR kit, the
 upstream threads), the index of families and the matrices in `docs/catalog.md`, and `docs/main.md` (the catalog with
 the libraries at their main). `minrepro docs` writes them; `minrepro docs --check` says which differ."""
@@ -40,9 +40,9 @@ GENERATED = (
 )
 
 
-def family_slug(family: str) -> str:
-    """The page's file name: `A'` -> `a-prime`, `AB` -> `ab`."""
-    return family.lower().replace("'", "-prime")
+def family_slug(family: Family) -> str:
+    """The page's file name: the family's slug (its first case's id unless families.toml names one)."""
+    return family.slug or family.id.lower().replace("'", "-prime")
 
 
 def upstream_link(ref: str) -> str:
@@ -63,8 +63,8 @@ def render_docs(catalog: Catalog, results_dir: Path, docs_dir: Path) -> dict[Pat
         raise MinreproError(f"{catalog_md} not found: it holds the matrices and the index of families")
     text = readme_with_matrices(catalog, results_dir, catalog_md)
     pages[catalog_md] = replace_block(catalog_md, text, families_index(catalog), FAMILIES_BEGIN, FAMILIES_END)
-    for fid, family in catalog.families.items():
-        path = docs_dir / "families" / f"{family_slug(fid)}.md"
+    for family in catalog.families.values():
+        path = docs_dir / "families" / f"{family_slug(family)}.md"
         pages[path] = family_page(catalog, family, records, path.parent)
     benchmarks = docs_dir / "benchmarks.md"
     if benchmarks.is_file():
@@ -192,7 +192,8 @@ def families_index(catalog: Catalog) -> str:
     lines = ["| family | what fails | cases |", "|---|---|---|"]
     for fid, family in catalog.families.items():
         cases = ", ".join(f"`{c.id}`" for c in catalog.cases if c.family == fid)
-        lines.append(f"| [{fid}](families/{family_slug(fid)}.md) | {family.title} | {cases} |")
+        slug = family_slug(family)
+        lines.append(f"| {fid} | [{slug}](families/{slug}.md): {family.title} | {cases} |")
     return "\n".join(lines)
 
 
@@ -202,7 +203,7 @@ def families_index(catalog: Catalog) -> str:
 def family_page(catalog: Catalog, family: Family, records: Records, page_dir: Path) -> str:
     cases = [c for c in catalog.cases if c.family == family.id]
     upstream = list(dict.fromkeys(ref for c in cases for ref in c.upstream))
-    lines = [f"# Family {family.id}: {family.title}", "", GENERATED, "", family.summary, ""]
+    lines = [f"# Family {family.id} (`{family_slug(family)}`): {family.title}", "", GENERATED, "", family.summary, ""]
     if upstream:
         lines += ["Upstream: " + ", ".join(upstream_link(ref) for ref in upstream) + ".", ""]
     lines += [f"Cases: {', '.join(f'[`{c.id}`](#{c.id})' for c in cases)}.", ""]

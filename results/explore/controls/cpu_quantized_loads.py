@@ -1,4 +1,4 @@
-"""Control for family A's page (docs/families/a.md, on a CPU-only box): which CPU loads transformers quantizes to
+"""Control for family A's page (docs/families/quant-state-meta-item.md, on a CPU-only box): which CPU loads transformers quantizes to
 4-bit, and whether PEFT's from_pretrained then redispatches. Usage: python cpu_quantized_loads.py [DEVICE_MAP]
 (default "cpu"; a dict is given as Python text). Outputs on this repo's CPU box: cpu_quantized_loads.txt."""
 import os, sys, tempfile

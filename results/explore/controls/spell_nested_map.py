@@ -2,7 +2,7 @@
 patches/accelerate/root-entry-disk-offload computes inside dispatch_model, given by the user to an unpatched
 accelerate. Comparing `python spell_nested_map.py W.py` (unpatched) with `python W.py` (patched env) checks that the
 patch changes nothing but the nested entries. Usage: python spell_nested_map.py SCRIPT.py [ARGS...]
-Recorded on family O's page (docs/families/o.md) and results/explore/controls/family-o-witnesses-h100.txt."""
+Recorded on family O's page (docs/families/root-entry-disk-offload.md) and results/explore/controls/family-o-witnesses-h100.txt."""
 import runpy, sys
 
 from accelerate import init_empty_weights

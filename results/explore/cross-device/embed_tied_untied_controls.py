@@ -1,7 +1,7 @@
 """Is the 2-GPU embed failure Gemma 4's, or any model whose tied embedding is split from lm_head by a dict map?
 
 Run: python embed_tied_untied_controls.py gemma4|llama tied|untied [nople] (two GPUs). Its results are
-on family L's page (docs/families/l.md).
+on family L's page (docs/families/gemma4-multimodal-mask-device.md).
 """
 import sys
 import tempfile

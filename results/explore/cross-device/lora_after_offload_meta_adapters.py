@@ -2,7 +2,7 @@
 delta applied in the forward, and what does a backward do?
 
 Run: python lora_after_offload_meta_adapters.py [plain] (one GPU). Its results are on family E's
-page (docs/families/e.md).
+page (docs/families/lora-int8-offload-device.md).
 """
 import sys
 import bitsandbytes as bnb

@@ -1,7 +1,7 @@
 """peft#3169 toy variants on two GPUs: INT8 Linear8bitLt layers split over cuda:0 / cuda:1 / cpu, LoRA on both.
 
 Run: python lora_int8_two_gpu_variants.py MAP[+peft-first|+train] [plain]; MAP one of gpu01, gpu10, gpu1cpu,
-gpu0cpu_main1 (two GPUs). Its results are on family E's page (docs/families/e.md).
+gpu0cpu_main1 (two GPUs). Its results are on family E's page (docs/families/lora-int8-offload-device.md).
 """
 import sys
 import bitsandbytes as bnb
