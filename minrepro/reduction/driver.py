@@ -4,9 +4,10 @@ of `phases/`, a function from the earlier phases' frozen results (`results.Resul
 (`budget.Budget`) is the one every phase asks; the background work and the executors have one owner each
 (`background.Background`, `workers.Workers`), opened and closed here.
 
-The search lives in `minrepro.reducers` and sees only the oracle's `test_many`; this package is the execution side of
-that seam: the oracle (differential when a guard exists), the work directory (answers cache and best-so-far state, so
-an interrupted run resumes), the final cold check and the output's form.
+The search lives in `minrepro.reducers` and sees only an `Oracle` (`reducers/oracle.py`); this package is the execution
+side of that seam: the oracle (differential when a guard exists, answering ahead where the box holds it, within the
+budget, counted in the progress), the work directory (answers cache and best-so-far state, so an interrupted run
+resumes), the final cold check and the output's form.
 """
 
 from __future__ import annotations
