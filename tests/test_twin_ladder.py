@@ -268,3 +268,28 @@ def test_a_tokenizer_whose_ids_differ_between_calls_leaves_no_step_with_the_voca
     assert [r.kept for r in ladder(live)] == [(VOCAB_FIELD,)]
     assert [r.kept for r in ladder(text)] == [(), (VOCAB_FIELD,)]
     assert [r.kept for r in ladder(same)] == [(), (VOCAB_FIELD,)] and same.replaceable
+
+
+def test_a_tokenizer_the_run_never_reached_leaves_no_step_with_the_vocabulary_shrunk():
+    """Where the failing run stopped before the script's tokenizer calls, nothing recorded their ids: a twin runs the
+    tokenizer, whose ids are the real vocabulary's. A call replaced by its recorded result, a decode and a chat
+    template rendered as text give the model no ids."""
+    from minrepro.reducers.scale.ids import unrecorded_tokenizer_calls
+
+    source = (
+        "from transformers import AutoTokenizer, pipeline\n"
+        "tokenizer = AutoTokenizer.from_pretrained('/ckpt')\n"  # 2
+        "class Chat:\n"
+        "    def __init__(self, tokenizer):\n"
+        "        self.tokenizer = tokenizer\n"
+        "    def ask(self, turns):\n"
+        "        return self.tokenizer.apply_chat_template(turns, return_tensors='pt')\n"  # 7
+        "text = tokenizer.apply_chat_template([], tokenize=False)\n"  # 8
+        "ids = tokenizer(text)['input_ids']\n"  # 9
+        "words = tokenizer.decode([1, 2])\n"  # 10
+        "gen = pipeline('text-generation', model=None, tokenizer=tokenizer)\n"  # 11
+    )
+    assert unrecorded_tokenizer_calls(source, set()) == [7, 9, 11]
+    assert unrecorded_tokenizer_calls(source, {9}) == [7, 11]
+    plan = plan_from_trace(RECORDS, JOB + "tok = AutoTokenizer.from_pretrained('/t')\nx = tok.encode('a')\n")
+    assert plan.unrecorded and [r.kept for r in ladder(plan)] == [(VOCAB_FIELD,)]

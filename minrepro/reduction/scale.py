@@ -229,12 +229,12 @@ def try_scale_down(
         return next((i for i, yes in enumerate(test_many(list(candidates))) if yes), None)
 
     log(f"scale-down: {len(plan.loads)} model load(s), {len(plan.fields)} fields to shrink")
-    if plan.live_ids and VOCAB_FIELD in plan.fields:
-        lines = source.splitlines()
-        call = lines[plan.live_ids[0].line - 1].strip() if 0 < plan.live_ids[0].line <= len(lines) else "a call"
+    if plan.live_lines and VOCAB_FIELD in plan.fields:
+        lines, first = source.splitlines(), plan.live_lines[0]
+        call = lines[first - 1].strip() if 0 < first <= len(lines) else "a call"
         log(
-            f"scale-down: no step with the vocabularies shrunk: the tokenizer's ids at `{call[:60]}` differ between "
-            "calls, so the twin runs it, and its ids would fall past a shrunk vocabulary"
+            f"scale-down: no step with the vocabularies shrunk: the twin runs the tokenizer at `{call[:60]}` (its ids "
+            "differ between calls, or the run never reached it), and its ids would fall past a shrunk vocabulary"
         )
     how: dict[str, str] = {}  # a cut twin's text -> how its layers were cut
 

@@ -222,6 +222,37 @@ def result_expression(result: dict[str, Any], mapping: dict[int, int], ids: bool
     return repr(values)
 
 
+TOKENIZER_CLASS = re.compile(r"Tokenizer|Processor")  # AutoTokenizer, PreTrainedTokenizerFast, AutoProcessor
+ID_METHODS = {"encode", "encode_plus", "batch_encode_plus", "apply_chat_template"}  # besides calling it
+
+
+def unrecorded_tokenizer_calls(source: str, recorded: set[int]) -> list[int]:
+    """The lines of the script's calls that give a model ids from a tokenizer it loads (`tok = AutoTokenizer
+    .from_pretrained(...)`, then `tok(...)`, `tok.encode(...)`, `tok.apply_chat_template(...)` unless `tokenize=False`;
+    a `pipeline(...)`), none of whose lines is in `recorded` (the calls whose results a literal replaces): a twin
+    runs them, and their ids are the real vocabulary's. A call the failing run never reached is one."""
+    tree = ast.parse(source)
+    holders = {  # by the last part of the name: `tokenizer = ...` is `self.tokenizer` once passed to a class
+        ast.unparse(target).rsplit(".", 1)[-1]
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call)
+        and isinstance(node.value.func, ast.Attribute) and node.value.func.attr == "from_pretrained"
+        and TOKENIZER_CLASS.search(ast.unparse(node.value.func.value))
+        for target in node.targets
+    }  # fmt: skip
+    lines = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call) or any(line in recorded for line in range(node.lineno, node.end_lineno + 1)):
+            continue
+        func = node.func
+        held = ast.unparse(func.value if isinstance(func, ast.Attribute) and func.attr in ID_METHODS else func)
+        held = held.rsplit(".", 1)[-1]
+        text_only = any(k.arg == "tokenize" and getattr(k.value, "value", None) is False for k in node.keywords)
+        if (held in holders and not text_only) or callee_name(func) == "pipeline":
+            lines.append(node.lineno)
+    return sorted(lines)
+
+
 def callee_name(func: ast.expr) -> str:
     """`f` of `f(...)` or `x.f(...)` ('' for anything else)."""
     return func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")

@@ -31,7 +31,7 @@ def ladder(plan: Plan) -> list[Rung]:
     if VOCAB_FIELD not in plan.fields:
         return [shrunk]
     kept = Rung("dimensions and layers shrunk, vocabularies and token ids kept", (VOCAB_FIELD,))
-    return [kept] if plan.live_ids else [shrunk, kept]  # live ids fall past a shrunk vocabulary
+    return [kept] if plan.live_lines else [shrunk, kept]  # live ids fall past a shrunk vocabulary
 
 
 def scale_down(

@@ -20,6 +20,7 @@ from .ids import (
     result_ids,
     small_ids,
     token_ids,
+    unrecorded_tokenizer_calls,
     vocabularies,
     vocabulary_floor,
     vocabulary_size,
@@ -108,6 +109,7 @@ class Plan:
     tokenized: tuple[Tokenized, ...] = ()
     tokenizers: tuple[tuple[int, dict[str, int]], ...] = ()
     least: int = 0  # the vocabulary the script's own numbers ask for (`vocabulary_floor`)
+    unrecorded: tuple[int, ...] = ()  # lines of tokenizer calls the run did not record (`unrecorded_tokenizer_calls`)
 
     @property
     def fields(self) -> list[Path_]:
@@ -134,6 +136,11 @@ class Plan:
         """Tokenizer calls whose ids no literal holds (they differ between calls): a twin runs them, and their ids,
         real ones, index its vocabulary."""
         return [t for t in self.tokenized if t.result is None and t.ids]
+
+    @property
+    def live_lines(self) -> list[int]:
+        """The lines of every tokenizer call a twin runs: ids no literal holds, or calls the run did not record."""
+        return sorted({*(t.line for t in self.live_ids), *self.unrecorded})
 
     def mapping(self) -> dict[int, int]:
         """Each id the run used, mapped into the twin's vocabulary (the identity where none shrinks)."""
@@ -185,6 +192,9 @@ def plan_from_trace(records: Sequence[dict], source: str = "") -> Plan | None:
         tokenized,
         tokenizers,
         vocabulary_floor(source),
+        tuple(
+            unrecorded_tokenizer_calls(source, {t.line for t in tokenized if t.result is not None}) if source else ()
+        ),
     )
 
 
