@@ -194,3 +194,16 @@ def test_faulthandler_dump_is_read_most_recent_first():
 def test_signature_round_trips_through_dict():
     sig = Signature("oom", "torch.OutOfMemoryError", "CUDA out of memory", (Frame("torch", "torch.x", "f"),), ("E",))
     assert Signature.from_dict(sig.to_dict()) == sig
+
+
+def test_a_no_grad_decorator_around_the_scripts_function_is_not_part_of_the_failure():
+    """`@torch.no_grad()` calls the script's `main` through torch's `decorate_context`: with or without it, the
+    failure below is the same one, so a reduction may drop the decorator."""
+    inner = [(f"{LIB}/accelerate/hooks.py", 600, "attach_execution_device_hook")]
+    plain = [("/home/u/job.py", 30, "<module>"), ("/home/u/job.py", 20, "main"), *inner]
+    decorated = [plain[0], (f"{LIB}/torch/utils/_contextlib.py", 120, "decorate_context"), *plain[1:]]
+    line = "RuntimeError: Tensor.item() cannot be called on meta tensors"
+    assert parse_traceback(_traceback(decorated, line)) == parse_traceback(_traceback(plain, line))
+    assert parse_traceback(_traceback(decorated, line)).frames == (
+        Frame("accelerate", "accelerate.hooks", "attach_execution_device_hook"),
+    )

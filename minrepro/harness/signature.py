@@ -200,11 +200,18 @@ def module_of_path(path: str) -> tuple[str, str] | None:
     return parts[0], ".".join(parts)
 
 
+# A library's decorator plumbing around the script's own function (`@torch.no_grad()` calls it through
+# `decorate_context`): the script's context, not the failure's path. In the identity, no reduction could drop it.
+DECORATOR_PLUMBING = frozenset({"torch.utils._contextlib"})
+
+
 def unique_frames(frames: Iterable[Frame]) -> tuple[Frame, ...]:
-    """Each frame once, first occurrence kept: recursion depth (nested modules, hook trees) varies."""
+    """Each frame once, first occurrence kept: recursion depth (nested modules, hook trees) varies. Decorator
+    plumbing (`DECORATOR_PLUMBING`) is left out."""
     seen: dict[Frame, None] = {}
     for frame in frames:
-        seen.setdefault(frame, None)
+        if frame.module not in DECORATOR_PLUMBING:
+            seen.setdefault(frame, None)
     return tuple(seen)
 
 
