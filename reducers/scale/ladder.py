@@ -82,10 +82,8 @@ def _first_on_rung(
     cut: Callable[[str], list[str]] | None,
 ) -> tuple[str, list[Path_]] | None:
     """The first interesting twin of one step of the ladder, or None."""
-    # towers shrunk first, not gone: on two H200s the E4B eval job's twin with both towers gone passed, and delta
-    # debugging over its 20 fields took 192 s to find the audio tower needed; with the towers kept (each cut to one
-    # small layer) the first twin failed the same way. Leaving them out is then one more candidate.
-    # Both in one batch, side by side (the box holds two twins where it held the original).
+    # towers cut to one small layer, and gone, in one batch side by side: a twin without a tower the failure needs
+    # would send the step to delta debugging (gpu-gemma4-e4b-eval in benchmarks/results/scale/defaults.jsonl)
     towers = [path for path in fields if path[-1] == TOWER_GONE]
     kept = list(rung.kept)
     first = twin([*kept, *towers])
