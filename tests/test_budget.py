@@ -7,7 +7,8 @@ import time
 from hypothesis import given
 from hypothesis import strategies as st
 
-from minrepro.reduction.budget import VERIFY_FACTOR, VERIFY_GRACE, Budget, per_candidate, within
+from minrepro.reducers.oracle import PlainOracle, Verdict
+from minrepro.reduction.budget import VERIFY_FACTOR, VERIFY_GRACE, Budget, WithinBudget, per_candidate
 
 
 def test_no_budget_bounds_nothing():
@@ -48,8 +49,8 @@ def test_a_candidate_may_take_twice_its_programs_time_and_never_less_than_a_grac
 
 
 def test_past_its_end_every_proposal_is_answered_no_without_a_run():
-    ran, unjudged = [], [0]
-    ask = within(lambda sources: ran.extend(sources) or [True] * len(sources), time.monotonic() - 1, unjudged)
-    assert ask(["a", "b"]) == [False, False] and ran == [] and unjudged == [2]
-    ask = within(lambda sources: [True] * len(sources), None, unjudged)
-    assert ask(["a"]) == [True]
+    ran = []
+    ask = WithinBudget(PlainOracle(lambda sources: ran.extend(sources) or [True] * len(sources)), time.monotonic() - 1)
+    assert ask.judge(["a", "b"]).verdicts == (Verdict.UNINTERESTING,) * 2 and ran == [] and ask.unjudged == 2
+    ask = WithinBudget(PlainOracle(lambda sources: [True] * len(sources)), None)
+    assert ask.judge(["a"]).verdicts == (Verdict.INTERESTING,) and ask.unjudged == 0

@@ -12,7 +12,7 @@ a clock of its own.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..reducers.oracle import Answers, Oracle, Retraction, Verdict
@@ -83,23 +83,11 @@ def per_candidate(seconds: float) -> float:
     return max(SLOWDOWN * seconds, seconds + GRACE_SECONDS)
 
 
-def within(test_many: Callable[[list[str]], list[bool]], until: float | None, unjudged: list[int]):
-    """Past `until` every proposal is answered "not interesting" without a run: the search runs out of proposals at
-    once and its best goes to verification like one that ended by itself (the seam: no pass knows)."""
-
-    def run(sources: list[str]) -> list[bool]:
-        if until is not None and time.monotonic() >= until:
-            unjudged[0] += len(sources)
-            return [False] * len(sources)
-        return test_many(sources)
-
-    return run
-
-
 @dataclass
 class WithinBudget:
-    """`within` for an `Oracle`: past `until` every proposal is answered UNINTERESTING without a run (counted in
-    `unjudged`); a yes given ahead is still settled, so none is left unjudged at the end."""
+    """Past `until` every proposal is answered UNINTERESTING without a run (counted in `unjudged`): the search runs
+    out of proposals at once and its best goes to verification like one that ended by itself (no pass knows). A yes
+    given ahead is still settled, so none is left unjudged at the end."""
 
     oracle: Oracle
     until: float | None

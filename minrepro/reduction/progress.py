@@ -106,24 +106,9 @@ class Progress:
             self._live = None
 
 
-def counted(test_many, progress: Progress, sent: set[str] | None = None) -> Callable[[list[str]], list[bool]]:
-    """`test_many`, each candidate counted in the progress; with `sent` (shared), each at most once."""
-    sent = set() if sent is None else sent
-
-    def run(sources: list[str]) -> list[bool]:
-        began = time.monotonic()
-        answers = test_many(sources)
-        fresh = set(sources) - sent
-        sent.update(fresh)
-        progress.tried(len(fresh), time.monotonic() - began)
-        return answers
-
-    return run
-
-
 @dataclass
 class Counted:
-    """`counted` for an `Oracle`: each candidate counted once in the progress, screened or judged."""
+    """Each candidate counted once in the progress, screened or judged."""
 
     oracle: Oracle
     progress: Progress

@@ -15,10 +15,11 @@ from ...harness.executors import ColdExecutor, Executor
 from ...harness.oracle import Cache, SignatureOracle, same_failure
 from ...harness.resources import cores
 from ...harness.runner import RunResult
+from ...reducers.oracle import PlainOracle, Verdict
 from ...reducers.source import normalize
-from ..budget import within
+from ..budget import WithinBudget
 from ..guard import GuardSearch, first_good_env
-from ..progress import counted
+from ..progress import Counted
 from ..results import Context, Established, Results, Twin
 from ..scale import Refusal, ScaleDown, TwinJudge, traced_run, try_scale_down
 from ..workdirs import digest
@@ -164,7 +165,11 @@ def build_twin(ctx: Context, est: Established, climb: Climb) -> ScaleDown | None
         ctx.say,
         room=cores(),
     )
-    judged = within(counted(judge, ctx.progress), climb.until, [0])
+    asked = WithinBudget(Counted(PlainOracle(judge), ctx.progress), climb.until)
+
+    def judged(sources: list[str]) -> list[bool]:
+        return [verdict is Verdict.INTERESTING for verdict in asked.judge(sources).verdicts]
+
     scaled = try_scale_down(normalize(ctx.source), climb.traced or est.traced, judged, ctx.say, judge.on_rung)
     refused += judge.refused
     if scaled is None:
