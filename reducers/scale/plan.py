@@ -132,15 +132,10 @@ class Plan:
         return [t for t in self.tokenized if t.result is not None]
 
     @property
-    def live_ids(self) -> list[Tokenized]:
-        """Tokenizer calls whose ids no literal holds (they differ between calls): a twin runs them, and their ids,
-        real ones, index its vocabulary."""
-        return [t for t in self.tokenized if t.result is None and t.ids]
-
-    @property
     def live_lines(self) -> list[int]:
         """The lines of every tokenizer call a twin runs: ids no literal holds, or calls the run did not record."""
-        return sorted({*(t.line for t in self.live_ids), *self.unrecorded})
+        differing = (t.line for t in self.tokenized if t.result is None and t.ids)
+        return sorted({*differing, *self.unrecorded})
 
     def mapping(self) -> dict[int, int]:
         """Each id the run used, mapped into the twin's vocabulary (the identity where none shrinks)."""
