@@ -226,20 +226,25 @@ TOKENIZER_CLASS = re.compile(r"Tokenizer|Processor")  # AutoTokenizer, PreTraine
 ID_METHODS = {"encode", "encode_plus", "batch_encode_plus", "apply_chat_template"}  # besides calling it
 
 
+def _loads_tokenizer(value: ast.expr) -> bool:
+    """`AutoTokenizer.from_pretrained(...)`, `PreTrainedTokenizerFast.from_pretrained(...)`, ..."""
+    func = value.func if isinstance(value, ast.Call) else None
+    return (
+        isinstance(func, ast.Attribute)
+        and func.attr == "from_pretrained"
+        and TOKENIZER_CLASS.search(ast.unparse(func.value)) is not None
+    )
+
+
 def unrecorded_tokenizer_calls(source: str, recorded: set[int]) -> list[int]:
     """The lines of the script's calls that give a model ids from a tokenizer it loads (`tok = AutoTokenizer
     .from_pretrained(...)`, then `tok(...)`, `tok.encode(...)`, `tok.apply_chat_template(...)` unless `tokenize=False`;
     a `pipeline(...)`), none of whose lines is in `recorded` (the calls whose results a literal replaces): a twin
     runs them, and their ids are the real vocabulary's. A call the failing run never reached is one."""
     tree = ast.parse(source)
-    holders = {  # by the last part of the name: `tokenizer = ...` is `self.tokenizer` once passed to a class
-        ast.unparse(target).rsplit(".", 1)[-1]
-        for node in ast.walk(tree)
-        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call)
-        and isinstance(node.value.func, ast.Attribute) and node.value.func.attr == "from_pretrained"
-        and TOKENIZER_CLASS.search(ast.unparse(node.value.func.value))
-        for target in node.targets
-    }  # fmt: skip
+    # by the last part of the name: `tokenizer = ...` is `self.tokenizer` once passed to a class
+    loads = [n for n in ast.walk(tree) if isinstance(n, ast.Assign) and _loads_tokenizer(n.value)]
+    holders = {ast.unparse(target).rsplit(".", 1)[-1] for node in loads for target in node.targets}
     lines = []
     for node in ast.walk(tree):
         if not isinstance(node, ast.Call) or any(line in recorded for line in range(node.lineno, node.end_lineno + 1)):
