@@ -213,18 +213,23 @@ def version_set_envs(search: GuardSearch) -> list[tuple[str, Guard]]:
     return found
 
 
-def make_guard_envs(versions: dict[str, str | None], source: str, note: Callable[[str], None]) -> None:
-    """Make, in the order the guard tries them, the envs it may need: the current set patched, then the other
-    version sets. The driver runs this while the original's cold runs go: on a fresh box each env takes a minute or more
-    to make, which the guard would otherwise wait for one after another. `versions`: the bad env's (its probe)."""
+def guard_env_sets(versions: dict[str, str | None], source: str) -> list[tuple[str, bool]]:
+    """The envs the guard may need, in the order it tries them, as (version set, patched): the current set patched,
+    then the other version sets. `versions`: the bad env's (its probe)."""
     if not imported_modules(source) & HF_LIBRARIES:
-        return
+        return []
     catalog = load_catalog()
     current = catalog.detect_set(versions)
-    if current is not None:
-        set_env(catalog, current, True, note)
-    for name in _other_sets(catalog, current):
-        set_env(catalog, name, False, note)
+    first = [(current, True)] if current is not None else []
+    return first + [(name, False) for name in _other_sets(catalog, current)]
+
+
+def make_guard_envs(sets: list[tuple[str, bool]], note: Callable[[str], None]) -> None:
+    """Make `sets` (`guard_env_sets`) in the cache. The driver runs this while the original's cold runs go: on a fresh
+    box each env takes a minute or more to make, which the guard would otherwise wait for one after another."""
+    catalog = load_catalog() if sets else None
+    for name, patched in sets:
+        set_env(catalog, name, patched, note)
 
 
 def _other_sets(catalog: Catalog, current: str | None) -> list[str]:
@@ -324,9 +329,10 @@ def choose_guard(search: GuardSearch, good_pythons: list[str], mode: str) -> Gua
         return named_pythons(search, good_pythons)
     if mode == "none":
         return UNGUARDED
-    candidates = good_env_candidates(search)
-    if candidates and not search.passes_in(candidates[0]):  # the likeliest alone: its runs have the box to themselves
-        search.prefetch(candidates[1:])
+    first = first_good_env(search, good_pythons, mode)
+    # the likeliest alone: its runs have the box to themselves, and the other envs are made only where it fails
+    if first is not None and not search.passes_in(first):
+        search.prefetch([python for python in good_env_candidates(search) if python != first])
     for find in SEARCH_ORDER:
         guard = find(search)
         if guard is not None:

@@ -37,7 +37,8 @@ from ..scale import ScaleDown, traced_run
 from ..workdirs import digest, workdir
 
 CONFIRMING = "the original's confirming runs"
-GUARD_ENVS = "the guard's envs"
+FIRST_GUARD_ENV = "the env the guard judges first"
+OTHER_GUARD_ENVS = "the guard's other envs"
 
 
 def establish(ctx: Context, done: Results) -> Established:
@@ -46,7 +47,11 @@ def establish(ctx: Context, done: Results) -> Established:
     # the bad env's probe (a process that imports torch) goes while the original runs, and serves the guard's envs too
     probing = ctx.background.submit(probe, ctx.python)
     if not opts.good_pythons and opts.guard == "auto":
-        ctx.background.start(GUARD_ENVS, make_guard_envs, probing, ctx.source, ctx.notes)
+        # the first is what the scale-down and the guard wait for; the others are made after it, taken by nobody: the
+        # guard makes (or waits for) one only where the first does not pass
+        sets = ctx.background.submit(guard_env_sets, probing, ctx.source)
+        first = ctx.background.start(FIRST_GUARD_ENV, make_guard_envs, sets, slice(0, 1), ctx.notes)
+        ctx.background.start(OTHER_GUARD_ENVS, make_guard_envs, sets, slice(1, None), ctx.notes, first)
     remembered = remembered_runs(ctx, scale_dir)
     disagreed = False
     if remembered is not None:
@@ -268,13 +273,22 @@ def choose_jobs(given: int | None, runs: list[RunResult], what: str) -> tuple[in
     return jobs, f"{available} cores, at most {MAX_AUTO_JOBS}; {why_memory}"
 
 
-def make_guard_envs(probing: Future, source: str, notes: list[str]) -> None:
-    """The envs the guard may try, made in the cache while the original's cold runs go (a minute or more each, the
-    first time)."""
+def guard_env_sets(probing: Future, source: str) -> list[tuple[str, bool]]:
+    """The envs the guard may try, in its order, once the bad env's probe says its versions."""
+    from ..guard import guard_env_sets as sets
+
+    return sets(probing.result().versions, source)
+
+
+def make_guard_envs(sets: Future, which: slice, notes: list[str], after: Future | None = None) -> None:
+    """The envs the guard may try (`which` of `sets`, the future of `guard_env_sets`), made in the cache while the
+    original's cold runs go (a minute or more each, the first time); `after`: the task to let finish first."""
     from ..guard import make_guard_envs as make
 
     with contextlib.suppress(Exception):  # the guard makes them itself, and says why, if this fails
-        make(probing.result().versions, source, notes.append)
+        if after is not None:
+            after.result()
+        make(sets.result()[which], notes.append)
 
 
 def remembered_runs(ctx: Context, scale_dir: Path | None) -> tuple[list[RunResult], RunResult | None] | None:

@@ -17,7 +17,7 @@ from ..options import ReduceOptions
 from ..results import Context, Established, GuardChoice, Results
 from ..scale import ScaleDown
 from ..workers import Spec, Subject
-from .establish import GUARD_ENVS, confirmed
+from .establish import FIRST_GUARD_ENV, confirmed
 
 
 def guard(ctx: Context, done: Results) -> GuardChoice:
@@ -28,7 +28,7 @@ def guard(ctx: Context, done: Results) -> GuardChoice:
         est = confirmed(ctx, est)
     subject, subject_path = (twin.source, twin.path) if twin else (ctx.source, ctx.script)
     start_executors(ctx, est, twin, jobs)
-    ctx.background.take(GUARD_ENVS)  # made while the original ran; the guard finds them ready
+    ctx.background.take(FIRST_GUARD_ENV)  # made while the original ran; the others as the guard needs them
     # the good run goes to the end: its cost is not known yet (FIRST_RUN_TIMEOUT)
     search = GuardSearch(
         subject_path,

@@ -23,7 +23,7 @@ from ..progress import Counted
 from ..results import Context, Established, Results, Twin
 from ..scale import Refusal, ScaleDown, TwinJudge, traced_run, try_scale_down
 from ..workdirs import digest
-from .establish import CONFIRMING, GUARD_ENVS, choose_jobs
+from .establish import CONFIRMING, FIRST_GUARD_ENV, choose_jobs
 
 
 def scale_down(ctx: Context, done: Results) -> Twin:
@@ -115,7 +115,7 @@ def twin_judges(ctx: Context, est: Established) -> dict[str, bool]:
     opts = ctx.opts
     if opts.good_pythons:
         return {py: True for py in opts.good_pythons}
-    ctx.background.take(GUARD_ENVS)
+    ctx.background.take(FIRST_GUARD_ENV)
     search = GuardSearch(
         ctx.script,
         ctx.source,
