@@ -78,6 +78,20 @@ class Workers(contextlib.AbstractContextManager):
         self.warming: Future | None = None  # the bad env's executor, measured on the twin beside the guard
         self.fix_pool: FixPool | None = None
         self.taken: list[Executor] = []  # handed to the search
+        self.early: Spec | None = None  # the spec the executors were started with before their subject was known
+        self.early_fix: tuple[Spec, Future, list[str]] | None = None  # the fix's executor likewise, and its notes
+
+    def prestart(self, spec: Spec, fix: Spec | None = None) -> None:
+        """The executors `start` and `start_fix_pool` would start (`spec`, and the fix's `fix`), started before their
+        subject is known, while the twin is judged: a warm worker's imports then go beside the twin's runs. Kept
+        where the later spec is the same, closed unused otherwise."""
+        self.start(spec)
+        self.early = spec
+        if fix is not None and self.opts.executor != "cold":
+            where = f"guard env {fix.python}: "
+            notes: list[str] = []
+            started = self.background.submit(start_executor, self.opts, self.source, fix, notes, where)
+            self.early_fix = (fix, started, notes)
 
     def start(
         self,
@@ -86,24 +100,38 @@ class Workers(contextlib.AbstractContextManager):
         log: Callable[[str], None] = lambda _: None,
     ) -> None:
         """The search's executors, started in the background: the bad env's (`spec`), its warm workers kept one batch
-        ahead where the cores allow, and one per --good-python. With `measure_on` (the original's signature, the
-        twin), the bad env's is then measured on the twin: its warm runs need no guard, so they go beside the
-        guard's runs."""
-        opts, jobs = self.opts, spec.jobs
-        bad = replace(spec, spares=min(jobs, max(0, cores() - jobs)))
-        self.started.append(self.background.submit(start_executor, opts, self.source, bad, self.notes))
-        self.started += [
-            self.background.submit(
-                start_executor, opts, self.source, Spec(py, spec.modules, jobs), self.notes, f"guard env {py}: "
-            )
-            for py in opts.good_pythons
-        ]
+        ahead where the cores allow, and one per --good-python (those `prestart` started for the same spec are kept).
+        With `measure_on` (the original's signature, the twin), the bad env's is then measured on the twin: its warm
+        runs need no guard, so they go beside the guard's runs."""
+        if spec != self.early:  # none started early, or for a twin the search does not stand on
+            self._launch(spec)
+            if self.early_fix is not None:
+                self._close_later(self.early_fix[1])
+                self.early_fix = None
+        self.early = None
         if measure_on is not None:
             original, twin = measure_on
             started = self.started[0]
             self.warming = self.background.submit(
                 lambda: warm_executor(started.result(), original, twin, self.notes, log)
             )
+
+    def _launch(self, spec: Spec) -> None:
+        for future in self.started:  # started early for another size: closed once their start ends
+            self._close_later(future)
+        opts, jobs = self.opts, spec.jobs
+        bad = replace(spec, spares=min(jobs, max(0, cores() - jobs)))
+        self.started = [self.background.submit(start_executor, opts, self.source, bad, self.notes)]
+        self.started += [
+            self.background.submit(
+                start_executor, opts, self.source, Spec(py, spec.modules, jobs), self.notes, f"guard env {py}: "
+            )
+            for py in opts.good_pythons
+        ]
+
+    def _close_later(self, started: Future) -> None:
+        """An executor not wanted: closed in the background once its start ends (the reduction's end waits)."""
+        self.background.start("closing an executor", _close_started, started, awaited=True)
 
     def restart(self, *args, **kwargs) -> None:
         """The executors started for the twin closed (once the twin's warm runs are done with the bad env's), and
@@ -121,11 +149,15 @@ class Workers(contextlib.AbstractContextManager):
     def start_fix_pool(self, spec: Spec, subject: Subject) -> None:
         """The fix's warm pool (`spec`), started and given its reuse check on `subject` (the twin) while the guard's
         cold runs judge that env."""
-        notes: list[str] = []
+        early, self.early_fix = self.early_fix, None
+        if early is not None and early[0] != spec:  # started early for another size
+            self._close_later(early[1])
+            early = None
+        notes: list[str] = early[2] if early is not None else []
         where = f"guard env {spec.python}: "
 
         def start() -> Executor:
-            executor = start_executor(self.opts, self.source, spec, notes, where)
+            executor = early[1].result() if early else start_executor(self.opts, self.source, spec, notes, where)
             try:
                 return reuse_agrees(executor, subject, None, notes, ReuseCheck(where, fresh_first=True))[0]
             except BaseException:
@@ -154,7 +186,7 @@ class Workers(contextlib.AbstractContextManager):
     def drop_fix_pool(self) -> None:
         """The fix's pool, not wanted: closed in the background once its start ends (the reduction's end waits)."""
         if self.fix_pool is not None:
-            self.background.start("closing the fix's pool", _close_started, self.fix_pool.started, awaited=True)
+            self._close_later(self.fix_pool.started)
             self.fix_pool = None
 
     def good(
@@ -199,6 +231,7 @@ class Workers(contextlib.AbstractContextManager):
 
     def __exit__(self, *exc: object) -> None:
         early = [self.fix_pool.started] if self.fix_pool else []  # taken by the search, or not yet judged
+        early += [self.early_fix[1]] if self.early_fix else []  # started before its subject, never checked
         used = list(self.taken)
         for future in [*self.started, *early]:  # started, and maybe never taken: closed here, once each
             with contextlib.suppress(Exception):

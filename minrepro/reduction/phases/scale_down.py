@@ -18,11 +18,12 @@ from ...harness.runner import RunResult
 from ...reducers.oracle import PlainOracle, Verdict
 from ...reducers.source import normalize
 from ..budget import WithinBudget
-from ..guard import GuardSearch, first_good_env
+from ..guard import GuardSearch, family_fix_env, first_good_env
 from ..progress import Counted
 from ..results import Context, Established, Results, Twin
 from ..scale import Refusal, ScaleDown, TwinJudge, traced_run, try_scale_down
 from ..workdirs import digest
+from ..workers import Spec
 from .establish import CONFIRMING, FIRST_GUARD_ENV, choose_jobs
 
 
@@ -35,10 +36,12 @@ def scale_down(ctx: Context, done: Results) -> Twin:
         refused = []
         # the original's confirming runs go meanwhile: the twin's candidates take the slots they leave
         beside = ctx.opts.confirm_runs - 1 if ctx.background.pending(CONFIRMING) else 0
+        goods, fix = twin_judges(ctx, est)
+        prestart_executors(ctx, est, fix)
         climb = Climb(
             ColdExecutor(ctx.python, max(1, est.jobs - beside)),
             ctx.budget.scale_down_until(est.first_run.seconds),
-            twin_judges(ctx, est),
+            goods,
             refused,
         )
         scaled = build_twin(ctx, est, climb)
@@ -109,12 +112,13 @@ def merged_trace(failing: RunResult, passing: RunResult) -> RunResult:
     return replace(failing, trace=(*failing.trace, *extra))
 
 
-def twin_judges(ctx: Context, est: Established) -> dict[str, bool]:
+def twin_judges(ctx: Context, est: Established) -> tuple[dict[str, bool], str | None]:
     """Where the scale-down judges a twin with the bug fixed, python -> named by the user: the --good-python envs, else
-    the env the guard will judge first (made while the original ran)."""
+    the env the guard will judge first (made while the original ran); and that env's python where it is the catalog's
+    fix of this failure (None otherwise)."""
     opts = ctx.opts
     if opts.good_pythons:
-        return {py: True for py in opts.good_pythons}
+        return {py: True for py in opts.good_pythons}, None
     ctx.background.take(FIRST_GUARD_ENV)
     search = GuardSearch(
         ctx.script,
@@ -128,7 +132,18 @@ def twin_judges(ctx: Context, est: Established) -> dict[str, bool]:
         notes=ctx.notes,
     )
     first = first_good_env(search, opts.good_pythons, opts.guard)
-    return {first: False} if first else {}
+    return ({first: False} if first else {}), family_fix_env(search, opts.good_pythons, opts.guard)
+
+
+def prestart_executors(ctx: Context, est: Established, fix: str | None) -> None:
+    """The search's executors (the bad env's, and the fix's warm pool), started while the twin is judged: a warm
+    worker's imports then go beside the twin's runs, not after them. Sized as a twin's runs are (the cores' share: a
+    twin's memory is no limit); the guard keeps them where the twin's size agrees, and closes them otherwise."""
+    if ctx.opts.executor == "cold":
+        return
+    jobs, _ = choose_jobs(ctx.opts.jobs, [], "the twin")
+    modules, cuda = est.first_run.modules, getattr(est.env, "cuda", None)
+    ctx.workers.prestart(Spec(ctx.python, modules, jobs, cuda=cuda), Spec(fix, modules, jobs) if fix else None)
 
 
 def build_twin(ctx: Context, est: Established, climb: Climb) -> ScaleDown | None:
