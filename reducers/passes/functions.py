@@ -210,8 +210,9 @@ class _Substitute(ast.NodeTransformer):
 
 
 def drop_unused_parameters(problem: Problem) -> None:
-    """Parameters a function never reads go, with the arguments every call passes for them: all at once first
-    (one run), then one at a time. `settings` passed to functions that ignore it keeps a whole class alive."""
+    """Parameters a function (or a class's `__init__`) never reads go, with the arguments every call passes for them:
+    all at once first (one run), then one at a time. `settings` passed to functions that ignore it keeps a whole class
+    alive."""
     while True:
         tree = ast.parse(problem.current)
         unused = [(f, p) for f in _plain_functions(tree) for p in _unused_parameters(f, tree)]
@@ -229,37 +230,58 @@ def drop_unused_parameters(problem: Problem) -> None:
 
 
 def _plain_functions(tree: ast.Module) -> list[str]:
-    """Module-level functions with plain parameters, used only by calls that pass nothing unpacked."""
+    """Module-level functions, and classes by their `__init__`, with plain parameters, used only by calls that pass
+    nothing unpacked."""
     plain = []
-    for func in tree.body:
-        if not isinstance(func, ast.FunctionDef) or func.decorator_list or func.args.vararg or func.args.kwarg:
+    for node in tree.body:
+        func = _callee(tree, node.name) if isinstance(node, ast.FunctionDef | ast.ClassDef) else None
+        if func is None or func.decorator_list or func.args.vararg or func.args.kwarg:
             continue
         uses = [
-            n for n in ast.walk(tree) if isinstance(n, ast.Name) and n.id == func.name and isinstance(n.ctx, ast.Load)
+            n for n in ast.walk(tree) if isinstance(n, ast.Name) and n.id == node.name and isinstance(n.ctx, ast.Load)
         ]
-        calls = _calls_of(tree, func.name)
+        calls = _calls_of(tree, node.name)
         if (
             len(uses) == len(calls)
             and not any(isinstance(a, ast.Starred) for c in calls for a in c.args)
             and not any(k.arg is None for c in calls for k in c.keywords)
         ):
-            plain.append(func.name)
+            plain.append(node.name)
     return plain
 
 
+def _callee(tree: ast.Module, name: str) -> ast.FunctionDef | None:
+    """What a call of `name` runs: the module-level function, or the module-level class's own `__init__` (None: a
+    class without one, or a decorated class)."""
+    node = next(n for n in tree.body if isinstance(n, ast.FunctionDef | ast.ClassDef) and n.name == name)
+    if isinstance(node, ast.FunctionDef):
+        return node
+    if node.decorator_list:
+        return None
+    return next((f for f in node.body if isinstance(f, ast.FunctionDef) and f.name == "__init__"), None)
+
+
+def _passed(func: ast.FunctionDef, name: str, tree: ast.Module) -> list[str]:
+    """The parameters a call fills, in order: a class's `__init__` without its `self`."""
+    names = [a.arg for a in [*func.args.posonlyargs, *func.args.args]]
+    is_class = any(isinstance(n, ast.ClassDef) and n.name == name for n in tree.body)
+    return names[1:] if is_class else names
+
+
 def _unused_parameters(name: str, tree: ast.Module) -> list[str]:
-    func = next(f for f in tree.body if isinstance(f, ast.FunctionDef) and f.name == name)
+    func = _callee(tree, name)
     read = {n.id for stmt in func.body for n in ast.walk(stmt) if isinstance(n, ast.Name)}
     if "locals" in read or "vars" in read:
         return []
-    return [a.arg for a in [*func.args.posonlyargs, *func.args.args, *func.args.kwonlyargs] if a.arg not in read]
+    passed = [*_passed(func, name, tree), *(a.arg for a in func.args.kwonlyargs)]
+    return [arg for arg in passed if arg not in read]
 
 
 def _without_parameters(tree: ast.Module, drops: list[tuple[str, str]]) -> str | None:
     new = copy.deepcopy(tree)
     for name, param in drops:
-        func = next(f for f in new.body if isinstance(f, ast.FunctionDef) and f.name == name)
-        positional = [a.arg for a in [*func.args.posonlyargs, *func.args.args]]
+        func = _callee(new, name)
+        positional = _passed(func, name, new)
         for call in _calls_of(new, name):
             if param in positional and positional.index(param) < len(call.args):
                 del call.args[positional.index(param)]
