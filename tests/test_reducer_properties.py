@@ -259,6 +259,26 @@ def test_unused_parameters_go_with_their_arguments_and_keep_the_result(used, pos
     assert _exec_output(problem.current) == expected
 
 
+@given(st.lists(st.booleans(), min_size=1, max_size=4), st.integers(0, 4))
+def test_a_class_s_unused_init_parameters_go_with_their_arguments(used, positional):
+    from minrepro.reducers.passes import drop_unused_parameters
+
+    # `ChatBackend(args.model_dir, 0.85)._offload.name`: the arguments kept argparse and the class's signature alive
+    params = [f"p{i}" for i in range(len(used))]
+    body = " + ".join([p for p, u in zip(params, used, strict=False) if u] or ["0"])
+    args = [str(i + 1) if i < positional else f"p{i}={i + 1}" for i in range(len(params))]
+    source = (
+        f"class Backend:\n    def __init__(self, {', '.join(params)}):\n        self.total = {body}\n"
+        f"out = Backend({', '.join(args)}).total\n"
+    )
+    expected = _exec_output(source)
+    problem = Problem(source, lambda cs: [_exec_output(c) == expected for c in cs])
+    drop_unused_parameters(problem)
+    [init] = [n for n in ast.walk(ast.parse(problem.current)) if isinstance(n, ast.FunctionDef)]
+    assert [a.arg for a in init.args.args] == ["self", *(p for p, u in zip(params, used, strict=False) if u)]
+    assert _exec_output(problem.current) == expected
+
+
 def test_a_function_called_inside_a_statement_is_inlined_before_it():
     from minrepro.reducers.passes import _render, inline_nested_calls
 
@@ -1088,3 +1108,19 @@ def test_a_sweep_merges_an_edit_of_the_last_token_with_the_others():
     )
     sweep(constant_attributes)(problem)
     assert "a.p" not in judged[0] and "a.q" not in judged[0]  # the first judged: both edits, merged
+
+
+def test_an_attribute_read_off_an_instance_built_in_place_is_the_value_its_init_set():
+    """`ChatBackend(args.model_dir)._offload.name` reads `tempfile.TemporaryDirectory().name`; a value that reads a
+    parameter, or one set twice, stays."""
+    from minrepro.reducers.passes import init_values
+
+    source = (
+        "import tempfile\nclass ChatBackend:\n    def __init__(self, model_dir, budget):\n"
+        "        self._offload = tempfile.TemporaryDirectory()\n        self.model_dir = model_dir\n"
+        "        self.budget = '1GiB'\n        if budget:\n            self.budget = budget\n"
+        "run(ChatBackend(args.model_dir, None)._offload.name, ChatBackend('x', None).model_dir)\n"
+        "run(ChatBackend('y', 2).budget)\n"
+    )
+    proposals = [ast.unparse(t).splitlines()[-2] for t in init_values(ast.parse(source))]
+    assert proposals == ["run(tempfile.TemporaryDirectory().name, ChatBackend('x', None).model_dir)"]

@@ -31,7 +31,7 @@ from .structure import (
     unwrap_with,
 )
 from .functions import drop_unused_parameters, inline_functions, inline_nested_calls
-from .classes import dataclass_defaults, drop_empty_classes, flatten_instances, inline_methods
+from .classes import dataclass_defaults, drop_empty_classes, flatten_instances, init_values, inline_methods
 from .statements import (
     delete_lines,
     delete_statements,
@@ -109,6 +109,7 @@ PASSES: list[Pass] = [
     greedy(inline_methods, chain=True),  # a class around the failing call: `server.start()` becomes its body
     greedy(flatten_instances, chain=True),  # then the instance's attributes: its arguments, or its values alone
     greedy(dataclass_defaults, chain=True),  # `Config().root`: the field's default as written
+    greedy(init_values, chain=True),  # `Backend(args.dir)._offload`: the value its `__init__` set, as written
     # what the slice leaves unread, each in one candidate: a budget that ends here still hands over a clean script
     drop_dead_assignments,
     drop_unused_imports,
@@ -185,6 +186,7 @@ __all__ = [
     "flatten_instances",
     "fold_constants",
     "greedy",
+    "init_values",
     "inline_functions",
     "inline_methods",
     "inline_nested_calls",

@@ -196,6 +196,55 @@ def dataclass_defaults(tree: ast.Module) -> Iterator[ast.Module]:
             yield new
 
 
+def init_values(tree: ast.Module) -> Iterator[ast.Module]:
+    """`Backend(args.model_dir)._offload.name`, read off an instance built in place, is the value its `__init__`
+    set as written, where that value reads neither the instance nor a parameter (`self._offload =
+    tempfile.TemporaryDirectory()`: `tempfile.TemporaryDirectory().name`). The class then falls to the passes that
+    drop what nothing reads."""
+    values = {c.name: _own_values(c) for c in tree.body if isinstance(c, ast.ClassDef) and not c.decorator_list}
+    reads = [
+        i
+        for i, n in enumerate(n for n in ast.walk(tree) if isinstance(n, ast.Attribute))
+        if isinstance(n.ctx, ast.Load)
+        and isinstance(n.value, ast.Call)
+        and isinstance(n.value.func, ast.Name)
+        and n.attr in values.get(n.value.func.id, {})
+    ]
+    for index in reads:
+        new = copy.deepcopy(tree)
+        node = _nth(new, ast.Attribute, index)
+        if replace_node(new, node, copy.deepcopy(values[node.value.func.id][node.attr])):
+            yield new
+
+
+def _own_values(cls: ast.ClassDef) -> dict[str, ast.expr]:
+    """Attribute -> value, for each `self.attr = value` at the top of `__init__` whose value reads neither the
+    instance nor a parameter, and that nothing else in `__init__` sets again."""
+    init = next((f for f in cls.body if isinstance(f, ast.FunctionDef) and f.name == "__init__"), None)
+    if init is None or not init.args.args:
+        return {}
+    params = {a.arg for a in ast.walk(init.args) if isinstance(a, ast.arg)}
+    this = init.args.args[0].arg
+    sets: dict[str, list[ast.expr]] = {}
+    for node in ast.walk(init):
+        targets = node.targets if isinstance(node, ast.Assign) else [getattr(node, "target", None)]
+        for target in targets:
+            if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) and target.value.id == this:
+                sets.setdefault(target.attr, []).append(node.value if isinstance(node, ast.Assign) else None)
+    out = {}
+    for stmt in init.body:
+        target = stmt.targets[0] if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 else None
+        if (
+            isinstance(target, ast.Attribute)
+            and isinstance(target.value, ast.Name)
+            and target.value.id == this
+            and len(sets.get(target.attr, [])) == 1
+            and not {n.id for n in ast.walk(stmt.value) if isinstance(n, ast.Name)} & params
+        ):
+            out[target.attr] = stmt.value
+    return out
+
+
 def _field_default(value: ast.expr) -> ast.expr | None:
     """What a dataclass field's default evaluates to, as an expression: the value, or a default factory's call."""
     if isinstance(value, ast.Call) and callee_name(value.func) == "field":
