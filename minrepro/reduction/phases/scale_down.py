@@ -119,7 +119,10 @@ def twin_judges(ctx: Context, est: Established) -> tuple[dict[str, bool], str | 
     opts = ctx.opts
     if opts.good_pythons:
         return {py: True for py in opts.good_pythons}, None
+    began = time.monotonic()
     ctx.background.take(FIRST_GUARD_ENV)
+    if time.monotonic() - began >= 1:  # a fresh box: the env is made once, then found in the cache
+        ctx.say(f"scale-down: {time.monotonic() - began:.0f} s waiting for the env where the bug is fixed to be made")
     search = GuardSearch(
         ctx.script,
         ctx.source,
