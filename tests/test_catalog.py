@@ -402,7 +402,7 @@ def test_a_patch_that_breaks_a_case_whose_precondition_is_absent_is_harm(monkeyp
     monkeypatch.setattr(proof, "_outcome", lambda case, env, timeout, absent=(): outcomes[(env, case.id)])
     rows = {c: proof.ProofRow(c, "H", [], "fail", "skipped", "", "pass", "skipped", "", "skipped") for c in "hx"}
     cases = [SimpleNamespace(id="h"), SimpleNamespace(id="x")]
-    proof._prove_no_harm(cases, rows, "clean", "patched", 1.0, 1, lambda _: None)
+    proof._prove_no_harm(cases, rows, proof.Sides("clean", "patched"), proof.ProofRuns(1.0, lambda _: None))
     assert rows["h"].no_harm.startswith("harm: pass -> fail") and "2.74" in rows["h"].no_harm
     assert rows["x"].no_harm == "no harm: fail -> fail"
     assert rows["h"].verdict == "skipped"  # the case's own proof is still not claimed here
@@ -424,7 +424,9 @@ def test_an_emulable_precondition_present_here_is_proved_without_it_as_well(monk
     monkeypatch.setattr(proof, "_outcome", outcome)
     rows = {"h": proof.ProofRow("h", "H", [], "fail", "fail", "", "pass", "pass", "", "proved")}
     case = SimpleNamespace(id="h", requires_cpu_flags=("avx512_bf16", "avx512f"))
-    proof._prove_no_harm([case], rows, "clean", "patched", 1.0, 1, lambda _: None, emulated=True)
+    proof._prove_no_harm(
+        [case], rows, proof.Sides("clean", "patched"), proof.ProofRuns(1.0, lambda _: None), emulated=True
+    )
     assert seen == [("clean", "h", ("avx512_bf16",)), ("patched", "h", ("avx512_bf16",))]  # avx512f: not emulable
     assert rows["h"].no_harm == "" and rows["h"].no_harm_emulated.startswith("harm: pass -> fail")
     assert "emulated without its CPU feature, harm" in proof.format_proof({"cases": [{**vars(rows["h"])}]})
@@ -441,9 +443,8 @@ def test_an_emulation_that_did_not_take_effect_is_not_a_no_harm_proof(monkeypatc
     case = SimpleNamespace(id="h", script="h.py", requires_cpu_flags=("avx512_bf16",))
     assert proof._outcome(case, SimpleNamespace(python="py"), 1.0, ("avx512_bf16",))[0] == proof.NOT_EMULATED
     rows = {"h": proof.ProofRow("h", "H", [], "fail", "fail", "", "pass", "pass", "", "proved")}
-    proof._prove_no_harm(
-        [case], rows, SimpleNamespace(python="py"), SimpleNamespace(python="py"), 1.0, 1, lambda _: None, emulated=True
-    )
+    sides = proof.Sides(SimpleNamespace(python="py"), SimpleNamespace(python="py"))
+    proof._prove_no_harm([case], rows, sides, proof.ProofRuns(1.0, lambda _: None), emulated=True)
     assert rows["h"].no_harm_emulated.startswith("not checked: the emulation did not take effect")
 
 
@@ -475,12 +476,13 @@ def test_controls_pass_unpatched_and_a_patch_that_breaks_one_is_harm(monkeypatch
     outcomes = {"clean": ("pass", ""), "patched": ("fail-other", "KeyError: 'safetensors_file'")}
     monkeypatch.setattr(proof, "_outcome", lambda case, env, timeout, absent=(): outcomes[env])
     monkeypatch.setattr(proof, "skip_reason", lambda case, env: None)
-    [row] = proof._prove_controls([control], "clean", "patched", 1.0, lambda _: None)
+    sides, runs = proof.Sides("clean", "patched"), proof.ProofRuns(1.0, lambda _: None)
+    [row] = proof._prove_controls([control], sides, runs)
     assert row["verdict"] == "harm" and "safetensors_file" in row["patched_headline"]
     outcomes["patched"] = ("pass", "")
-    assert proof._prove_controls([control], "clean", "patched", 1.0, lambda _: None)[0]["verdict"] == "no harm"
+    assert proof._prove_controls([control], sides, runs)[0]["verdict"] == "no harm"
     outcomes["clean"] = ("fail-other", "E")  # the catalog's claim is wrong
-    assert proof._prove_controls([control], "clean", "patched", 1.0, lambda _: None)[0]["verdict"] == "differs"
+    assert proof._prove_controls([control], sides, runs)[0]["verdict"] == "differs"
 
 
 def test_a_control_is_also_run_without_a_cpu_feature_it_names_where_this_cpu_has_it(monkeypatch):
@@ -501,12 +503,12 @@ def test_a_control_is_also_run_without_a_cpu_feature_it_names_where_this_cpu_has
     monkeypatch.setattr(proof, "_outcome", outcome)
     monkeypatch.setattr(proof, "skip_reason", lambda case, env: None)
     clean, patched = (SimpleNamespace(name=n, cpu_flags=("avx512_bf16",)) for n in ("clean", "patched"))
-    [row] = proof._prove_controls([control], clean, patched, 1.0, lambda _: None)
+    [row] = proof._prove_controls([control], proof.Sides(clean, patched), proof.ProofRuns(1.0, lambda _: None))
     assert row["verdict"] == "harm" and row["emulated_absent"]["verdict"] == "harm"
     assert ("patched", ("avx512_bf16",)) in seen
     seen.clear()
     clean.cpu_flags = patched.cpu_flags = ()  # a CPU without it: the plain pair already is that run
-    [row] = proof._prove_controls([control], clean, patched, 1.0, lambda _: None)
+    [row] = proof._prove_controls([control], proof.Sides(clean, patched), proof.ProofRuns(1.0, lambda _: None))
     assert row["verdict"] == "no harm" and "emulated_absent" not in row and all(not a for _, a in seen)
 
 

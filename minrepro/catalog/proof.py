@@ -50,6 +50,32 @@ EMULABLE_ABSENT = ("avx512_bf16",)
 NOT_EMULATED = "not emulated"  # the emulation was asked for and did not take effect: the run proves nothing
 
 
+@dataclass(frozen=True)
+class SetEnvs:
+    """A version set's two environments: `clean` without patches, `patched` where they are applied."""
+
+    set_name: str
+    clean: Path
+    patched: Path
+
+
+@dataclass(frozen=True)
+class Sides:
+    """The environments a proof compares, as probed: without (`clean`) and with (`patched`) the patches."""
+
+    clean: Environment
+    patched: Environment
+
+
+@dataclass(frozen=True)
+class ProofRuns:
+    """How a proof runs its cases: each run's timeout, where progress goes, how many runs at a time."""
+
+    timeout: float
+    log: Callable[[str], None]
+    jobs: int = 1
+
+
 def _outcome(case: Case, env: Environment, timeout: float, absent: tuple[str, ...] = ()) -> tuple[str, str]:
     emulate = {"MINREPRO_EMULATE_ABSENT": ",".join(absent)} if absent else None
     run = run_script(case.script, python=env.python, timeout=timeout, isolated=True, env=emulate)
@@ -67,7 +93,7 @@ def _fails(observed: str) -> bool:
 
 def prepare(
     catalog: Catalog, set_name: str, envs: Path, wheelhouse: Path | None, log: Callable[[str], None]
-) -> tuple[Path, Path]:
+) -> SetEnvs:
     """The clean and the patched environment for a set (created once, reused; the patched one reset)."""
     requirements = [str(r) for r in catalog.sets[set_name].requirements]
     clean = envs / set_name
@@ -81,7 +107,7 @@ def prepare(
     for env, label in ((clean, "unpatched"), (patched, "patched")):
         log(f"environment {env} ({label})")
         create_env(env, requirements, wheelhouse, label=f"{set_name} {label}")
-    return clean, patched
+    return SetEnvs(set_name, clean, patched)
 
 
 def _outcomes(
@@ -101,17 +127,15 @@ def _emulable(case: Case) -> tuple[str, ...]:
 def prove(
     catalog: Catalog,
     cases: tuple[Case, ...],
-    set_name: str,
-    clean: Path,
-    patched: Path,
-    timeout: float,
-    log: Callable[[str], None],
-    jobs: int = 1,
+    envs: SetEnvs,
+    runs: ProofRuns,
     choose: Callable[[list[str], dict[str, str | None]], list[patching.Patch]] = patching.select,
 ) -> dict[str, Any]:
     """`choose` picks the variants of a case's patches for the installed versions (by default the one whose
     `Applies-to` names them; `minrepro drift` carries the snapshot's forward where they still apply)."""
-    clean_env, patched_env = probe(str(env_python(clean))), probe(str(env_python(patched)))
+    set_name, patched, timeout, log = envs.set_name, envs.patched, runs.timeout, runs.log
+    clean_env, patched_env = probe(str(env_python(envs.clean))), probe(str(env_python(patched)))
+    sides = Sides(clean_env, patched_env)
     check_set(catalog, set_name, clean_env)
     check_set(catalog, set_name, patched_env)
     versions = clean_env.versions
@@ -135,7 +159,7 @@ def prove(
         )
     runnable = [c for c in patched_cases if not _skip(rows[c.id], c, clean_env)]
     for case, outcome in zip(
-        runnable, _outcomes(runnable, clean_env, timeout, jobs), strict=False
+        runnable, _outcomes(runnable, clean_env, timeout, runs.jobs), strict=False
     ):  # the unpatched twins
         rows[case.id].unpatched, rows[case.id].unpatched_headline = outcome
         log(f"{case.id}: unpatched {rows[case.id].unpatched}")
@@ -154,7 +178,7 @@ def prove(
     every = list(dict.fromkeys(p for c in patched_cases for p in chosen[c.id]))
     reports = patching.apply_patches(every, patched)
     for case, outcome in zip(
-        runnable, _outcomes(runnable, patched_env, timeout, jobs), strict=False
+        runnable, _outcomes(runnable, patched_env, timeout, runs.jobs), strict=False
     ):  # every patch at once
         row = rows[case.id]
         row.patched, row.patched_headline = outcome
@@ -162,9 +186,9 @@ def prove(
         log(f"{case.id}: patched {row.patched} ({row.verdict})")
     # a CUDA case cannot run at all without CUDA: nothing to compare there
     absent = [c for c in patched_cases if c not in runnable and not (c.device == "cuda" and not clean_env.cuda)]
-    _prove_no_harm(absent, rows, clean_env, patched_env, timeout, jobs, log)
+    _prove_no_harm(absent, rows, sides, runs)
     emulable = [c for c in runnable if _emulable(c)]
-    _prove_no_harm(emulable, rows, clean_env, patched_env, timeout, jobs, log, emulated=True)
+    _prove_no_harm(emulable, rows, sides, runs, emulated=True)
     applied = {p.id for p in every}
     controls = [c for c in catalog.controls if applied & set(c.near)]
     return {
@@ -178,19 +202,17 @@ def prove(
         "applied": [p.rel for p in every],
         "hunks": [asdict(r) for r in reports],
         "cases": [asdict(rows[c.id]) for c in patched_cases],
-        "controls": _prove_controls(controls, clean_env, patched_env, timeout, log),
+        "controls": _prove_controls(controls, sides, runs),
     }
 
 
-def _prove_controls(
-    controls: list[Control], clean: Environment, patched: Environment, timeout: float, log: Callable[[str], None]
-) -> list[dict[str, Any]]:
+def _prove_controls(controls: list[Control], sides: Sides, runs: ProofRuns) -> list[dict[str, Any]]:
     """Each control (near the applied patches' path, without their bugs) unpatched and with every patch, and again
     with the CPU features it names emulated absent where this CPU has them: it must pass on both sides. Failing
     unpatched, the catalog's claim is wrong ("differs"); failing patched only, it is harm."""
     rows = []
     for control in controls:
-        reason = skip_reason(control.case, clean)
+        reason = skip_reason(control.case, sides.clean)
         if reason:
             rows.append(
                 {"control": control.case.id, "near": list(control.near), "verdict": "skipped", "reason": reason}
@@ -199,26 +221,24 @@ def _prove_controls(
         row = {
             "control": control.case.id,
             "near": list(control.near),
-            **_control_pair(control, clean, patched, timeout),
+            **_control_pair(control, sides, runs.timeout),
         }
-        absent = tuple(f for f in control.emulate_absent if f in EMULABLE_ABSENT and f in (clean.cpu_flags or ()))
+        absent = tuple(f for f in control.emulate_absent if f in EMULABLE_ABSENT and f in (sides.clean.cpu_flags or ()))
         if absent:  # bitsandbytes picks its CPU kernels by such a feature
             row["emulated_absent"] = {
                 "features": list(absent),
-                **_control_pair(control, clean, patched, timeout, absent),
+                **_control_pair(control, sides, runs.timeout, absent),
             }
             if row["verdict"] == "no harm" and row["emulated_absent"]["verdict"] in ("harm", "differs"):
                 row["verdict"] = row["emulated_absent"]["verdict"]
-        log(f"control {control.case.id}: {row['verdict']}")
+        runs.log(f"control {control.case.id}: {row['verdict']}")
         rows.append(row)
     return rows
 
 
-def _control_pair(
-    control: Control, clean: Environment, patched: Environment, timeout: float, absent: tuple[str, ...] = ()
-) -> dict[str, str]:
+def _control_pair(control: Control, sides: Sides, timeout: float, absent: tuple[str, ...] = ()) -> dict[str, str]:
     (unpatched, unpatched_headline), (observed, headline) = (
-        _outcome(control.case, env, timeout, absent) for env in (clean, patched)
+        _outcome(control.case, env, timeout, absent) for env in (sides.clean, sides.patched)
     )
     verdict = "differs" if not _passes(unpatched) else "no harm" if _passes(observed) else "harm"
     if NOT_EMULATED in (unpatched, observed):
@@ -235,11 +255,8 @@ def _control_pair(
 def _prove_no_harm(
     absent: list[Case],
     rows: dict[str, ProofRow],
-    clean: Environment,
-    patched: Environment,
-    timeout: float,
-    jobs: int,
-    log: Callable[[str], None],
+    sides: Sides,
+    runs: ProofRuns,
     emulated: bool = False,
 ) -> None:
     """A patch is proved twice: it fixes its case, and it changes nothing where the case's precondition is absent.
@@ -248,8 +265,8 @@ def _prove_no_harm(
     the case ran above; here its CPU features are emulated absent (a machine without them is not at hand)."""
     if not absent:
         return
-    before = _outcomes(absent, clean, timeout, jobs, emulated)
-    after = _outcomes(absent, patched, timeout, jobs, emulated)
+    before = _outcomes(absent, sides.clean, runs.timeout, runs.jobs, emulated)
+    after = _outcomes(absent, sides.patched, runs.timeout, runs.jobs, emulated)
     for case, (unpatched, _), (observed, headline) in zip(absent, before, after, strict=False):
         harm = _passes(unpatched) and not _passes(observed)
         verdict = f"{'harm' if harm else 'no harm'}: {unpatched} -> {observed}" + (
@@ -261,7 +278,7 @@ def _prove_no_harm(
             rows[case.id].no_harm_emulated = verdict
         else:
             rows[case.id].no_harm = verdict
-        log(f"{case.id}: precondition {'emulated ' if emulated else ''}absent here; {verdict}")
+        runs.log(f"{case.id}: precondition {'emulated ' if emulated else ''}absent here; {verdict}")
 
 
 def _missing(catalog: Catalog, case: Case, chosen: list[patching.Patch], set_name: str) -> list[str]:

@@ -65,7 +65,7 @@ def cmd_drift(args: argparse.Namespace) -> int:
 
 
 def run_drift(catalog: Catalog, args: argparse.Namespace) -> DriftDocument:
-    from ..catalog.proof import prepare, prove
+    from ..catalog.proof import ProofRuns, prepare, prove
 
     began = time.monotonic()
     wheelhouse = Path(args.wheelhouse) if args.wheelhouse else wheelhouse_from_env()
@@ -73,8 +73,8 @@ def run_drift(catalog: Catalog, args: argparse.Namespace) -> DriftDocument:
     _progress(f"latest: {resolution.describe()}")
     drifting = drift_catalog(catalog, resolution)
     envs = Path(args.envs).resolve() if args.envs else cache("envs", "drift")
-    clean, patched = prepare(drifting, LATEST, envs, wheelhouse, _progress)
-    env = probe(str(env_python(clean)))
+    set_envs = prepare(drifting, LATEST, envs, wheelhouse, _progress)
+    env = probe(str(env_python(set_envs.clean)))
     check_set(drifting, LATEST, env)
     cases = drifting.select(args.cases)
     controls = [] if args.cases else [c.case for c in drifting.controls]
@@ -88,12 +88,10 @@ def run_drift(catalog: Catalog, args: argparse.Namespace) -> DriftDocument:
         else {}
     )
     drift = compare(catalog, results, recorded)
-    patches, carried = check_patches(drifting, resolution.snapshot, env.versions, patched)
+    patches, carried = check_patches(drifting, resolution.snapshot, env.versions, set_envs.patched)
     proof = None
     if not args.no_proofs:
-        proof = prove(
-            drifting, cases, LATEST, clean, patched, args.timeout, _progress, args.jobs, choose=chooser(carried)
-        )
+        proof = prove(drifting, cases, set_envs, ProofRuns(args.timeout, _progress, args.jobs), choose=chooser(carried))
         by_id = {c.id: c for c in cases}
         for row in proof["cases"]:
             row["status"] = proof_status(row, set(carried), by_id[row["case"]])

@@ -88,13 +88,11 @@ def cmd_patch_revert(args: argparse.Namespace) -> int:
 
 
 def cmd_patch_prove(args: argparse.Namespace) -> int:
-    from minrepro.catalog.proof import format_proof, prepare, prove
+    from minrepro.catalog.proof import ProofRuns, format_proof, prepare, prove
 
     catalog = load_catalog(args.manifest)
-    clean, patched = prepare(
-        catalog, args.set, _envs(args), Path(args.wheelhouse) if args.wheelhouse else None, _progress
-    )
-    document = prove(catalog, catalog.select(args.cases), args.set, clean, patched, args.timeout, _progress, args.jobs)
+    envs = prepare(catalog, args.set, _envs(args), Path(args.wheelhouse) if args.wheelhouse else None, _progress)
+    document = prove(catalog, catalog.select(args.cases), envs, ProofRuns(args.timeout, _progress, args.jobs))
     if args.results:
         write_results(Path(args.results.format(machine=document["machine"])), document)
     print(format_proof(document))
@@ -133,7 +131,8 @@ def cmd_upstream_tests(args: argparse.Namespace) -> int:
     if args.library not in SELECTIONS or version is None:
         raise MinreproError(f"no upstream tests known for {args.library!r} (known: {', '.join(SELECTIONS)})")
     wheelhouse = Path(args.wheelhouse) if args.wheelhouse else None
-    clean, patched = prepare(catalog, args.set, _envs(args), wheelhouse, _progress)
+    envs = prepare(catalog, args.set, _envs(args), wheelhouse, _progress)
+    clean, patched = envs.clean, envs.patched
     ids = [pid for pid in _case_patch_ids(catalog, []) if pid.startswith(args.library + "/")]
     chosen = select(ids, catalog.sets[args.set].pins())
     apply_patches(chosen, patched)
