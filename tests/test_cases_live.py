@@ -9,7 +9,7 @@ import pytest
 
 from minrepro.catalog.manifest import load_catalog
 from minrepro.harness.probe import probe
-from minrepro.catalog.run import run_cases
+from minrepro.catalog.run import CaseRuns, run_cases
 
 CATALOG = load_catalog()
 
@@ -19,7 +19,7 @@ def _run(case):
     set_name = CATALOG.detect_set(env.versions)
     if set_name is None and not case.fixed_in:
         pytest.skip("installed versions match no version set and the case has no fixed_in")
-    return run_cases(CATALOG, [case], env, set_name, timeout=300)[0]
+    return run_cases([case], env, set_name, CaseRuns(timeout=300))[0]
 
 
 @pytest.mark.libs

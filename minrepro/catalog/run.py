@@ -22,6 +22,17 @@ from minrepro.harness.signature import Signature, parse_traceback
 
 
 @dataclass(frozen=True)
+class CaseRuns:
+    """How cases run: each run's timeout, where progress goes, how many at a time, and `warm`: in a fork server that
+    imports the libraries once."""
+
+    timeout: float
+    progress: Callable[[str], None] = lambda _: None
+    jobs: int = 1
+    warm: bool = False
+
+
+@dataclass(frozen=True)
 class CaseResult:
     case: str
     family: str
@@ -72,26 +83,21 @@ def skip_reason(case: Case, env: Environment) -> str | None:
 
 
 def run_cases(
-    catalog: Catalog,
     cases: Iterable[Case],
     env: Environment,
     set_name: str | None,
-    timeout: float,
-    progress: Callable[[str], None] = lambda _: None,
-    jobs: int = 1,
-    warm: bool = False,
+    settings: CaseRuns,
     timings: dict[str, Any] | None = None,
 ) -> list[CaseResult]:
-    """Run the cases, `jobs` at a time; `warm` runs them in a fork server that imports the libraries once, and
-    any case whose verdict differs from the manifest there is run again cold before it is believed. `timings`
-    receives where the wall time went (the server's starts, the runs, the cold confirmations)."""
+    """Run the cases, `settings.jobs` at a time; under `settings.warm` any case whose verdict differs from the
+    manifest in the fork server is run again cold before it is believed. `timings` receives where the wall time
+    went (the server's starts, the runs, the cold confirmations)."""
+    progress, warm = settings.progress, settings.warm
     cases = list(cases)
     timings = {} if timings is None else timings
     skipped = {case.id: skip_reason(case, env) for case in cases}
     runnable = [case for case in cases if not skipped[case.id]]
-    runs = dict(
-        zip((c.id for c in runnable), _execute(runnable, env, timeout, jobs, warm, progress, timings), strict=False)
-    )
+    runs = dict(zip((c.id for c in runnable), _execute(runnable, env, settings, timings), strict=False))
     timings["confirm_seconds"] = 0.0
     results = []
     for case in cases:
@@ -108,7 +114,7 @@ def run_cases(
         observed, why = observe(case, run)
         if warm and verdict(expected, observed) == "differs":
             progress(f"{case.id}: {observed} under the fork server; confirming cold")
-            run = run_script(case.script, python=env.python, timeout=timeout, isolated=True)
+            run = run_script(case.script, python=env.python, timeout=settings.timeout, isolated=True)
             timings["confirm_seconds"] = round(timings["confirm_seconds"] + run.seconds, 1)
             observed, why = observe(case, run)
         sig: Signature | None = run.signature
@@ -130,20 +136,13 @@ def run_cases(
     return results
 
 
-def _execute(
-    cases: list[Case],
-    env: Environment,
-    timeout: float,
-    jobs: int,
-    warm: bool,
-    progress: Callable[[str], None],
-    timings: dict[str, Any],
-) -> list[RunResult]:
+def _execute(cases: list[Case], env: Environment, settings: CaseRuns, timings: dict[str, Any]) -> list[RunResult]:
     if not cases:
         return []
+    jobs, progress = settings.jobs, settings.progress
     scripts = [case.script for case in cases]
     executor: ColdExecutor | ForkServerExecutor = ColdExecutor(env.python, jobs)
-    if warm:
+    if settings.warm:
         preload = list(dict.fromkeys(m for case in cases for m in module_imports(case.script.read_text())))
         began = time.monotonic()
         try:
@@ -157,7 +156,7 @@ def _execute(
         timings["warmup_seconds"] = round(time.monotonic() - began, 1)
     began = time.monotonic()
     try:
-        return executor.run_many(scripts, timeout)
+        return executor.run_many(scripts, settings.timeout)
     finally:
         executor.close()
         timings["runs_seconds"] = round(time.monotonic() - began, 1)

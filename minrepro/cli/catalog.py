@@ -12,7 +12,7 @@ from pathlib import Path
 from ..catalog.manifest import check_case, load_catalog
 from ..catalog.matrix import readme_with_matrices, tables, write_matrices
 from ..catalog.pages import stale_pages, write_docs
-from ..catalog.run import check_set, format_table, results_document, run_cases, write_results
+from ..catalog.run import CaseRuns, check_set, format_table, results_document, run_cases, write_results
 from ..catalog.targets import is_script, reference_run, resolve, results_home, static_problems, with_pins
 from ..envs.refs import parse_repo, ref_env, refs_page
 from ..envs.venvs import env_of, read_marker, set_env, wheelhouse_from_env
@@ -50,7 +50,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise MinreproError("--jobs must be at least 1")
     start = time.monotonic()
     timings: dict = {}
-    results = run_cases(catalog, cases, env, set_name, args.timeout, _progress, args.jobs, args.warm, timings)
+    results = run_cases(cases, env, set_name, CaseRuns(args.timeout, _progress, args.jobs, args.warm), timings)
     wall = time.monotonic() - start
     document = results_document(env, set_name, results)
     # the catalog phase's time is a target (`docs/benchmarks.md`, "The catalog phase"): recorded with what it ran under
@@ -143,7 +143,7 @@ def _check_in_sets(catalog, cases: list, sets: list[str], args: argparse.Namespa
             env = probe(str(set_env(catalog, name, patched=patched, note=_progress)))
             # the patched run has no declared outcome to differ from: the set's declaration is for the release
             results = run_cases(
-                catalog, cases, env, None if patched else name, args.timeout, _progress, jobs=max(1, args.jobs)
+                cases, env, None if patched else name, CaseRuns(args.timeout, _progress, jobs=max(1, args.jobs))
             )
             columns[f"{name} + patches" if patched else name] = {r.case: r for r in results}
             if where is not None:  # patched runs apart: `report` and the matrix read <set>-<machine>.json only

@@ -27,7 +27,7 @@ from ..catalog.drift import (
 )
 from ..catalog.manifest import Case, Catalog, load_catalog
 from ..catalog.matrix import read_results_file
-from ..catalog.run import CaseResult, check_set, results_document, run_cases, write_results
+from ..catalog.run import CaseResult, CaseRuns, check_set, results_document, run_cases, write_results
 from ..dirs import cache
 from ..envs.latest import LATEST, SNAPSHOT, Resolution, index_releases, newest_final, resolve_latest
 from ..envs.venvs import env_python, wheelhouse_from_env
@@ -80,7 +80,7 @@ def run_drift(catalog: Catalog, args: argparse.Namespace) -> DriftDocument:
     controls = [] if args.cases else [c.case for c in drifting.controls]
     if args.jobs < 1:
         raise MinreproError("--jobs must be at least 1")
-    results = run_cases(drifting, [*cases, *controls], env, LATEST, args.timeout, _progress, args.jobs, args.warm)
+    results = run_cases([*cases, *controls], env, LATEST, CaseRuns(args.timeout, _progress, args.jobs, args.warm))
     snapshot_run = Path(args.results) / f"{SNAPSHOT}-{env.machine}.json"
     recorded = (
         {row["case"]: row["headline"] for row in read_results_file(snapshot_run)["cases"]}

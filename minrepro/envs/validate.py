@@ -20,7 +20,7 @@ from pathlib import Path
 from collections.abc import Callable
 
 from ..catalog.manifest import Case, Catalog
-from ..catalog.run import CaseResult, run_cases
+from ..catalog.run import CaseResult, CaseRuns, run_cases
 from ..dirs import cache
 from ..errors import MinreproError
 from ..harness.probe import probe
@@ -230,8 +230,8 @@ def validate(
         env = candidate_env(catalog, set_name, candidates, log)
         patched = probe(str(env / "bin" / "python"))
         log(f"{set_name}: {len(cases)} cases before and after")
-        before = run_cases(catalog, cases, clean, set_name, timeout, log, jobs, warm=True)
-        after = run_cases(catalog, cases, patched, set_name, timeout, log, jobs, warm=True)
+        before = run_cases(cases, clean, set_name, CaseRuns(timeout, log, jobs, warm=True))
+        after = run_cases(cases, patched, set_name, CaseRuns(timeout, log, jobs, warm=True))
         touched = [f for c in candidates for f in touched_files(c)]
         report = SetReport(set_name, str(env), touched)
         for b, a in zip(before, after, strict=False):
