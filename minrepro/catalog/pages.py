@@ -6,6 +6,7 @@ the libraries at their main). `minrepro docs` writes them; `minrepro docs --chec
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shlex
 from pathlib import Path
@@ -106,28 +107,18 @@ def write_docs(catalog: Catalog, results_dir: Path, docs_dir: Path) -> list[Path
 # --- what results/ holds, read once -------------------------------------------------------------------------
 
 
+@dataclasses.dataclass(frozen=True)
 class Records:
     """The recorded runs, proofs, bisections, kits and drafts under a results directory."""
 
-    def __init__(
-        self,
-        root: Path,
-        runs: dict,
-        single: dict,
-        proofs: dict,
-        single_proofs: dict,
-        main: list[dict],
-        drift: dict[str, dict] | None = None,
-    ):
-        self.root, self.runs, self.single, self.proofs, self.single_proofs, self.main = (
-            root,
-            runs,
-            single,
-            proofs,
-            single_proofs,
-            main,
-        )
-        self.drift = drift or {}  # machine -> the latest `minrepro drift --record` run there (results/drift/)
+    root: Path
+    runs: dict
+    single: dict
+    proofs: dict
+    single_proofs: dict
+    main: list[dict]
+    # machine -> the latest `minrepro drift --record` run there (results/drift/)
+    drift: dict[str, dict] = dataclasses.field(default_factory=dict)
 
     @classmethod
     def load(cls, root: Path) -> Records:
