@@ -68,7 +68,7 @@ def run_drift(catalog: Catalog, args: argparse.Namespace) -> DriftDocument:
     from ..catalog.proof import ProofRuns, prepare, prove
 
     began = time.monotonic()
-    wheelhouse = Path(args.wheelhouse) if args.wheelhouse else wheelhouse_from_env()
+    wheelhouse = _wheelhouse(args)
     resolution = resolve_latest(catalog.version_set(SNAPSHOT), wheelhouse)
     _progress(f"latest: {resolution.describe()}")
     drifting = drift_catalog(catalog, resolution)
@@ -100,16 +100,19 @@ def run_drift(catalog: Catalog, args: argparse.Namespace) -> DriftDocument:
         by_id = {c.id: c for c in catalog.cases}
         for row in drift:
             if row.kind in (NOW_PASSES, NEWLY_FAILS) and row.case in by_id:
-                row.changed_by = name_release(by_id[row.case], row.kind, resolution, runs[row.case], args, wheelhouse)
+                row.changed_by = name_release(by_id[row.case], row.kind, resolution, runs[row.case], args)
     environment = {k: v for k, v in results_document(env, LATEST, results).items() if k not in ("set", "cases")}
     return DriftDocument(
         resolution, environment, [asdict(r) for r in results], drift, patches, proof, time.monotonic() - began
     )
 
 
-def name_release(
-    case: Case, kind: str, resolution: Resolution, seen: CaseResult, args: argparse.Namespace, wheelhouse: Path | None
-) -> str:
+def _wheelhouse(args: argparse.Namespace) -> Path | None:
+    """Where `drift` installs from: `--wheelhouse`, else MINREPRO_WHEELHOUSE, else the index."""
+    return Path(args.wheelhouse) if args.wheelhouse else wheelhouse_from_env()
+
+
+def name_release(case: Case, kind: str, resolution: Resolution, seen: CaseResult, args: argparse.Namespace) -> str:
     """The release between the snapshot's and latest's that gives the case latest's outcome: the library whose move
     alone does it, bisected over its releases with the others at the snapshot's (`reports.bisect`'s judge and
     search; one venv per release judged, cached). A sentence where it cannot say."""
@@ -117,6 +120,7 @@ def name_release(
 
     changed = resolution.changed()
     base = dict(resolution.snapshot)
+    wheelhouse = _wheelhouse(args)
     envs = Path(args.envs).resolve() if args.envs else cache("envs")
     judge = Judge(
         case, base, frozenset(base), envs / "bisect", cache("bisect", f"{case.id}.json"), args.timeout, wheelhouse
