@@ -370,13 +370,15 @@ def test_reduce_only_reduces_a_recorded_reports_new_findings_in_order(tmp_path: 
         "_reduce_finding",
         lambda key, witness, *a: reduced.append(key) or {"script": f"{len(reduced)}.min.py", "lines": 9},
     )
-    args = argparse.Namespace(results=str(tmp_path / "r"), workdir=str(tmp_path / "w"), jobs=1, timeout=60, reduce=2)
+    args = argparse.Namespace(
+        results=str(tmp_path / "r"), workdir=str(tmp_path / "w"), jobs=1, timeout=60, reduce=2, reduce_seconds=None
+    )
     # the catalog as it stood before this report's last findings were catalogued (X, Y), so that some are still new
     catalog = load_catalog()
     catalog = dataclasses.replace(catalog, cases=tuple(c for c in catalog.cases if c.family not in ("X", "Y")))
     with pytest.raises(MinreproError, match="give --python an env like the report's"):
-        cli._reduce_recorded(args, "python", doc["set"], doc["patches"][1:], catalog, {})
-    assert cli._reduce_recorded(args, "python", doc["set"], doc["patches"], catalog, {}) == 0
+        cli._reduce_recorded(args, cli.ExploredEnv("python", doc["set"], doc["patches"][1:], {}), catalog)
+    assert cli._reduce_recorded(args, cli.ExploredEnv("python", doc["set"], doc["patches"], {}), catalog) == 0
     new = [
         g
         for g in doc["groups"]

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import argparse
 import json
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from ..catalog.manifest import Case, check_case, load_catalog
+from ..catalog.manifest import Case, Catalog, check_case, load_catalog
 from ..catalog.run import observe
 from ..catalog.targets import headline_regex
 from ..dirs import cache, scrubbed, without_local_paths
@@ -18,6 +19,30 @@ from ..harness.probe import probe
 from ..harness.signature import Signature
 from ..harness.runner import resolve_python, run_script
 from .common import progress as _progress
+
+if TYPE_CHECKING:
+    from ..scenarios.explore import ExploreOptions
+
+
+@dataclass(frozen=True)
+class ExploredEnv:
+    """The environment the scenarios run in: its python, the version set it matches, its patches and versions."""
+
+    python: str
+    set_name: str
+    patches: list[str]
+    versions: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class FindingReductions:
+    """How the new findings are reduced: with the exploration's python, device, jobs and workdir (`opts`), judged
+    against `catalog`, the candidates written under `results`, each reduction given `seconds` (None: no limit)."""
+
+    opts: ExploreOptions
+    catalog: Catalog
+    results: Path
+    seconds: float | None
 
 
 def cmd_explore(args: argparse.Namespace) -> int:
@@ -52,7 +77,7 @@ def cmd_explore(args: argparse.Namespace) -> int:
         raise MinreproError(f"--device cuda, but {python} sees no GPU")
     patches = (read_marker(env_of(python)) or {}).get("patches", [])
     if args.reduce_only:
-        return _reduce_recorded(args, python, set_name, patches, catalog, env.versions)
+        return _reduce_recorded(args, ExploredEnv(python, set_name, patches, env.versions), catalog)
     workdir = (
         Path(args.workdir)
         if args.workdir
@@ -93,17 +118,16 @@ def cmd_explore(args: argparse.Namespace) -> int:
         ((key, runs) for key, runs in state.groups().items() if not runs[0].known),
         key=lambda item: ex.reduction_order(*item),
     )
+    reducing = FindingReductions(opts, catalog, results, args.reduce_seconds)
     for key, runs in new[: args.reduce]:
-        reductions[key] = _reduce_finding(key, ex.smallest(runs), opts, catalog, results, args)
+        reductions[key] = _reduce_finding(key, ex.smallest(runs), reducing)
         write()
     print(ex.report_markdown(write()))
     print(f"report: {results / 'report.md'}")
     return 0
 
 
-def _reduce_recorded(
-    args: argparse.Namespace, python: str, set_name: str, patches: list[str], catalog, versions: dict
-) -> int:
+def _reduce_recorded(args: argparse.Namespace, env: ExploredEnv, catalog) -> int:
     """No search: reduce the findings a recorded report left unreduced that are still new (its search ran out of
     its time, or ran with `--reduce 0`), most important first, in an env like the one it explored; the report is
     rewritten after each, so a stopped run keeps what it reduced."""
@@ -113,6 +137,7 @@ def _reduce_recorded(
         raise MinreproError("--reduce-only needs --results, the folder of a recorded report.json")
     results = Path(args.results)
     doc = json.loads((results / "report.json").read_text(encoding="utf-8"))
+    python, set_name, patches = env.python, env.set_name, env.patches
     if (doc.get("set"), sorted(doc.get("patches", []))) != (set_name, sorted(patches)):
         raise MinreproError(
             f"{results} was explored on {doc.get('set')} with {len(doc.get('patches', []))} patch(es); "
@@ -127,7 +152,7 @@ def _reduce_recorded(
         jobs=args.jobs,
         timeout=args.timeout,
         workdir=workdir,
-        namespace=checkpoint_namespace(versions, patches),
+        namespace=checkpoint_namespace(env.versions, patches),
     )
     # still new today: a finding catalogued since it was recorded is a known family now (the README's rule), and one
     # that was the harness's own error is withdrawn
@@ -140,8 +165,9 @@ def _reduce_recorded(
         and not (g.get("reduction") or {}).get("script")
     ]
     todo.sort(key=lambda g: ex.reduction_order(g["key"], [ex.Run(**g["witness"])] * g["count"]))
+    reducing = FindingReductions(opts, catalog, results, args.reduce_seconds)
     for group in todo[: args.reduce]:
-        group["reduction"] = _reduce_finding(group["key"], ex.Run(**group["witness"]), opts, catalog, results, args)
+        group["reduction"] = _reduce_finding(group["key"], ex.Run(**group["witness"]), reducing)
         _write_report(results, doc)
     print(ex.report_markdown(doc))
     return 0
@@ -156,7 +182,7 @@ def _write_report(results: Path, doc: dict) -> dict:
     return doc
 
 
-def _reduce_finding(key: str, witness, opts, catalog, results: Path, args: argparse.Namespace) -> dict:
+def _reduce_finding(key: str, witness, reducing: FindingReductions) -> dict:
     """Reduce one new finding (spec passes, then the guarded script reducer) into a candidate catalog case:
     the reduced script, its minimal spec, a manifest entry with outcomes measured on every set env at hand, and
     the catalog's own checks of it."""
@@ -165,8 +191,9 @@ def _reduce_finding(key: str, witness, opts, catalog, results: Path, args: argpa
     from ..scenarios.reduce import reduce_spec, steps_file_of
     from ..scenarios.spec import Scenario
 
+    opts, catalog = reducing.opts, reducing.catalog
     name = ex.slug(key)
-    folder = results / "candidates"
+    folder = reducing.results / "candidates"
     folder.mkdir(exist_ok=True)
     spec = Scenario.from_json(json.dumps(witness.spec))
     (folder / f"{name}.spec.json").write_text(spec.to_json() + "\n", encoding="utf-8")
@@ -185,7 +212,7 @@ def _reduce_finding(key: str, witness, opts, catalog, results: Path, args: argpa
                 jobs=opts.jobs,
                 timeout=opts.timeout,
                 workdir=opts.workdir / "reductions" / name,
-                max_seconds=args.reduce_seconds,
+                max_seconds=reducing.seconds,
             ),
             keep_steps=True,
             log=_progress,
