@@ -30,7 +30,9 @@ def test_run_tests_with_relative_paths_and_own_rootdir(tmp_path, monkeypatch):
     checkout = upstream.tests_checkout("lib", "v1", None, Path("cache"))  # already extracted: reused, made a rootdir
     assert (checkout / "pytest.ini").read_text() == "[pytest]\n"
     env = Path(os.path.relpath(sys.prefix, tmp_path))
-    run = upstream.run_tests(env, checkout, ["tests/test_x.py"], Path("cache/out.xml"), timeout=120)
+    run = upstream.run_tests(
+        env, checkout, ["tests/test_x.py"], Path("cache/out.xml"), upstream.PytestConditions(timeout=120)
+    )
     assert run.outcomes == {"tests.test_x::test_ok": "passed", "tests.test_x::test_bad": "failed"}
     assert Path("cache/out.log").is_file()
 

@@ -120,6 +120,7 @@ def cmd_upstream_tests(args: argparse.Namespace) -> int:
         STAND_INS,
         TAGS,
         TEST_REQUIREMENTS,
+        PytestConditions,
         new_failures,
         run_tests,
         tests_checkout,
@@ -143,14 +144,12 @@ def cmd_upstream_tests(args: argparse.Namespace) -> int:
     checkout = tests_checkout(args.library, ref, Path(args.source) if args.source else None, cache)
     selection = shlex.split(args.select) if args.select else SELECTIONS[args.library]
     stand_ins = STAND_INS.get(args.library, []) if args.offline else []
-    runs = {}
+    runs, conditions = {}, PytestConditions(args.timeout, args.offline)
     for label, env in (("baseline", clean), ("patched", patched)):
         if stand_ins:  # rebuilt before each run: tests may write into them (family I did)
             write_stand_ins(args.library, clean, checkout)
         _progress(f"{args.library} tests at {ref}, {label}: {' '.join(selection)}")
-        runs[label] = run_tests(
-            env, checkout, selection, cache / f"{args.library}-{ref}-{label}.xml", args.timeout, args.offline
-        )
+        runs[label] = run_tests(env, checkout, selection, cache / f"{args.library}-{ref}-{label}.xml", conditions)
     fresh = new_failures(runs["baseline"], runs["patched"])
     print(f"{args.library} {version} ({args.set}), tests from {ref}; patches: {', '.join(p.path.name for p in chosen)}")
     print("| run | passed | failed | skipped | s |\n|---|---|---|---|---|")

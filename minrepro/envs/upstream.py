@@ -59,6 +59,14 @@ class TestRun:
         return sum(1 for o in self.outcomes.values() if o == outcome)
 
 
+@dataclass(frozen=True)
+class PytestConditions:
+    """What the upstream tests run under: the seconds pytest has, and `offline` (`OFFLINE_ENV`: no hub)."""
+
+    timeout: float
+    offline: bool = False
+
+
 def tests_checkout(library: str, ref: str, source: Path | None, cache: Path) -> Path:
     """A directory holding the library's `tests/` at `ref`."""
     dest = cache / f"{library}-{ref}"
@@ -128,14 +136,13 @@ def write_stand_ins(library: str, env: Path, checkout: Path) -> None:
             )
 
 
-def run_tests(
-    env: Path, checkout: Path, selection: list[str], junit: Path, timeout: float, offline: bool = False
-) -> TestRun:
+def run_tests(env: Path, checkout: Path, selection: list[str], junit: Path, conditions: PytestConditions) -> TestRun:
     """pytest in `env` from the checkout's root; outcomes per test id from the JUnit XML."""
     junit = junit.absolute()  # pytest runs from the checkout
     junit.parent.mkdir(parents=True, exist_ok=True)
     start = time.monotonic()
-    environ = {**os.environ, **(OFFLINE_ENV if offline else {})}
+    timeout = conditions.timeout
+    environ = {**os.environ, **(OFFLINE_ENV if conditions.offline else {})}
     try:
         proc = subprocess.run(
             [

@@ -285,7 +285,7 @@ def _upstream(
     candidates: list[Candidate], clean_python: str, patched_python: str, touched: list[str], log: Callable[[str], None]
 ) -> dict:
     """The library's own tests for the touched files, from the candidate's own tree (a ref or a checkout)."""
-    from .upstream import SELECTIONS, TEST_REQUIREMENTS, new_failures, run_tests
+    from .upstream import SELECTIONS, TEST_REQUIREMENTS, PytestConditions, new_failures, run_tests
     from .venvs import env_of, pip_install
 
     source = next((c for c in candidates if c.kind in ("ref", "checkout")), None)
@@ -299,7 +299,9 @@ def _upstream(
         env = env_of(python)
         pip_install(env, TEST_REQUIREMENTS.get(source.library, ["pytest"]), wheelhouse_from_env())
         log(f"upstream tests ({label}): {' '.join(selection)}")
-        runs[label] = run_tests(env, tree, selection, cache("validate-junit") / f"{source.library}-{label}.xml", 3600)
+        runs[label] = run_tests(
+            env, tree, selection, cache("validate-junit") / f"{source.library}-{label}.xml", PytestConditions(3600)
+        )
     # The candidate's own tests may import what only the candidate has: if they cannot run against the release
     # at all, there is no "before" to compare with, and every failure after the change counts.
     comparable = runs["before"].count("passed") > 0

@@ -27,7 +27,7 @@ from ..catalog.run import observe
 from ..dirs import scrubbed, without_local_paths
 from ..envs.patching import PATCHES_DIR
 from ..envs.refs import RepoRef, native_into_checkout, overlay_env
-from ..envs.upstream import TEST_REQUIREMENTS, TestRun, new_failures, run_tests
+from ..envs.upstream import TEST_REQUIREMENTS, PytestConditions, TestRun, new_failures, run_tests
 from ..envs.venvs import create_env, env_python, pip_install, read_marker, site_packages, wheelhouse_from_env
 from ..errors import MinreproError
 from ..harness.probe import probe
@@ -363,8 +363,7 @@ def _file_on_main(
         clone.gitdir,
         ["-o", "addopts=", *pytest_args, test_file],
         cached.with_suffix(".xml"),
-        timeout,
-        offline=True,
+        PytestConditions(timeout, offline=True),
     )
     cached.write_text(
         json.dumps({"base": base, "test_file": test_file, "outcomes": run.outcomes, "seconds": run.seconds}),
@@ -398,8 +397,7 @@ def prove(
             work,
             ["-o", "addopts=", *proof.pytest_args, *selections[label]],
             work.parent / f"{proof.case}-junit-{label}.xml",
-            timeout,
-            offline=True,
+            PytestConditions(timeout, offline=True),
         )
         run = run_script(case.script, python=str(env_python(env)), timeout=timeout, isolated=True)
         setattr(proof, f"case_{label}", run.raw_headline.splitlines()[0] if run.signature else "passes")
