@@ -187,23 +187,16 @@ def cmd_upstream_tests(args: argparse.Namespace) -> int:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    from ..envs.validate import as_json, format_report, parse_with, validate
+    from ..catalog.run import CaseRuns
+    from ..envs.validate import AlsoRun, as_json, format_report, parse_with, validate
 
     catalog = load_catalog(args.manifest)
     candidates = [parse_with(spec) for spec in args.with_]
     sets = [s.strip() for s in args.set.split(",") if s.strip()]
     for name in sets:
         catalog.version_set(name)
-    reports = validate(
-        catalog,
-        candidates,
-        sets,
-        max(1, args.jobs),
-        args.timeout,
-        args.upstream_tests,
-        not args.no_scenarios,
-        _progress,
-    )
+    runs = CaseRuns(args.timeout, _progress, max(1, args.jobs))
+    reports = validate(catalog, candidates, sets, runs, AlsoRun(args.upstream_tests, not args.no_scenarios))
     document = as_json(candidates, reports)
     if args.results:
         write_results(Path(args.results), document)

@@ -15,7 +15,7 @@ import io
 import subprocess
 import sys
 import tarfile
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from collections.abc import Callable
 
@@ -212,16 +212,21 @@ def _stamps(candidates: list[Candidate]) -> list[str]:
     return out
 
 
+@dataclass(frozen=True)
+class AlsoRun:
+    """What a validation runs beside the affected cases: the library's own tests for the touched files
+    (`upstream`), the tiny scenario presets of the affected families (`scenarios`)."""
+
+    upstream: bool
+    scenarios: bool
+
+
 def validate(
-    catalog: Catalog,
-    candidates: list[Candidate],
-    sets: list[str],
-    jobs: int,
-    timeout: float,
-    upstream: bool,
-    scenarios: bool,
-    log: Callable[[str], None],
+    catalog: Catalog, candidates: list[Candidate], sets: list[str], runs: CaseRuns, also: AlsoRun
 ) -> list[SetReport]:
+    """The affected cases of each set before and after the candidates, in the fork server whatever `runs.warm`
+    says."""
+    timeout, log, warm = runs.timeout, runs.progress, replace(runs, warm=True)
     libraries = {c.library for c in candidates}
     cases = affected_cases(catalog, libraries)
     reports = []
@@ -230,8 +235,8 @@ def validate(
         env = candidate_env(catalog, set_name, candidates, log)
         patched = probe(str(env / "bin" / "python"))
         log(f"{set_name}: {len(cases)} cases before and after")
-        before = run_cases(cases, clean, set_name, CaseRuns(timeout, log, jobs, warm=True))
-        after = run_cases(cases, patched, set_name, CaseRuns(timeout, log, jobs, warm=True))
+        before = run_cases(cases, clean, set_name, warm)
+        after = run_cases(cases, patched, set_name, warm)
         touched = [f for c in candidates for f in touched_files(c)]
         report = SetReport(set_name, str(env), touched)
         for b, a in zip(before, after, strict=False):
@@ -246,9 +251,9 @@ def validate(
                     "status": status(b, a),
                 }
             )
-        if scenarios:
+        if also.scenarios:
             report.scenarios = _scenarios(cases, clean, patched, timeout, log)
-        if upstream:
+        if also.upstream:
             report.upstream = _upstream(candidates, clean.python, patched.python, touched, log)
         reports.append(report)
     return reports
