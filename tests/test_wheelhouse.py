@@ -44,12 +44,9 @@ def test_direct_only_build_downloads_unpinned_extras_and_skips_what_the_target_h
     wheelhouse.build(
         tmp_path,
         ["pinned"],
-        "3.12",
-        ["manylinux2014_x86_64"],
-        ["130"],
+        wheelhouse.TargetMachine("3.12", ["manylinux2014_x86_64"], ["130"], provided=["SciPy"]),
         closure=False,
         extra=["datasets", "scipy", "dill==0.4.1"],
-        provided_by_target=["SciPy"],
     )
     assert ("datasets", "") in downloaded and ("dill", "0.4.1") in downloaded
     assert not any(name == "scipy" for name, _ in downloaded)

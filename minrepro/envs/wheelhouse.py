@@ -17,6 +17,7 @@ import sys
 import tempfile
 import tomllib
 import zipfile
+from dataclasses import dataclass
 from pathlib import Path
 from collections.abc import Sequence
 
@@ -105,23 +106,25 @@ def slim_wheel(wheel: Path, cuda_versions: Sequence[str]) -> Path:
     return wheel
 
 
-def build(
-    dest: Path,
-    sets: Sequence[str],
-    python_version: str,
-    platforms: Sequence[str],
-    cuda_versions: Sequence[str],
-    closure: bool,
-    extra: Sequence[str],
-    provided_by_target: Sequence[str] = (),
-) -> list[Path]:
+@dataclass(frozen=True)
+class TargetMachine:
+    """The machine the wheels are for: its Python version and wheel platform tags, the CUDA versions whose libraries
+    the bitsandbytes wheels keep, and the packages it already has (not downloaded)."""
+
+    python_version: str
+    platforms: Sequence[str]
+    cuda_versions: Sequence[str]
+    provided: Sequence[str] = ()
+
+
+def build(dest: Path, sets: Sequence[str], machine: TargetMachine, closure: bool, extra: Sequence[str]) -> list[Path]:
     catalog = load_catalog()
-    target = _target_args(python_version, platforms)
+    target = _target_args(machine.python_version, machine.platforms)
     dest.mkdir(parents=True, exist_ok=True)
     pins: dict[tuple[str, str], None] = {}
     # Everything torch itself depends on arrives with the target's torch.
     provided = {n.lower() for n, _ in resolve(["torch"], target)} if closure else set()
-    provided |= {n.lower() for n in provided_by_target}
+    provided |= {n.lower() for n in machine.provided}
     for name in sets:
         requirements = [str(r) for r in catalog.sets[name].requirements] + list(extra)
         found = resolve(requirements, target) if closure else [_split(r) for r in requirements]
@@ -131,7 +134,7 @@ def build(
     pins.update((pin, None) for pin in resolve(_tooling(), target))
     download(list(pins), dest, target)
     for wheel in dest.glob("bitsandbytes-*.whl"):
-        slim_wheel(wheel, cuda_versions)
+        slim_wheel(wheel, machine.cuda_versions)
     return sorted(dest.glob("*.whl"))
 
 
@@ -196,12 +199,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         wheels = build(
             Path(args.dest),
             args.sets or list(load_catalog().sets),
-            args.python_version,
-            args.platforms or DEFAULT_PLATFORMS,
-            args.cuda_versions or ["130"],
+            TargetMachine(
+                args.python_version, args.platforms or DEFAULT_PLATFORMS, args.cuda_versions or ["130"], args.provided
+            ),
             not args.direct_only,
             args.extra + (_test_requirements() if args.upstream_tests else []),
-            args.provided,
         )
     except MinreproError as exc:
         print(f"minrepro: error: {exc}", file=sys.stderr)
