@@ -10,7 +10,7 @@ import time
 import pytest
 
 from minrepro.errors import MinreproError
-from minrepro.harness.executors import ColdExecutor, ForkServerExecutor, WarmPoolExecutor
+from minrepro.harness.executors import ColdExecutor, ExecutorOptions, ForkServerExecutor, WarmPoolExecutor
 
 SCRIPTS = {
     "library": "from packaging.version import Version\nVersion('x y')\n",
@@ -289,7 +289,7 @@ def test_what_a_run_imported_lazily_is_preloaded(tmp_path, make):
     )
     cold = ColdExecutor().run_many([script], 30)[0]
     assert "packaging.specifiers" in cold.modules and cold.raw_headline == "RuntimeError: False"
-    executor = make(None, ["sys"], 1, cold.modules)
+    executor = make(None, ["sys"], 1, ExecutorOptions(recorded=cold.modules))
     try:
         warm = executor.run_many([script], 30)[0]
     finally:
@@ -465,7 +465,7 @@ def test_auto_takes_the_warm_pool_where_cuda_is_visible_or_the_fork_server_canno
     class Server:
         name = "forkserver"
 
-        def __init__(self, python, preload, jobs, recorded):
+        def __init__(self, python, preload, jobs, options):
             started.append(self.name)
             if left is None:
                 raise MinreproError("CUDA was initialized while preloading; a fork server cannot be used")
@@ -477,14 +477,14 @@ def test_auto_takes_the_warm_pool_where_cuda_is_visible_or_the_fork_server_canno
     class Pool:
         name = "warm-pool"
 
-        def __init__(self, python, preload, jobs, recorded, spares=0, reuse=False):
+        def __init__(self, python, preload, jobs, options=None):
             self.chosen_because = ""
 
     probed: list[str] = []
     monkeypatch.setattr(executors, "_cuda_visible_in", lambda python: probed.append(python) or cuda)
     monkeypatch.setattr(executors, "ForkServerExecutor", Server)
     monkeypatch.setattr(executors, "WarmPoolExecutor", Pool)
-    told = executors.make_executor("auto", None, ["torch"], 2, cuda=cuda)
+    told = executors.make_executor("auto", None, ["torch"], 2, executors.ExecutorOptions(cuda=cuda))
     assert told.name == expected and probed == []  # the caller's probe answered: no second torch import
     started.clear(), closed.clear()
     chosen = executors.make_executor("auto", None, ["torch"], 2)

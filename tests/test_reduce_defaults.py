@@ -363,9 +363,9 @@ def test_the_families_patched_env_is_judged_first_and_alone(tmp_path, monkeypatc
 
 
 def test_the_warm_pool_keeps_spare_workers_warming_beyond_its_jobs():
-    from minrepro.harness.executors import WarmPoolExecutor
+    from minrepro.harness.executors import ExecutorOptions, WarmPoolExecutor
 
-    pool = WarmPoolExecutor(sys.executable, (), jobs=2, spares=2)
+    pool = WarmPoolExecutor(sys.executable, (), jobs=2, options=ExecutorOptions(spares=2))
     try:
         assert len(pool._idle) == 4
     finally:

@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from minrepro.cli import main
-from minrepro.harness.executors import ColdExecutor, WarmPoolExecutor
+from minrepro.harness.executors import ColdExecutor, ExecutorOptions, WarmPoolExecutor
 from minrepro.reducers.source import patches_imports
 from minrepro.harness.runner import Signature
 from minrepro.reduction import workers
@@ -81,7 +81,7 @@ def test_a_reusing_pool_answers_as_fresh_workers_do_whatever_the_runs_before_cha
     unbuffered = os.environ.pop("PYTHONUNBUFFERED", None)  # a run's buffered output must still land in its own files
     try:
         for reuse in (False, True):
-            pool = WarmPoolExecutor(None, ["logging", "json"], 1, spares=1, reuse=reuse)
+            pool = WarmPoolExecutor(None, ["logging", "json"], 1, ExecutorOptions(spares=1, reuse=reuse))
             try:
                 answers.append(_answers(pool.run_many(scripts, 30)))
             finally:
@@ -97,7 +97,7 @@ def test_a_kept_worker_runs_the_next_candidate_and_a_retired_one_is_replaced(tmp
     scripts = _write_scripts(tmp_path, [[0], [3], [12], [0]])
     for path in scripts:
         path.write_text(path.read_text() + "print('pid', os.getpid())\n")
-    pool = WarmPoolExecutor(None, ["json"], 1, spares=1, reuse=True)
+    pool = WarmPoolExecutor(None, ["json"], 1, ExecutorOptions(spares=1, reuse=True))
     try:
         results = pool.run_many(scripts, 30)
     finally:
@@ -114,7 +114,7 @@ def test_without_reuse_every_run_has_a_worker_of_its_own(tmp_path):
     scripts = [tmp_path / f"s{n}.py" for n in range(3)]
     for path in scripts:
         path.write_text("import os\nprint(os.getpid())\n")
-    pool = WarmPoolExecutor(None, ["json"], 1, spares=1)
+    pool = WarmPoolExecutor(None, ["json"], 1, ExecutorOptions(spares=1))
     try:
         results = pool.run_many(scripts, 30)
     finally:
@@ -127,7 +127,7 @@ def test_a_reused_worker_killed_at_the_timeout_is_replaced_and_the_pool_serves_o
     fine, hang = tmp_path / "fine.py", tmp_path / "hang.py"
     fine.write_text("print('ok')\n")
     hang.write_text("import time\ntime.sleep(300)\n")
-    pool = WarmPoolExecutor(None, ["json"], 1, spares=1, reuse=True)
+    pool = WarmPoolExecutor(None, ["json"], 1, ExecutorOptions(spares=1, reuse=True))
     try:
         first, timed_out, after = pool.run_many([fine, hang, fine], 2)
     finally:
@@ -187,7 +187,7 @@ def test_a_patch_in_a_module_the_script_imports_from_its_directory_is_named(tmp_
 def test_a_worker_that_died_while_idle_is_replaced_and_fresh_runs_get_unused_workers(tmp_path):
     script = tmp_path / "pid.py"
     script.write_text("import os\nprint(os.getpid())\n")
-    pool = WarmPoolExecutor(None, ["json"], 1, spares=1, reuse=True)
+    pool = WarmPoolExecutor(None, ["json"], 1, ExecutorOptions(spares=1, reuse=True))
     try:
         fresh = [r.stdout for r in pool.run_fresh([script, script], 30)]
         assert fresh[0] != fresh[1] and pool.reused == 0  # one at a time, yet two workers
@@ -209,7 +209,7 @@ def test_the_reuse_check_where_the_bug_is_fixed_runs_fresh_workers_first(tmp_pat
         "import json\nif json.__dict__.setdefault('seen', 0):\n    raise SystemExit('second run')\n"
         "json.__dict__.update(seen=1)\n"
     )
-    pool = WarmPoolExecutor(None, ["json"], 2, reuse=True)
+    pool = WarmPoolExecutor(None, ["json"], 2, ExecutorOptions(reuse=True))
     notes: list[str] = []
     executor, runs = workers.reuse_agrees(
         pool, workers.Subject(script, 30), None, notes, workers.ReuseCheck("guard env X: ", fresh_first=True)
@@ -235,7 +235,7 @@ def test_the_warm_check_falls_back_to_one_run_per_worker_where_a_reused_worker_d
     )
     original = ColdExecutor().run_many([script], 30)[0].signature
     assert isinstance(original, Signature) and "KeyError" in original.headline
-    pool = WarmPoolExecutor(None, ["json"], 2, spares=1, reuse=True)
+    pool = WarmPoolExecutor(None, ["json"], 2, ExecutorOptions(spares=1, reuse=True))
     notes: list[str] = []
     executor, seconds = workers.warm_executor(pool, original, workers.Subject(script, 30), notes, lambda _: None)
     try:
@@ -251,7 +251,7 @@ def test_the_warm_check_falls_back_to_one_run_per_worker_where_a_reused_worker_d
 def test_a_subject_whose_run_is_slow_gets_a_worker_per_candidate_unchecked(tmp_path):
     script = tmp_path / "slow.py"
     script.write_text("print('ok')\n")
-    pool = WarmPoolExecutor(None, ["json"], 1, spares=1, reuse=True)
+    pool = WarmPoolExecutor(None, ["json"], 1, ExecutorOptions(spares=1, reuse=True))
     notes: list[str] = []
     try:
         executor, runs = workers.reuse_agrees(
@@ -302,7 +302,7 @@ def test_torch_switches_a_run_set_are_put_back_or_retire_the_worker(tmp_path):
         scripts[-1].write_text(observe + change)
     answers = []
     for reuse in (False, True):
-        pool = WarmPoolExecutor(None, ["torch"], 1, spares=1, reuse=reuse)
+        pool = WarmPoolExecutor(None, ["torch"], 1, ExecutorOptions(spares=1, reuse=reuse))
         try:
             answers.append([r.stdout.rsplit(" ", 1) for r in pool.run_many(scripts, 60)])
         finally:
@@ -320,7 +320,7 @@ def test_a_run_that_leaves_gpu_memory_held_beyond_the_allowance_retires_its_work
     small, large = tmp_path / "small.py", tmp_path / "large.py"
     small.write_text("import json, torch\njson.__dict__.setdefault('small', torch.zeros(256, device='cuda'))\n")
     large.write_text("import json, torch\njson.__dict__.setdefault('large', torch.zeros(2**25, device='cuda'))\n")
-    pool = WarmPoolExecutor(None, ["torch"], 1, spares=1, reuse=True)
+    pool = WarmPoolExecutor(None, ["torch"], 1, ExecutorOptions(spares=1, reuse=True))
     try:
         pool.run_many([small, small, large], 60)
     finally:

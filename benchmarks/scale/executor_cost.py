@@ -28,7 +28,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
-from minrepro.harness.executors import ColdExecutor, make_executor  # noqa: E402
+from minrepro.harness.executors import ColdExecutor, ExecutorOptions, make_executor  # noqa: E402
 from minrepro.reducers.source import module_imports  # noqa: E402
 
 
@@ -72,7 +72,7 @@ def measure(name: str, script: Path, python: str, jobs: int, runs: int, timeout:
     reuse = name == "warm-pool-reused"
     # a warm pool's workers start in the background, one batch more kept warming as a reduction keeps them
     kind, spares = ("warm-pool", jobs) if name.startswith("warm-pool") else (name, 0)
-    executor = make_executor(kind, python, preload, jobs, spares=spares, reuse=reuse)
+    executor = make_executor(kind, python, preload, jobs, ExecutorOptions(spares=spares, reuse=reuse))
     start = time.monotonic() - began
     try:
         began = time.monotonic()

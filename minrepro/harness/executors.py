@@ -278,6 +278,19 @@ class ServerStart:
         )
 
 
+@dataclass(frozen=True)
+class ExecutorOptions:
+    """What an executor is told beyond the script's own imports: `recorded`, every module a run of it imported
+    (what the libraries import lazily), preloaded after them by the warm executors; for the warm pool, `spares`
+    workers kept warming beyond `jobs`, and `reuse`: a worker runs more than one candidate (see
+    `WarmPoolExecutor`); for "auto", `cuda`: whether the env's torch sees a GPU, where a probe said so already."""
+
+    recorded: Sequence[str] = ()
+    spares: int = 0
+    reuse: bool = False
+    cuda: bool | None = None
+
+
 class ForkServerExecutor(_WarmExecutor):
     """Forks a child per candidate from a server that imported the libraries once. With `set_heavy`, candidates
     that share their statements up to the last slow one run from a snapshot of that prefix: it runs once, in a
@@ -288,7 +301,11 @@ class ForkServerExecutor(_WarmExecutor):
     name = "forkserver"
 
     def __init__(
-        self, python: str | None = None, preload: Sequence[str] = (), jobs: int = 1, recorded: Sequence[str] = ()
+        self,
+        python: str | None = None,
+        preload: Sequence[str] = (),
+        jobs: int = 1,
+        options: ExecutorOptions | None = None,
     ):
         self.python, self.jobs = resolve_python(python), max(1, jobs)
         self.heavy: set[str] = set()
@@ -300,6 +317,7 @@ class ForkServerExecutor(_WarmExecutor):
         self._log = open(Path(self._tmp.name) / "server.log", "wb")  # noqa: SIM115 (the server's log, closed in close())
         self.skipped: list[str] = []  # preloads left to each child because importing them initializes CUDA
         self.starts: list[ServerStart] = []  # each start of the server, restarts included: what a warm start cost
+        recorded = (options or ExecutorOptions()).recorded
         preload, recorded = list(preload), [m for m in recorded if m not in preload]
         while True:
             began = time.monotonic()
@@ -455,13 +473,13 @@ class WarmPoolExecutor(_WarmExecutor):
         python: str | None = None,
         preload: Sequence[str] = (),
         jobs: int = 1,
-        recorded: Sequence[str] = (),
-        spares: int = 0,
-        reuse: bool = False,
+        options: ExecutorOptions | None = None,
     ):
-        self.python, self.jobs, self.spares = resolve_python(python), max(1, jobs), max(0, spares)
-        self.preload = list(dict.fromkeys([*preload, *recorded]))  # each worker may initialize CUDA: it never forks
-        self.reuse, self.reused, self.retired = reuse, 0, Counter()
+        options = options or ExecutorOptions()
+        self.python, self.jobs, self.spares = resolve_python(python), max(1, jobs), max(0, options.spares)
+        # each worker may initialize CUDA: it never forks
+        self.preload = list(dict.fromkeys([*preload, *options.recorded]))
+        self.reuse, self.reused, self.retired = options.reuse, 0, Counter()
         self.chosen_because = ""  # why "auto" took it over the fork server, if it did
         self._tmp = _scratch("pool")
         self._log = open(Path(self._tmp.name) / "workers.log", "wb")  # noqa: SIM115 (closed in close())
@@ -595,27 +613,19 @@ def _cuda_visible_in(python: str) -> bool:
         return False
 
 
-def _auto(
-    python: str | None,
-    preload: Sequence[str],
-    jobs: int,
-    recorded: Sequence[str] = (),
-    spares: int = 0,
-    cuda: bool | None = None,
-    reuse: bool = False,
-) -> Executor:
+def _auto(python: str | None, preload: Sequence[str], jobs: int, options: ExecutorOptions) -> Executor:
     """The warm pool where CUDA is visible, else the fork server. On a GPU the fork server's prefix snapshots stop at
     the first CUDA initialization, so each child imports again whatever comes after it, and a twin's candidates run
     slower than in the warm pool's workers; on newest the fork server also leaves peft (bitsandbytes 0.50 initializes
     CUDA at import) to every child. Elsewhere
     the fork server stays; if it would leave a CUDA-initializing import anyway, or cannot start, the warm pool.
-    `cuda`: whether the env's torch sees a GPU, where the caller's probe said so already."""
+    `options.cuda`: whether the env's torch sees a GPU, where the caller's probe said so already."""
     python = resolve_python(python)
-    if _cuda_visible_in(python) if cuda is None else cuda:
+    if _cuda_visible_in(python) if options.cuda is None else options.cuda:
         why = "CUDA is visible: fork-server snapshots cannot pass CUDA's initialization"
     else:
         try:
-            server = ForkServerExecutor(python, preload, jobs, recorded)
+            server = ForkServerExecutor(python, preload, jobs, options)
         except MinreproError as exc:  # e.g. CUDA initialized while preloading: workers that never fork can still run
             why = f"the fork server could not start ({exc})"
         else:
@@ -626,7 +636,7 @@ def _auto(
                 "(importing it initializes CUDA)"
             )
             server.close()
-    pool = WarmPoolExecutor(python, preload, jobs, recorded, spares, reuse)
+    pool = WarmPoolExecutor(python, preload, jobs, options)
     pool.chosen_because = why
     return pool
 
@@ -635,24 +645,17 @@ EXECUTORS = {"cold": ColdExecutor, "forkserver": ForkServerExecutor, "warm-pool"
 
 
 def make_executor(
-    kind: str,
-    python: str | None,
-    preload: Sequence[str],
-    jobs: int,
-    recorded: Sequence[str] = (),
-    spares: int = 0,
-    cuda: bool | None = None,
-    reuse: bool = False,
+    kind: str, python: str | None, preload: Sequence[str], jobs: int, options: ExecutorOptions | None = None
 ) -> Executor:
-    """``preload``: the script's own imports; ``recorded``: every module a run of it imported (what the libraries
-    import lazily), preloaded after them by the warm executors. "auto": see `_auto` (`cuda`: its probe's answer,
-    where known). ``reuse``: a warm-pool worker runs more than one candidate (see `WarmPoolExecutor`)."""
+    """``preload``: the script's own imports; ``options``: what else the executor is told (`ExecutorOptions`).
+    "auto": see `_auto`."""
+    options = options or ExecutorOptions()
     if kind == "cold":
         return ColdExecutor(python, jobs)
     if kind not in EXECUTORS:
         raise MinreproError(f"unknown executor {kind!r} (known: {', '.join(EXECUTORS)})")
     if kind == "auto":
-        return _auto(python, preload, jobs, recorded, spares, cuda, reuse)
+        return _auto(python, preload, jobs, options)
     if kind == "warm-pool":  # workers warming ahead of need: only the warm pool keeps spares
-        return WarmPoolExecutor(python, preload, jobs, recorded, spares, reuse)
-    return EXECUTORS[kind](python, preload, jobs, recorded)
+        return WarmPoolExecutor(python, preload, jobs, options)
+    return EXECUTORS[kind](python, preload, jobs, options)

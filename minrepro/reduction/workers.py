@@ -11,7 +11,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ..errors import MinreproError
-from ..harness.executors import ColdExecutor, Executor, make_executor
+from ..harness.executors import ColdExecutor, Executor, ExecutorOptions, make_executor
 from ..harness.resources import cores
 from ..harness.runner import RunResult
 from ..harness.signature import Signature
@@ -255,9 +255,8 @@ def start_executor(opts: ReduceOptions, source: str, spec: Spec, notes: list[str
     patch = patches_imports(source, opts.home) if opts.reuse_workers and opts.executor in ("auto", "warm-pool") else ""
     reuse = opts.reuse_workers and not patch
     try:
-        executor = make_executor(
-            opts.executor, python, module_imports(source), jobs, spec.modules, spec.spares, spec.cuda, reuse
-        )
+        options = ExecutorOptions(spec.modules, spec.spares, reuse, spec.cuda)
+        executor = make_executor(opts.executor, python, module_imports(source), jobs, options)
     except MinreproError as exc:
         notes.append(f"{where}{opts.executor} unavailable ({exc}); cold runs used" + (" there" if where else ""))
         return ColdExecutor(python, jobs)

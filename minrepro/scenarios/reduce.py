@@ -20,7 +20,7 @@ from ..errors import MinreproError
 from ..envs.venvs import env_of, read_marker
 from ..harness.probe import probe
 from ..catalog.manifest import load_catalog
-from ..harness.executors import Executor, make_executor
+from ..harness.executors import Executor, ExecutorOptions, make_executor
 from ..harness.runner import resolve_python, run_script
 from ..harness.signature import Signature
 from ..reducers.source import module_imports
@@ -178,9 +178,8 @@ def reduce_spec(
     # the spec passes run warm: cold, each candidate (a tiny Gemma 4) pays every import again, one at a time, and
     # the imports, not the runs, use up the budget
     if opts.executor != "cold":
-        executor = make_executor(
-            opts.executor, python, module_imports(current), opts.jobs, judged[digest(current)].get("modules", ())
-        )
+        recorded = ExecutorOptions(judged[digest(current)].get("modules", ()))
+        executor = make_executor(opts.executor, python, module_imports(current), opts.jobs, recorded)
     try:
         changed = True
         while changed:
