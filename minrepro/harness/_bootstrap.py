@@ -331,7 +331,8 @@ def _loaded_placement(model):
     }
 
 
-def _observe_classmethod(owner, name, path, event, describe, before=False):
+# the bootstrap imports as little as it can (no dataclasses): what a wrapper observes comes as plain arguments
+def _observe_classmethod(owner, name, path, event, describe, before=False):  # noqa: PLR0913
     """Wrap `owner.name` (a classmethod) so that each call appends `describe(cls, result, args, kwargs)` as an
     `event` record. Observing only: the result passes through, and a failure to describe is a `trace_error`.
     `before`: described from the arguments alone (result None), when the call starts: a call that fails inside

@@ -111,7 +111,8 @@ def resolve_python(python: str | None) -> str:
     return found
 
 
-def run_script(
+# the subprocess boundary: each keyword-only option is one setting of the child process, as subprocess.run's are
+def run_script(  # noqa: PLR0913
     script: str | os.PathLike[str],
     *,
     python: str | None = None,
