@@ -19,6 +19,7 @@ from minrepro.inputs import (
     absolute_arguments,
     absolute_paths,
     insert_prelude,
+    Invocation,
     prepare,
     read_python,
     record_env,
@@ -104,7 +105,7 @@ def test_a_file_the_failure_depends_on_stays_and_the_header_says_so(tmp_path, ca
 def test_a_plain_script_is_not_prepared(tmp_path):
     script = tmp_path / "job.py"
     script.write_text("from packaging.version import Version\nVersion('a b')\n")
-    assert prepare(str(script), cwd=tmp_path, environ={}) is None
+    assert prepare(str(script), run=Invocation(cwd=tmp_path, environ={})) is None
 
 
 def test_the_prelude_goes_after_the_docstring_and_future_imports():
@@ -207,7 +208,7 @@ def test_a_variable_the_failure_needs_is_set_at_the_top(tmp_path, monkeypatch):
     monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR", raising=False)  # torch sets it in a process that ran a model
     script = tmp_path / "job.py"
     script.write_text("import os\nfrom packaging.version import Version\nVersion(os.environ['BNB_RELEASE'])\n")
-    prepared = prepare(str(script), cwd=tmp_path)
+    prepared = prepare(str(script), run=Invocation(cwd=tmp_path))
     assert "os.environ['BNB_RELEASE'] = '1.0 beta'" in prepared.source
     body = "import os\nos.environ['BNB_RELEASE'] = '1.0 beta'\nVersion(os.environ['BNB_RELEASE'])\n"
     assert not any(line.startswith("The run also had") for line in prepared.header(body))
@@ -436,10 +437,10 @@ def test_a_module_run_with_dash_m(tmp_path, capsys, monkeypatch):
 
 def test_a_command_line_after_double_dash(tmp_path):
     (tmp_path / "job.py").write_text("import sys\nfrom packaging.version import Version\nVersion(sys.argv[1])\n")
-    prepared = prepare(None, ["python", str(tmp_path / "job.py"), "1.0 beta"], cwd=tmp_path, environ={})
+    prepared = prepare(None, run=Invocation(["python", str(tmp_path / "job.py"), "1.0 beta"], tmp_path, {}))
     assert prepared.name == "job.py" and "sys.argv = ['job.py', '1.0 beta']" in prepared.source
     with pytest.raises(MinreproError, match="give the script"):
-        prepare(None, ["python", "-u", "job.py"], cwd=tmp_path, environ={})
+        prepare(None, run=Invocation(["python", "-u", "job.py"], tmp_path, {}))
 
 
 @pytest.mark.libs
@@ -449,26 +450,28 @@ def test_accelerate_launch_with_one_process(tmp_path):
     )
     prepared = prepare(
         None,
-        ["accelerate", "launch", "--cpu", "--num_processes", "1", str(tmp_path / "train.py"), "--lr", "3"],
         python=sys.executable,
-        cwd=tmp_path,
-        environ={},
+        run=Invocation(
+            ["accelerate", "launch", "--cpu", "--num_processes", "1", str(tmp_path / "train.py"), "--lr", "3"],
+            tmp_path,
+            {},
+        ),
     )
     assert prepared.env["ACCELERATE_USE_CPU"] == "True" and "sys.argv = ['train.py', '--lr', '3']" in prepared.source
     assert prepared.command.startswith("accelerate launch --cpu")
     with pytest.raises(MinreproError, match="2 processes"):
         prepare(
             None,
-            ["accelerate", "launch", "--cpu", "--num_processes", "2", str(tmp_path / "train.py")],
             python=sys.executable,
-            cwd=tmp_path,
-            environ={},
+            run=Invocation(
+                ["accelerate", "launch", "--cpu", "--num_processes", "2", str(tmp_path / "train.py")], tmp_path, {}
+            ),
         )
 
 
 def test_prepared_scripts_go_to_the_cache_not_beside_the_input(tmp_path):
     (tmp_path / "job.py").write_text("import sys\nprint(sys.argv)\n")
-    prepared = prepare(str(tmp_path / "job.py"), ["x"], cwd=tmp_path, environ={})
+    prepared = prepare(str(tmp_path / "job.py"), run=Invocation(["x"], tmp_path, {}))
     assert prepared.path.is_relative_to(tmp_path / "cache") and sorted(p.name for p in tmp_path.iterdir()) == [
         "cache",
         "job.py",

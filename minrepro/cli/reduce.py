@@ -19,10 +19,10 @@ from .common import progress as _progress
 
 def cmd_signature(args: argparse.Namespace) -> int:
     from ..catalog.targets import read_source
-    from ..inputs import prepare, refuse_own_failure, take_env
+    from ..inputs import Invocation, prepare, refuse_own_failure, take_env
     from ..reduction.phases.establish import refuse_missing_libraries
 
-    prepared = prepare(args.script, args.script_args, args.module, args.python)
+    prepared = prepare(args.script, args.module, args.python, Invocation(args.script_args))
     take_env(prepared)
     script = prepared.path if prepared else Path(args.script)
     source = read_source(script)  # a syntax error is bad input, not a failure to sign
@@ -120,9 +120,9 @@ def cmd_reduce(args: argparse.Namespace) -> int:
         raise MinreproError("--good-runs must be at least 1")
     if args.guard == "none" and args.good_runs is not None:
         raise MinreproError("--good-runs counts runs in a good env; --guard none has none")
-    from minrepro.inputs import prepare, take_env
+    from minrepro.inputs import Invocation, prepare, take_env
 
-    prepared = prepare(args.script, args.script_args, args.module, args.python)
+    prepared = prepare(args.script, args.module, args.python, Invocation(args.script_args))
     take_env(prepared)
     options = ReduceOptions(
         **_shared_options(args),

@@ -27,7 +27,7 @@ import re
 import shlex
 import subprocess
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from collections.abc import Mapping, Sequence
 
@@ -168,71 +168,78 @@ class Prepared:
         return lines
 
 
+@dataclass(frozen=True)
+class Invocation:
+    """How the user ran it: its arguments (with no script: a whole command line), the folder it ran from and the
+    environment it ran in (None: this process's), the variables a command line's launcher set (`extra`), and that
+    command line (None: none was given)."""
+
+    args: Sequence[str] = ()
+    cwd: Path | None = None
+    environ: Mapping[str, str] | None = None
+    extra: Mapping[str, str] = field(default_factory=dict)
+    command: str | None = None
+
+
+@dataclass(frozen=True)
+class Program:
+    """What runs: its name as the header gives it, the user's file, its source, the folder it imports from first
+    (its `home`); where its reduction goes (None: <stem>.min.py beside the file), its package where it imports
+    relatively, and the folder put first on sys.path (None: its home, where it imports from there)."""
+
+    name: str
+    given: Path
+    source: str
+    home: Path
+    out: Path | None = None
+    package: str | None = None
+    path0: Path | None = None
+
+
 def prepare(
-    target: str | None,
-    args: Sequence[str] = (),
-    module: str | None = None,
-    python: str | None = None,
-    cwd: Path | None = None,
-    environ: Mapping[str, str] | None = None,
+    target: str | None, module: str | None = None, python: str | None = None, run: Invocation | None = None
 ) -> Prepared | None:
     """The prepared script for what the user gave; None for a plain script that runs as it is (no arguments, no
     variable to carry, no relative path to its own files)."""
     from .launch import is_command_line, read_command_line
 
-    cwd = (cwd or Path.cwd()).resolve()
-    environ = os.environ if environ is None else environ
-    args, extra, command = list(args), {}, None
+    run = run or Invocation()
+    cwd = (run.cwd or Path.cwd()).resolve()
+    environ = os.environ if run.environ is None else run.environ
+    args, extra, command = list(run.args), {}, None
     if target is None and module is None and is_command_line(args):
         launch = read_command_line(args, python)
         command = shlex.join(args)
         target, module = (None, launch.target) if launch.module else (launch.target, None)
         args, extra = launch.args, launch.env
+    run = Invocation(args, cwd, environ, extra, command)
     if module is not None:
         if target is not None:
             raise MinreproError(f"give a SCRIPT or -m {module}, not both")
-        return prepare_module(module, args, python, cwd, environ, extra, command)
+        return prepare_module(module, python, run)
     if target is None:
         raise MinreproError(
             "give a SCRIPT, a NOTEBOOK.ipynb, -m MODULE, or a command line after -- "
             "(`-- accelerate launch job.py ARGS`)"
         )
     if target.endswith(".ipynb"):
-        return prepare_notebook(Path(target), args, cwd, environ, extra, command)
-    return prepare_script(Path(target), args, cwd, environ, extra, command)
+        return prepare_notebook(Path(target), run)
+    return prepare_script(Path(target), run)
 
 
-def prepare_script(
-    path: Path,
-    args: list[str],
-    cwd: Path,
-    environ: Mapping[str, str],
-    extra: dict[str, str] | None = None,
-    command: str | None = None,
-) -> Prepared | None:
+def prepare_script(path: Path, run: Invocation) -> Prepared | None:
+    """`run`: as `prepare` leaves it (its folder and environment given)."""
     source = read_python(path)
+    command = run.command or shlex.join(["python", str(path), *run.args])
     return _prepared(
-        path.name,
-        path,
-        source,
-        path.resolve().parent,
-        cwd,
-        args,
-        environ,
-        extra or {},
-        command or shlex.join(["python", str(path), *args]),
-        plain_if_unchanged=command is None,
+        Program(path.name, path, source, path.resolve().parent),
+        replace(run, command=command),
+        plain_if_unchanged=run.command is None,
     )
 
 
-def prepare_notebook(
-    path: Path,
-    args: list[str],
-    cwd: Path,
-    environ: Mapping[str, str],
-    extra: dict[str, str] | None = None,
-    command: str | None = None,
-) -> Prepared:
+def prepare_notebook(path: Path, run: Invocation) -> Prepared:
+    """`run`: as `prepare` leaves it (its folder and environment given)."""
     from .notebook import convert, read_notebook
 
     if not path.is_file():
@@ -251,51 +258,31 @@ def prepare_notebook(
         source = "import os\n" + source
     # Jupyter runs a notebook in its own folder: its relative paths are read from there
     home = path.resolve().parent
-    prepared = _prepared(
-        path.name,
-        path,
-        source,
-        home,
-        home,
-        args,
-        environ,
-        extra or {},
-        command or (f"the notebook {path} with sys.argv {[path.name, *args]}" if args else ""),
-    )
+    args = run.args
+    command = run.command or (f"the notebook {path} with sys.argv {[path.name, *args]}" if args else "")
+    prepared = _prepared(Program(path.name, path, source, home), replace(run, cwd=home, command=command))
     prepared.notes = notes
     return prepared
 
 
-def prepare_module(
-    name: str,
-    args: list[str],
-    python: str | None,
-    cwd: Path,
-    environ: Mapping[str, str],
-    extra: dict[str, str] | None = None,
-    command: str | None = None,
-) -> Prepared:
+def prepare_module(name: str, python: str | None, run: Invocation) -> Prepared:
     """`python -m NAME ARGS`: the module's source, found as the target interpreter finds it with the current folder
-    first on its path; its package set where it imports relatively."""
+    first on its path; its package set where it imports relatively. `run`: as `prepare` leaves it."""
+    cwd = run.cwd
     origin, package = find_module(name, python, cwd)
     source = read_python(origin)
     stem = name.rsplit(".", 1)[-1] if origin.name != "__main__.py" else name.split(".")[0]
     relative = any(isinstance(n, ast.ImportFrom) and n.level for n in ast.walk(ast.parse(source)))
-    prepared = _prepared(
+    program = Program(
         f"-m {name}",
         origin,
         source,
         cwd,
-        cwd,
-        args,
-        environ,
-        extra or {},
-        command or shlex.join(["python", "-m", name, *args]),
         out=cwd / f"{stem}.min.py",
         package=package if relative else None,
         path0=cwd if _under(origin, cwd) else None,
     )
-    return prepared
+    return _prepared(program, replace(run, command=run.command or shlex.join(["python", "-m", name, *run.args])))
 
 
 FIND_MODULE = r"""
@@ -336,23 +323,14 @@ def find_module(name: str, python: str | None, cwd: Path) -> tuple[Path, str]:
     return Path(spot[0]), spot[1] or ""
 
 
-def _prepared(
-    name: str,
-    given: Path,
-    source: str,
-    home: Path,
-    base: Path,
-    args: list[str],
-    environ: Mapping[str, str],
-    extra: dict[str, str],
-    command: str,
-    plain_if_unchanged: bool = False,
-    out: Path | None = None,
-    package: str | None = None,
-    path0: Path | None = None,
-) -> Prepared | None:
+def _prepared(program: Program, run: Invocation, plain_if_unchanged: bool = False) -> Prepared | None:
+    """`run`: its folder is where the arguments' and the source's relative paths are read from; its command is the
+    one the header gives."""
+    name, given, home = program.name, program.given, program.home
+    source, package, path0 = program.source, program.package, program.path0
+    args, environ, base = list(run.args), run.environ, run.cwd
     env, held = record_env(environ)
-    env.update(extra)
+    env.update(run.extra)
     argv, files = absolute_arguments(args, base)
     source, named = absolute_paths(source, base)
     files += named
@@ -381,8 +359,8 @@ def _prepared(
         path,
         text,
         home,
-        out or given.resolve().with_name(f"{stem}.min.py"),
-        command,
+        program.out or given.resolve().with_name(f"{stem}.min.py"),
+        run.command,
         env,
         held,
         files=sorted(set(files)) + ([str(given.resolve())] if reads_file else []),
@@ -591,7 +569,7 @@ def prepare_names(
                 if module
                 else MinreproError("give a command line after -- or SCRIPT -- ARGS, not both")
             )
-        one = prepare(None, args, module, python)
+        one = prepare(None, module, python, Invocation(args))
         take_env(one)
         return [str(one.path)], [one]
     if args and len(names) != 1:
@@ -603,7 +581,7 @@ def prepare_names(
                 raise MinreproError(f"{name} is a catalog case: arguments after -- are for a script")
             done.append(name)
             continue
-        one = prepare(name, args, None, python)
+        one = prepare(name, None, python, Invocation(args))
         take_env(one)
         done.append(str(one.path) if one else name)
         prepared += [one] if one else []
