@@ -165,15 +165,15 @@ def test_pin_keeps_another_package_at_a_given_release(tmp_path):
     # bisection keeps accelerate at 1.15.0 instead of the script's 1.13.0
     from minrepro.catalog.manifest import load_catalog
     from minrepro.errors import MinreproError
-    from minrepro.reports.bisect import judge_for
+    from minrepro.reports.bisect import ReleaseRuns, judge_for
 
     [case] = load_catalog().select(["quantized-whole-disk-meta-weights"])
-    judge = judge_for(case, ["transformers"], tmp_path, 10, None, lambda _: None, {"accelerate": "1.15.0"})
+    judge = judge_for(case, ["transformers"], tmp_path, ReleaseRuns(10), {"accelerate": "1.15.0"})
     assert judge.base["accelerate"] == "1.15.0" and judge.base["transformers"] == "5.6.2"
     assert "accelerate==1.15.0" in judge.requirements({"transformers": Version("5.13.0")})
     for wrong in ({"transformers": "5.23.0"}, {"numpy": "2.0"}):  # the bisected package, one the script lacks
         with pytest.raises(MinreproError, match="--pin"):
-            judge_for(case, ["transformers"], tmp_path, 10, None, lambda _: None, wrong)
+            judge_for(case, ["transformers"], tmp_path, ReleaseRuns(10), wrong)
 
 
 def test_pin_options_are_parsed_or_refused_in_one_line():

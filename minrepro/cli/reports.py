@@ -34,7 +34,7 @@ def _pins(specs: list[str]) -> dict[str, str]:
 def cmd_bisect(args: argparse.Namespace) -> int:
     from packaging.version import Version
 
-    from minrepro.reports.bisect import bisect_package, judge_for, minimal_upgrades, releases
+    from minrepro.reports.bisect import ReleaseRuns, bisect_package, judge_for, minimal_upgrades, releases
 
     from minrepro.inputs import prepare_names
 
@@ -60,7 +60,7 @@ def cmd_bisect(args: argparse.Namespace) -> int:
     if args.git:
         return _bisect_git(args, case, envs, wheelhouse, results_dir)
     packages = [p.strip().lower() for p in (args.packages or args.package).split(",") if p.strip()]
-    judge = judge_for(case, packages, envs, args.timeout, wheelhouse, _progress, _pins(args.pin))
+    judge = judge_for(case, packages, envs, ReleaseRuns(args.timeout, wheelhouse, _progress), _pins(args.pin))
     base = judge.base
     results = []
     for package in packages:

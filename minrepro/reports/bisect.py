@@ -125,14 +125,18 @@ def _seen(run: RunResult) -> dict:
     }
 
 
+@dataclass(frozen=True)
+class ReleaseRuns:
+    """How a judge installs and runs each release: the run's timeout, the wheelhouse it installs from (None: the
+    index), and where progress goes."""
+
+    timeout: float
+    wheelhouse: Path | None = None
+    log: Callable[[str], None] = lambda _: None
+
+
 def judge_for(
-    case: Case,
-    packages: list[str],
-    envs: Path,
-    timeout: float,
-    wheelhouse: Path | None,
-    log: Callable[[str], None],
-    pins: dict[str, str] | None = None,
+    case: Case, packages: list[str], envs: Path, runs: ReleaseRuns, pins: dict[str, str] | None = None
 ) -> Judge:
     """A judge that keeps the other packages at the case script's PEP 723 pins, or at `pins` where given (a fix that
     needs another library's newer release to pass: transformers' whole-disk dispatch meets accelerate 1.13's
@@ -152,9 +156,8 @@ def judge_for(
         )
     base = {**base, **(pins or {})}
     libraries = frozenset(d for d in base if d in LIBRARIES)  # tokenizers & co. only support a base pin
-    return Judge(
-        case, base, libraries, envs / "bisect", envs.parent / "bisect" / f"{case.id}.json", timeout, wheelhouse, log
-    )
+    cache_file = envs.parent / "bisect" / f"{case.id}.json"
+    return Judge(case, base, libraries, envs / "bisect", cache_file, runs.timeout, runs.wheelhouse, runs.log)
 
 
 def first_flip(versions: list[Version], judge: Callable[[Version], Outcome], start: Outcome) -> Version | None:
