@@ -189,13 +189,12 @@ def draft(case: Case, catalog: Catalog, results_dir: Path, python: Path | None =
     docstring = _docstring(source)
     summary = (docstring.splitlines()[0] if docstring else _last_statement(source)).rstrip(".")
     modules = [f["module"] for f in reversed((signature or {}).get("frames", []))]
-    pins = [d for d in (script_metadata(source) or {}).get("dependencies", [])]
     sections: dict[str, str] = {
         "System Info": "```\n" + system_info(python, run) + "\n```",
         "Who can help?": area([m for m in modules if m.startswith(library)] or modules),
         "Information": "- [ ] The official example scripts\n- [x] My own modified scripts",
         "Tasks": "- [x] My own task or dataset (give details below)",
-        "Reproduction": _reproduction(case, source, pins, headline, signature, failing_set),
+        "Reproduction": _reproduction(case, source, headline, signature, failing_set),
         "Expected behavior": (f"{summary}.\n\n" if docstring else "")
         + f"Expected: {expected_line(source)}.\nActual: `{headline or 'see above'}`.",
     }
@@ -316,10 +315,9 @@ def _docstring(source: str) -> str:
     return re.sub(r"^Family [A-Z]'?[^:`]*: ", "", ast.get_docstring(ast.parse(source)) or "")
 
 
-def _reproduction(
-    case: Case, source: str, pins: list[str], headline: str, signature: dict[str, Any] | None, failing_set: str
-) -> str:
+def _reproduction(case: Case, source: str, headline: str, signature: dict[str, Any] | None, failing_set: str) -> str:
     name = case.script.name
+    pins = [d for d in (script_metadata(source) or {}).get("dependencies", [])]
     install = " ".join(f'"{p}"' for p in pins if p != "torch")
     return "\n".join(
         [
