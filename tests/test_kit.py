@@ -127,7 +127,7 @@ def test_a_fix_that_needs_an_earlier_familys_goes_in_as_a_series(tmp_path, monke
     case = SimpleNamespace(id="f-case", patches=("peft/g", "bitsandbytes/x", "peft/f"), upstream=())
     diffs, test = kit.patch_for(case, "peft")
     assert [d.stem for d in diffs] == ["g", "f"] and test.name == "f.test"
-    proof = kit.build_branch(case, RepoRef("peft", repo), diffs, kit.read_test(test), tmp_path / "work")
+    proof = kit.build_branch(case, RepoRef("peft", repo), tmp_path / "work")
     assert len(proof.commits) == 3 and proof.title == "peft: fix f"
     log = subprocess.run(
         ["git", "-C", str(tmp_path / "work"), "log", "--format=%s", "-3"], capture_output=True, text=True

@@ -155,10 +155,7 @@ def test_a_kit_made_against_a_release_says_so_in_its_commits_and_its_description
     script = tmp_path / "fix.py"
     script.write_text("print(1)\n")
     case = SimpleNamespace(id="fix", patches=("transformers/fix",), upstream=(), script=script)
-    diffs, test = kit.patch_for(case, "transformers")
-    proof = kit.build_branch(
-        case, repo, diffs, kit.read_test(test), tmp_path / "work", "transformers 9.9.0's released source"
-    )
+    proof = kit.build_branch(case, repo, tmp_path / "work", "transformers 9.9.0's released source")
     proof.release = record
     body = _git(tmp_path / "work", "log", "--format=%B", "-1", proof.commits[0])
     assert "It fails on transformers 9.9.0's released source: fix" in body

@@ -184,6 +184,7 @@ def _bisect_git(args: argparse.Namespace, case, envs: Path, wheelhouse: Path | N
 def cmd_kit(args: argparse.Namespace) -> int:
     from minrepro.envs.refs import parse_repo
     from minrepro.reports.kit import (
+        KitRuns,
         build_branch,
         describe_pr,
         kit_env,
@@ -219,18 +220,18 @@ def cmd_kit(args: argparse.Namespace) -> int:
         _progress(f"{case.id}: {release.label}'s released source ({record['archive']}) as {repo.gitdir}")
     else:
         repo = parse_repo(args.repo)
-    diffs, test_path = patch_for(case, repo.library)
+    diffs, _ = patch_for(case, repo.library)
     out = Path(args.out) / case.id
     out.mkdir(parents=True, exist_ok=True)
     work = cache("kits", case.id)
     against = f"{release.label}'s released source" if release else "main"
-    proof = build_branch(case, repo, diffs, read_test(test_path), work, against)
+    proof = build_branch(case, repo, work, against)
     proof.release = record
     proof.pytest_args = shlex.split(args.pytest_args)
     _progress(f"{case.id}: branch {proof.branch} on {repo.library} {proof.base['commit'][:12]}: {proof.port}")
     envs = Path(args.envs).resolve() if args.envs else cache("envs")
     env = kit_env(catalog, repo.library, envs, ruff_requirement(work), release.version if release else None)
-    proof = prove(proof, case, repo, work, env, args.timeout, _progress)
+    proof = prove(proof, case, work, env, KitRuns(args.timeout, _progress))
     whys = [d.read_text(encoding="utf-8").split("\n---\n")[0].split("\n\n", 1)[-1].strip() for d in diffs]
     # the PR's own fix first; a fix it builds on (F on G) after it, as the series' earlier commit
     why = whys[-1] + "".join(

@@ -209,11 +209,12 @@ def patch_for(case: Case, library: str) -> tuple[list[Path], Path]:
     return [root / f"{name}.diff" for name in names], test
 
 
-def build_branch(
-    case: Case, repo: RepoRef, diffs: list[Path], test: RegressionTest, work: Path, against: str = "main"
-) -> KitProof:
-    """A shared clone of the repository at the ref, with the test commit and one fix commit per diff on a branch
-    (`against`: what the test commit says it fails on, main or a release)."""
+def build_branch(case: Case, repo: RepoRef, work: Path, against: str = "main") -> KitProof:
+    """A shared clone of the repository at the ref, with the test commit and one fix commit per diff of the case's
+    patches to its library (`patch_for`) on a branch (`against`: what the test commit says it fails on, main or a
+    release)."""
+    diffs, test_path = patch_for(case, repo.library)
+    test = read_test(test_path)
     if work.exists():
         shutil.rmtree(work)
     cloned = subprocess.run(
@@ -334,18 +335,19 @@ def _deselect(main: TestRun, test_file: str) -> list[str]:
     ]
 
 
-def _file_on_main(
-    env: Path,
-    clone: RepoRef,
-    base: str,
-    test_file: str,
-    pytest_args: list[str],
-    timeout: float,
-    log: Callable[[str], None],
-) -> TestRun:
-    """The test file's outcomes at the base commit, in `env` with the base's package laid over; kept per (commit,
-    file, env's requirements): every kit of a library on the same main shares it (peft's test_other.py takes
-    minutes offline, most of it in tests that need the hub)."""
+@dataclass(frozen=True)
+class KitRuns:
+    """How a kit's proof runs: the timeout of each run (the case's, each pytest's), and where progress goes."""
+
+    timeout: float
+    log: Callable[[str], None]
+
+
+def _file_on_main(env: Path, clone: RepoRef, base: str, proof: KitProof, settings: KitRuns) -> TestRun:
+    """The new test's file's outcomes at the base commit (with the proof's pytest options), in `env` with the base's
+    package laid over; kept per (commit, file, env's requirements): every kit of a library on the same main shares
+    it (peft's test_other.py takes minutes offline, most of it in tests that need the hub)."""
+    test_file, pytest_args, log = proof.test.split("::")[0], proof.pytest_args, settings.log
     requirements = {k: v for k, v in (read_marker(env) or {}).items() if k != "refs"}  # the overlay is set below
     key = hashlib.sha256(json.dumps([base, test_file, requirements, pytest_args], sort_keys=True).encode()).hexdigest()[
         :16
@@ -363,7 +365,7 @@ def _file_on_main(
         clone.gitdir,
         ["-o", "addopts=", *pytest_args, test_file],
         cached.with_suffix(".xml"),
-        PytestConditions(timeout, offline=True),
+        PytestConditions(settings.timeout, offline=True),
     )
     cached.write_text(
         json.dumps({"base": base, "test_file": test_file, "outcomes": run.outcomes, "seconds": run.seconds}),
@@ -372,22 +374,22 @@ def _file_on_main(
     return run
 
 
-def prove(
-    proof: KitProof, case: Case, repo: RepoRef, work: Path, env: Path, timeout: float, log: Callable[[str], None]
-) -> KitProof:
-    """Before/after the fix, in `env` with the branch's package laid over: the new test, its whole file, ruff."""
-    clone = RepoRef(repo.library, work, proof.branch)
+def prove(proof: KitProof, case: Case, work: Path, env: Path, settings: KitRuns) -> KitProof:
+    """Before/after the fix, in `env` with the branch's package laid over (`work`: the branch's clone, as
+    `build_branch` left it): the new test, its whole file, ruff."""
+    timeout, log, library = settings.timeout, settings.log, proof.library
+    clone = RepoRef(library, work, proof.branch)
     where = probe(str(env_python(env)))
     proof.machine = f"{where.label}, torch {where.versions.get('torch')}"
-    native_into_checkout(site_packages(env), repo.library, work)
+    native_into_checkout(site_packages(env), library, work)
     test_file, name = proof.test.split("::")[0], proof.test.rsplit("::", 1)[-1]
     base = _git(work, "rev-parse", f"{proof.commits[0]}~1").strip()
-    runs = {"main": _file_on_main(env, clone, base, test_file, proof.pytest_args, timeout, log)}
+    runs = {"main": _file_on_main(env, clone, base, proof, settings)}
     # before: only the new test (the file's other tests are main's, run once in `_file_on_main`); after: the file,
     # less what fails on main, which cannot be a new failure (peft's hub tests each sleep through their retries)
     selections = {"before": [test_file, "-k", name], "after": [test_file, *_deselect(runs["main"], test_file)]}
     for label, commit in (("before", proof.commits[0]), ("after", proof.commits[-1])):
-        overlay_env(env, [clone], {repo.library: commit})
+        overlay_env(env, [clone], {library: commit})
         _git(work, "checkout", "-q", commit)
         log(f"{proof.case}: {' '.join(selections[label][:3])} at the {label} commit {commit[:10]}")
         # `-o addopts=`: a repository's own pytest options (peft's --cov) need plugins its CI has and the env lacks
