@@ -180,7 +180,9 @@ def test_a_spec_reduction_stops_its_spec_passes_at_the_time_budget_and_hands_the
         max_seconds=35.0,
     )
     logged: list[str] = []
-    steps, summary = trip.reduce_spec(0, "x", "tiny", "cpu", opts, keep_steps=False, log=logged.append)
+    steps, summary = trip.reduce_spec(
+        0, trip.ScenarioTarget("x", "tiny", "cpu"), opts, keep_steps=False, log=logged.append
+    )
     assert summary == "done" and len(judged) == 2  # the original (10 s), one spec (20 s): past half of 35 s
     assert handed == [15.0]  # what the spec passes left of the 35 s
     assert any("stopped at their share of the time budget" in line for line in logged)

@@ -188,7 +188,7 @@ def _reduce_finding(key: str, witness, reducing: FindingReductions) -> dict:
     the catalog's own checks of it."""
     from ..reduction.options import ReduceOptions
     from ..scenarios import explore as ex
-    from ..scenarios.reduce import reduce_spec, steps_file_of
+    from ..scenarios.reduce import ScenarioTarget, reduce_spec, steps_file_of
     from ..scenarios.spec import Scenario
 
     opts, catalog = reducing.opts, reducing.catalog
@@ -202,9 +202,7 @@ def _reduce_finding(key: str, witness, reducing: FindingReductions) -> dict:
     try:
         trip, summary = reduce_spec(
             spec,
-            f"explore-{name}",
-            opts.scale,
-            opts.device,
+            ScenarioTarget(f"explore-{name}", opts.scale, opts.device),
             ReduceOptions(
                 script=Path("-"),
                 out=out,

@@ -164,7 +164,7 @@ def _shared_options(args: argparse.Namespace) -> dict:
 def _reduce_scenario(args: argparse.Namespace) -> int:
     from minrepro.reduction.options import ReduceOptions
     from minrepro.reduction.summary import print_summary
-    from minrepro.scenarios.reduce import reduce_scenario
+    from minrepro.scenarios.reduce import ScenarioTarget, reduce_scenario
 
     options = ReduceOptions(**_shared_options(args), script=Path("-"), timeout=args.timeout or DEFAULT_TIMEOUT)
     log = _progress if args.verbose else lambda _: None
@@ -174,9 +174,11 @@ def _reduce_scenario(args: argparse.Namespace) -> int:
 
         spec = _read_spec(Path(args.spec))
         args.scenario, args.scale = Path(args.spec).stem.removesuffix(".spec"), scale_of(spec) or "tiny"
-        trip, summary = reduce_spec(spec, args.scenario, args.scale, args.device, options, args.keep_steps, log)
+        which = ScenarioTarget(args.scenario, args.scale, args.device)
+        trip, summary = reduce_spec(spec, which, options, args.keep_steps, log)
     else:
-        trip, summary = reduce_scenario(args.scenario, args.scale, args.device, options, args.keep_steps, log)
+        which = ScenarioTarget(args.scenario, args.scale, args.device)
+        trip, summary = reduce_scenario(which, options, args.keep_steps, log)
     print(
         f"scenario {args.scenario} ({args.scale}, {args.device}): {len(trip.steps) - 1} spec steps "
         f"({', '.join(name for name, _, _ in trip.steps[1:]) or 'none accepted'}), {trip.runs} scenario runs"

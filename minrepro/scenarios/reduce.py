@@ -87,33 +87,39 @@ def read_steps(path: Path) -> list[tuple[str, Scenario, str]]:
     return [(s["pass"], Scenario.from_json(json.dumps(s["spec"])), s["headline"]) for s in doc["steps"]]
 
 
+@dataclass(frozen=True)
+class ScenarioTarget:
+    """The scenario reduced: its label (a preset's name; it names the workdir, the output and the steps) and the
+    model dimensions and device it runs at."""
+
+    label: str
+    scale: str
+    device: str
+
+
 def reduce_scenario(
-    preset: str,
-    scale: str,
-    device: str,
-    opts: ReduceOptions,
-    keep_steps: bool,
-    log: Callable[[str], None] = lambda _: None,
+    which: ScenarioTarget, opts: ReduceOptions, keep_steps: bool, log: Callable[[str], None] = lambda _: None
 ) -> tuple[ScenarioTrip, ReduceSummary]:
+    """The preset named by `which.label`."""
+    preset, scale, device = which.label, which.scale, which.device
     available = presets(device, scale)
     if preset not in available:
         raise MinreproError(
             f"unknown scenario preset {preset!r} for {device} at {scale} (known: {', '.join(available)})"
         )
-    return reduce_spec(available[preset], preset, scale, device, opts, keep_steps, log)
+    return reduce_spec(available[preset], which, opts, keep_steps, log)
 
 
 def reduce_spec(
     spec: Scenario,
-    label: str,
-    scale: str,
-    device: str,
+    which: ScenarioTarget,
     opts: ReduceOptions,
     keep_steps: bool,
     log: Callable[[str], None] = lambda _: None,
 ) -> tuple[ScenarioTrip, ReduceSummary]:
     """Reduce from any spec (a preset, a spec file, a finding of `explore`): spec passes, then the script.
     `opts.max_seconds` bounds the whole: the spec passes stop at it, the script phase gets what is left."""
+    label, scale, device = which.label, which.scale, which.device
     began = time.monotonic()
     workdir = (opts.workdir or cache("reductions", f"scenario-{label}-{scale}-{device}")).resolve()
     (workdir / "candidates").mkdir(parents=True, exist_ok=True)
