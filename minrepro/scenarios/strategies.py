@@ -11,6 +11,7 @@ rather than send it whole to one device: the blind spot that hid the seeds' prim
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from hypothesis import strategies as st
@@ -100,10 +101,22 @@ def whole(home: Any) -> PlacementSpec:
     return PlacementSpec({"": home} if home != "cpu" else "cpu")
 
 
+@dataclass(frozen=True)
+class DrawnFor:
+    """What a scenario's parts are drawn for: the device ("cuda" with `gpus` GPUs, or "cpu"), the scale, and the
+    model's towers and text layers (its module names)."""
+
+    device: str
+    scale: str
+    gpus: int
+    towers: tuple[str, ...]
+    layers: int
+
+
 @st.composite
-def placements(
-    draw: st.DrawFn, device: str, scale: str, towers: tuple[str, ...], layers: int, gpus: int
-) -> PlacementSpec:
+def placements(draw: st.DrawFn, drawn_for: DrawnFor) -> PlacementSpec:
+    device, scale, gpus = drawn_for.device, drawn_for.scale, drawn_for.gpus
+    towers, layers = drawn_for.towers, drawn_for.layers
     home = draw(homes(device, gpus))
     shape = draw(st.sampled_from(["whole", "auto", "split", "split", "split"]))
     if shape == "whole":
@@ -132,9 +145,9 @@ def peft_module_maps(device: str, towers: tuple[str, ...], layers: int, gpus: in
 
 
 @st.composite
-def peft_calls(
-    draw: st.DrawFn, device: str, scale: str, towers: tuple[str, ...], layers: int, gpus: int
-) -> PeftCallSpec:
+def peft_calls(draw: st.DrawFn, drawn_for: DrawnFor) -> PeftCallSpec:
+    device, scale, gpus = drawn_for.device, drawn_for.scale, drawn_for.gpus
+    towers, layers = drawn_for.towers, drawn_for.layers
     kind = draw(st.integers(0, 5))
     if kind == 0:
         return PeftCallSpec("get_peft_model")
@@ -167,10 +180,11 @@ def scenarios(draw: st.DrawFn, device: str, scale: str, gpus: int = 1) -> Scenar
         action = "merge"  # dequantize() on a model that was never quantized is refused, rightly
     # the checkpoint files check needs a checkpoint of its own: at tiny scale every run builds one
     checks = ("files",) if scale == "tiny" and draw(st.booleans()) else ()
-    peft = draw(peft_calls(device, scale, towers, layers, gpus))
+    drawn_for = DrawnFor(device, scale, gpus, towers, layers)
+    peft = draw(peft_calls(drawn_for))
     if action == "placement" and peft.call != "from_pretrained":
         action = "forward"  # the one-device reference loads the saved adapter: a fresh random LoRA is another model
-    placement = draw(placements(device, scale, towers, layers, gpus))
+    placement = draw(placements(drawn_for))
     if peft.call == "dispatch_model" and draw(st.sampled_from([True, True, True, False])):
         placement = whole(
             draw(homes(device, gpus))
