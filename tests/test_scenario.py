@@ -121,5 +121,7 @@ def test_a_table_resumes_from_rows_already_measured(monkeypatch):
         }
     ]
     seen = []
-    rows = table.scenario_table(["r05-all-gpu"], "tiny", "cpu", "python3", 10, seen.append, measured)
+    rows = table.scenario_table(
+        table.PresetsAt(["r05-all-gpu"], "tiny", "cpu"), table.PresetEnv("python3", 10), seen.append, measured
+    )
     assert rows == measured and not seen

@@ -51,7 +51,7 @@ def cmd_scenario(args: argparse.Namespace) -> int:
             print(render(available[name]))
         return 0
     # table: run each preset here; the signature each hits
-    from ..scenarios.table import checkpoint_namespace, describe_placement, scenario_table
+    from ..scenarios.table import PresetEnv, PresetsAt, checkpoint_namespace, describe_placement, scenario_table
 
     env = probe(args.python)
     set_name = load_catalog(args.manifest).detect_set(env.versions)
@@ -85,17 +85,8 @@ def cmd_scenario(args: argparse.Namespace) -> int:
                 },
             )
 
-    rows = scenario_table(
-        names,
-        args.scale,
-        args.device,
-        env.python,
-        args.timeout,
-        record,
-        measured,
-        checkpoint_namespace(env.versions, patches),
-        patches,
-    )
+    where = PresetEnv(env.python, args.timeout, checkpoint_namespace(env.versions, patches), patches)
+    rows = scenario_table(PresetsAt(names, args.scale, args.device), where, record, measured)
     print("| preset | set | scale | outcome | signature | owner | placement | s |\n|---|---|---|---|---|---|---|---|")
     for r in rows:
         print(

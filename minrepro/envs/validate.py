@@ -262,7 +262,7 @@ def validate(
 def _scenarios(cases: list[Case], clean, patched, timeout: float, log: Callable[[str], None]) -> list[dict]:
     """The tiny Gemma 4 presets of the affected families, on the device at hand, before and after."""
     from ..scenarios.presets import SEED_REPORTS, presets
-    from ..scenarios.table import checkpoint_namespace, scenario_table
+    from ..scenarios.table import PresetEnv, PresetsAt, checkpoint_namespace, scenario_table
 
     device = "cuda" if clean.cuda else "cpu"
     ids = {case.id for case in cases}
@@ -271,16 +271,11 @@ def _scenarios(cases: list[Case], clean, patched, timeout: float, log: Callable[
     for label, env in (("before", clean), ("after", patched)):
         log(f"scenarios ({label}, tiny, {device}): {', '.join(names)}")
         marker = read_marker(Path(env.python).parent.parent) or {}
+        patches = marker.get("patches", [])
         table = scenario_table(
-            names,
-            "tiny",
-            device,
-            env.python,
-            timeout,
+            PresetsAt(names, "tiny", device),
+            PresetEnv(env.python, timeout, checkpoint_namespace(env.versions, patches), patches),
             lambda _: None,
-            (),
-            checkpoint_namespace(env.versions, marker.get("patches", [])),
-            marker.get("patches", []),
         )
         rows += [{**row, "when": label} for row in table]
     return rows

@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import os
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from collections.abc import Callable
@@ -108,20 +109,34 @@ def _devices(call: dict[str, Any]) -> str:
     return ", ".join(f"{device}×{count}" for device, count in call.get("devices", {}).items()) or "empty"
 
 
+@dataclass(frozen=True)
+class PresetsAt:
+    """The presets a table runs: their names, at `scale` on `device`."""
+
+    names: list[str]
+    scale: str
+    device: str
+
+
+@dataclass(frozen=True)
+class PresetEnv:
+    """Where each preset runs: the env's python, each run's timeout, and the env's checkpoint namespace
+    (`checkpoint_namespace`) and patches, which say which built checkpoints it shares."""
+
+    python: str
+    timeout: float
+    namespace: str = "default"
+    patches: list[str] = ()
+
+
 def scenario_table(
-    names: list[str],
-    scale: str,
-    device: str,
-    python: str,
-    timeout: float,
-    on_row: Callable[[list[dict]], None],
-    measured: list[dict] = (),
-    namespace: str = "default",
-    patches: list[str] = (),
+    which: PresetsAt, env: PresetEnv, on_row: Callable[[list[dict]], None], measured: list[dict] = ()
 ) -> list[dict]:
     """Run each preset once: outcome, signature headline, owner, seconds, placement. `on_row` sees the rows so
     far after every preset (a table cut short keeps what it measured); a preset with a row in `measured` (a
     table cut short before, same environment) keeps that row instead of running again."""
+    names, scale, device = which.names, which.scale, which.device
+    python, timeout = env.python, env.timeout
     available = presets(device, scale)
     before = {r["preset"]: r for r in measured if r["scale"] == scale and r["device"] == device}
     rows: list[dict] = []
@@ -131,7 +146,7 @@ def scenario_table(
                 rows.append(before[name])
                 continue
             spec = available[name]
-            use_checkpoint_cache(spec_namespace(namespace, list(patches), spec))
+            use_checkpoint_cache(spec_namespace(env.namespace, list(env.patches), spec))
             build = prebuild(spec, Path(tmp), python)
             result = run_rendered(render(spec), Path(tmp), python, timeout)
             sig, calls = result.signature, dispatch_calls(result.trace)
