@@ -66,7 +66,9 @@ def bare(script: Path, python: str, runs: int, timeout: float) -> list[str]:
     return ["bare", "", f"{median:.2f}", f"{max(seconds):.2f}", f"{median:.2f}", "", "one process, runs in a row"]
 
 
-def measure(name: str, script: Path, python: str, jobs: int, runs: int, timeout: float, reference) -> list[str]:
+def measure(name: str, script: Path, args: argparse.Namespace, reference) -> list[str]:
+    """`args`: the command line's --python, --jobs, --runs and --timeout."""
+    python, jobs, runs, timeout = args.python, args.jobs, args.runs, args.timeout
     began = time.monotonic()
     preload = module_imports(script.read_text(encoding="utf-8"))
     reuse = name == "warm-pool-reused"
@@ -126,9 +128,7 @@ def main() -> int:
     script = args.script.resolve()
     reference = ColdExecutor(args.python).run_many([script], args.timeout, script.parent)[0].signature
     rows = [
-        bare(script, args.python, args.runs, args.timeout)
-        if name == "bare"
-        else measure(name, script, args.python, args.jobs, args.runs, args.timeout, reference)
+        bare(script, args.python, args.runs, args.timeout) if name == "bare" else measure(name, script, args, reference)
         for name in args.executors.split(",")
     ]
     print(f"{script.name}: {reference.headline if reference else 'passes'}; {args.runs} runs, {args.jobs} at once\n")
