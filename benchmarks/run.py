@@ -32,6 +32,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -139,9 +140,17 @@ def _calls(counter: Path) -> int:
     return len(counter.read_text()) if counter.exists() else 0
 
 
-def run_minrepro(
-    script: Path, bad: str, good: str | None, work: Path, cap: float, jobs: int, extra: Sequence[str] = ()
-) -> dict:
+@dataclass(frozen=True)
+class Lane:
+    """One tool's run on one script: the folder it works in, its wall-clock cap (s), its parallel candidates."""
+
+    work: Path
+    cap: float
+    jobs: int
+
+
+def run_minrepro(script: Path, bad: str, good: str | None, lane: Lane, extra: Sequence[str] = ()) -> dict:
+    work, cap, jobs = lane.work, lane.cap, lane.jobs
     out = work / f"{script.stem}.min.py"
     command = [
         sys.executable,
@@ -195,7 +204,8 @@ def run_minrepro(
     }
 
 
-def run_shrinkray(script: Path, oracle: list[str], shrinkray: str, work: Path, cap: float, jobs: int) -> dict:
+def run_shrinkray(script: Path, oracle: list[str], shrinkray: str, lane: Lane) -> dict:
+    work, cap, jobs = lane.work, lane.cap, lane.jobs
     target = work / script.name
     shutil.copy(script, target)
     counter = work / "shrinkray.calls"
@@ -226,7 +236,8 @@ def run_shrinkray(script: Path, oracle: list[str], shrinkray: str, work: Path, c
     return {"calls": _calls(counter), "seconds": time.monotonic() - start, "output": target, "capped": capped}
 
 
-def run_pysource(script: Path, oracle: list[str], python: str, work: Path, cap: float, jobs: int) -> dict:
+def run_pysource(script: Path, oracle: list[str], python: str, lane: Lane) -> dict:
+    work, cap = lane.work, lane.cap
     best, counter = work / f"{script.stem}.pysource.py", work / "pysource.calls"
     start = time.monotonic()
     proc = subprocess.Popen(
@@ -239,7 +250,8 @@ def run_pysource(script: Path, oracle: list[str], python: str, work: Path, cap: 
     return {"calls": _calls(counter), "seconds": time.monotonic() - start, "output": best, "capped": capped}
 
 
-def run_lithium(script: Path, oracle: list[str], python: str, work: Path, cap: float, jobs: int) -> dict:
+def run_lithium(script: Path, oracle: list[str], python: str, lane: Lane) -> dict:
+    work, cap = lane.work, lane.cap
     target, best, counter = (
         work / f"{script.stem}.lithium.py",
         work / f"{script.stem}.lithium.best.py",
@@ -269,7 +281,8 @@ def run_lithium(script: Path, oracle: list[str], python: str, work: Path, cap: f
     return {"calls": _calls(counter), "seconds": time.monotonic() - start, "output": best, "capped": capped}
 
 
-def run_picire(script: Path, oracle: list[str], python: str, work: Path, cap: float, jobs: int) -> dict:
+def run_picire(script: Path, oracle: list[str], python: str, lane: Lane) -> dict:
+    work, cap, jobs = lane.work, lane.cap, lane.jobs
     counter, best, out_dir = work / "picire.calls", work / f"{script.stem}.picire.best.py", work / "picire-out"
     shutil.copy(script, best)
     test = work / "picire_test.sh"  # picire: exit 0 means the input is interesting ("FAIL")
@@ -365,16 +378,16 @@ def main() -> int:
         oracle = [sys.executable, "-m", "minrepro", "matches", "--expect", str(expect), "--python", args.python]
         oracle += ["--good-python", args.good_python] if args.good_python else []  # minrepro's differential test
         os.environ["PYTHONPATH"] = str(ROOT)
-        tools = {}
+        tools, lane = {}, Lane(work, args.cap, args.jobs)
         if "minrepro" in wanted:
             tools["minrepro reduce"] = lambda: run_minrepro(
-                script, args.python, args.good_python, work, args.cap, args.jobs, shlex.split(args.minrepro_args)
+                script, args.python, args.good_python, lane, shlex.split(args.minrepro_args)
             )
         if args.shrinkray and "shrinkray" in wanted:
-            tools["Shrink Ray"] = lambda: run_shrinkray(script, oracle, args.shrinkray, work, args.cap, args.jobs)
+            tools["Shrink Ray"] = lambda: run_shrinkray(script, oracle, args.shrinkray, lane)
         for tool, run in (("pysource-minimize", run_pysource), ("Lithium", run_lithium), ("picire", run_picire)):
             if args.peers_python and tool.lower() in wanted:
-                tools[tool] = lambda run=run: run(script, oracle, args.peers_python, work, args.cap, args.jobs)
+                tools[tool] = lambda run=run: run(script, oracle, args.peers_python, lane)
         for tool, run in tools.items():
             print(f"  {script.stem}: {tool} ...", file=sys.stderr, flush=True)
             outcome = run()
