@@ -137,6 +137,19 @@ def test_offline_or_no_such_release_is_a_one_line_error(tmp_path, monkeypatch):
         release.download(Release("transformers", "9.9.0"), tmp_path)
 
 
+def test_a_wheelhouse_s_sdist_is_taken_as_it_is_offline(tmp_path, monkeypatch):
+    """Offline, `pip download` of an sdist fails to build its metadata and falls back to the wheel: the wheelhouse's
+    sdist is copied instead, pip never asked."""
+    wheelhouse = tmp_path / "wheelhouse"
+    wheelhouse.mkdir()
+    for name in ("transformers-9.9.0.tar.gz", "transformers-9.9.0-py3-none-any.whl"):
+        (wheelhouse / name).write_bytes(name.encode())
+    _pip_says(monkeypatch, "ERROR: pip must not be asked\n")
+    found = release.download(Release("transformers", "9.9.0"), tmp_path / "archive", wheelhouse)
+    assert found == tmp_path / "archive" / "transformers-9.9.0.tar.gz"
+    assert found.read_bytes() == b"transformers-9.9.0.tar.gz"
+
+
 def test_a_kit_made_against_a_release_says_so_in_its_commits_and_its_description(tmp_path, monkeypatch):
     root = tmp_path / "transformers-9.9.0"
     test_file = "import unittest\n\n\nclass ModelTest(unittest.TestCase):\n    def test_one(self):\n        pass\n"

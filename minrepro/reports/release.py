@@ -71,6 +71,11 @@ def download(release: Release, folder: Path, wheelhouse: Path | None = None) -> 
     folder.mkdir(parents=True, exist_ok=True)
     if found := _archive_in(folder, release):
         return found
+    # from a wheelhouse, its file as it is: `pip download` of an sdist builds its metadata, which offline fails (no
+    # build backend to install), and pip then takes the wheel, which lacks the repository's layout and ruff config
+    if wheelhouse and (given := _archive_in(Path(wheelhouse), release)):
+        shutil.copy2(given, folder / given.name)
+        return folder / given.name
     index = ["--no-index", "--find-links", str(wheelhouse)] if wheelhouse else []
     base = [sys.executable, "-m", "pip", "download", "--no-deps", "-q", "-d", str(folder), *index, release.spec]
     failures = []
