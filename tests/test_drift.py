@@ -471,3 +471,40 @@ def test_family_pages_say_what_latest_did_on_which_releases_and_when(tmp_path):
     assert "- newest: transformers 5.23.0" in page
     a_page = render_docs(CATALOG, results, docs)[docs / "families" / "quant-state-meta-item.md"]
     assert "| pinned | fail | fail ✓ (" in a_page  # each recorded cell says when it was seen
+
+
+def test_a_run_of_some_cases_is_laid_over_the_machines_record_on_the_same_releases():
+    """Two-GPU cases run on a two-GPU box replace their rows in the record a one-GPU box made; the rest stays, and the
+    record says which cases ran where. A run on other releases replaces the record."""
+    from minrepro.catalog.drift import merged
+
+    recorded = _document()
+    recorded.results = [{"case": d.case, "observed": d.observed} for d in recorded.drift]
+    [first, *_] = recorded.drift
+    run = _document()
+    run.drift = [replace(first, observed="fail", kind="newly fails")]
+    run.results = [{"case": first.case, "observed": "fail"}]
+    run.patches = [PatchDrift("accelerate/quant-state-meta-item", "applies, offset", "x.diff", "offset 2")]
+    run.proof = {"cases": [{"case": first.case, "verdict": "proved"}], "controls": []}
+    run.environment = {**run.environment, "machine": "cuda", "gpu": "H100", "gpus": 2, "date": "2026-11-28"}
+    both = merged(recorded, run)
+    assert [d.case for d in both.drift] == [*(d.case for d in recorded.drift[1:]), first.case]
+    assert {d.case: d.kind for d in both.drift}[first.case] == "newly fails"
+    assert len(both.results) == len(recorded.results)
+    assert {p.patch: p.status for p in both.patches}["accelerate/quant-state-meta-item"] == "applies, offset"
+    assert len(both.patches) == len(recorded.patches)
+    kept = [r["case"] for r in recorded.proof["cases"] if r["case"] != first.case]
+    assert [r["case"] for r in both.proof["cases"]] == [*kept, first.case]
+    assert both.proof["controls"] == recorded.proof["controls"]
+    assert both.environment["also_ran"] == [
+        {"cases": [first.case], "machine": "cuda", "gpu": "H100", "gpus": 2, "date": "2026-11-28"}
+    ]
+    assert both.environment["gpus"] == recorded.environment["gpus"]
+    other = _document()
+    other.resolution = replace(other.resolution, pins={**other.resolution.pins, "transformers": "5.25.0"})
+    assert merged(recorded, other) is other
+    from minrepro.catalog.pages import _seen
+
+    recorded_dict = both.to_dict()
+    assert _seen(recorded_dict, first.case) == "2026-11-28, 2 GPUs"  # the family page's latest cell says so
+    assert _seen(recorded_dict, recorded.drift[1].case) == recorded.environment["date"]

@@ -244,6 +244,36 @@ class DriftDocument:
         return found
 
 
+def merged(recorded: DriftDocument, run: DriftDocument) -> DriftDocument:
+    """A run of some cases (`minrepro drift CASE ...`) laid over the machine's recorded run on the same releases: its
+    cases' rows, drift and proofs replace theirs, the others stay; each such run is named in `also_ran` (a two-GPU
+    box's cases beside a one-GPU box's run). A run on other releases replaces the record instead."""
+    if recorded.resolution.pins != run.resolution.pins:
+        return run
+    ran = {d.case for d in run.drift}
+
+    def kept(rows: list, key) -> list:
+        return [row for row in rows if key(row) not in ran]
+
+    proof = recorded.proof
+    if run.proof is not None:
+        proof = dict(recorded.proof or run.proof)
+        proof["cases"] = kept((recorded.proof or {}).get("cases", []), lambda r: r["case"]) + run.proof["cases"]
+    environment = dict(recorded.environment)
+    where = {k: run.environment.get(k) for k in ("machine", "gpu", "gpus", "date")}
+    environment["also_ran"] = [*environment.get("also_ran", []), {"cases": sorted(ran), **where}]
+    patched = {p.patch: p for p in run.patches}
+    return DriftDocument(
+        recorded.resolution,
+        environment,
+        kept(recorded.results, lambda r: r["case"]) + run.results,
+        kept(recorded.drift, lambda d: d.case) + run.drift,
+        [patched.pop(p.patch, p) for p in recorded.patches] + list(patched.values()),
+        proof,
+        recorded.seconds + run.seconds,
+    )
+
+
 def _clip(text: str, width: int) -> str:
     text = " ".join(text.split()).replace("|", "\\|")
     return text if len(text) <= width else text[: width - 1] + "…"

@@ -305,7 +305,7 @@ def _latest_cells(case: Case, records: Records) -> list[str]:
     proofs = []
     for machine in MACHINES:
         row, proof = records.latest(case, machine)
-        date = records.drift[machine]["date"] if machine in records.drift else ""
+        date = _seen(records.drift.get(machine, {}), case.id)
         if row is None:
             cells.append("not run")
         elif row["observed"] == "skipped":
@@ -315,6 +315,15 @@ def _latest_cells(case: Case, records: Records) -> list[str]:
             cells.append(f"{row['observed']}: {row['kind']}{since} ({date})")
         proofs.append(proof["status"] if proof and proof.get("status") else "not run")
     return cells + (proofs if case.patches else [])
+
+
+def _seen(doc: dict[str, Any], case_id: str) -> str:
+    """When a drift run saw the case: the record's date, or that of the run of some cases laid over it (`also_ran`,
+    with its GPU count: a two-GPU box's cases beside a one-GPU box's run)."""
+    for run in reversed(doc.get("also_ran", [])):
+        if case_id in run["cases"]:
+            return f"{run['date']}, {run['gpus']} GPUs" if run.get("gpus") else run["date"]
+    return doc.get("date", "")
 
 
 def _proof_cell(row: dict[str, Any] | None, doc: dict[str, Any] | None) -> str:

@@ -22,6 +22,7 @@ from ..catalog.drift import (
     compare,
     drift_catalog,
     format_report,
+    merged,
     proof_status,
     proposal,
 )
@@ -56,7 +57,7 @@ def cmd_drift(args: argparse.Namespace) -> int:
         write_results(where, doc.to_dict())
         _progress(f"kept in {where} (`minrepro drift --from {where}` reports it again, --propose, --record)")
     if args.record:
-        _record(catalog, doc, Path(args.results), Path(args.docs))
+        _record(catalog, doc, Path(args.results), Path(args.docs), partial=bool(args.cases) and not args.from_)
     if args.propose:
         print(proposal(doc, catalog), end="")
         return 0
@@ -147,10 +148,13 @@ def name_release(case: Case, kind: str, resolution: Resolution, seen: CaseResult
         return f"not bisected: {exc}"
 
 
-def _record(catalog: Catalog, doc: DriftDocument, results: Path, docs: Path) -> None:
+def _record(catalog: Catalog, doc: DriftDocument, results: Path, docs: Path, partial: bool = False) -> None:
+    """`partial`: a run of some cases, laid over the machine's recorded run where it ran on the same releases."""
     from ..catalog.pages import write_docs
 
     where = results / "drift" / f"{LATEST}-{doc.environment['machine']}.json"
+    if partial and where.is_file():
+        doc = merged(DriftDocument.from_dict(read_results_file(where)), doc)
     write_results(where, doc.to_dict())
     _progress(f"recorded in {where}")
     if (docs / "catalog.md").is_file():
