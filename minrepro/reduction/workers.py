@@ -1,6 +1,7 @@
 """The search's executors: started while the twin is judged, else beside the guard (a warm worker imports the
-libraries first), checked on what the search stands on, handed to the search, and closed once when the reduction ends. `Workers` is their one owner (a
-context manager held by the driver); the functions below start and check one executor."""
+libraries first), checked on what the search stands on, handed to the search, and closed once when the reduction
+ends. `Workers` is their one owner (a context manager held by the driver); the functions below start and check one
+executor."""
 
 from __future__ import annotations
 
