@@ -110,6 +110,63 @@ def reduce_scenario(
     return reduce_spec(available[preset], which, opts, keep_steps, log)
 
 
+class SpecRuns:
+    """Judges spec candidates by rendering and running them: each candidate's signature, cached in the work dir by
+    its source, the unjudged ones `jobs` at a time (warm once `warm` started the executor)."""
+
+    def __init__(self, workdir: Path, python: str, opts: ReduceOptions, trip: ScenarioTrip) -> None:
+        self.workdir, self.python, self.timeout, self.trip = workdir, python, opts.timeout, trip
+        self.jobs = max(1, opts.jobs)  # candidates judged at once
+        self.cache_path = workdir / "judged.json"
+        fresh = opts.fresh or not self.cache_path.is_file()
+        self.judged: dict[str, dict] = {} if fresh else json.loads(self.cache_path.read_text())
+        self.executor: Executor | None = None  # started after the first (cold) run, preloading what it imported
+
+    def __call__(self, batch: list[tuple[Scenario, str]], keep_modules: bool = False) -> list[Signature | None]:
+        """`keep_modules`: also record what the run imported (the original's: what the executor preloads)."""
+        folder = self.workdir / "candidates"
+        todo = list({digest(src): (c, src) for c, src in batch if digest(src) not in self.judged}.items())
+        for _, (candidate, _) in todo:
+            prebuild(candidate, folder, self.python)
+        results = (
+            self.executor.run_many([write_rendered(src, folder) for _, (_, src) in todo], self.timeout)
+            if self.executor and todo
+            else [run_rendered(src, folder, self.python, self.timeout) for _, (_, src) in todo]
+        )
+        for (key, _), result in zip(todo, results, strict=False):
+            self.judged[key] = {
+                "signature": result.signature.to_dict() if result.signature else None,
+                "headline": result.raw_headline.split("\n", 1)[0],
+                **({"modules": list(result.modules)} if keep_modules else {}),
+            }
+        self.trip.runs += len(todo)
+        if todo:
+            self.save()
+        return [self.signature(src) for _, src in batch]
+
+    def signature(self, source: str) -> Signature | None:
+        found = self.judged[digest(source)]["signature"]
+        return Signature.from_dict(found) if found else None
+
+    def forget(self, source: str) -> None:
+        self.judged.pop(digest(source))
+        self.save()
+
+    def save(self) -> None:
+        self.cache_path.write_text(json.dumps(self.judged))
+
+    def warm(self, kind: str, source: str) -> None:
+        """The spec passes run warm: cold, each candidate (a tiny Gemma 4) pays every import again, one at a time,
+        and the imports, not the runs, use up the budget."""
+        if kind != "cold":
+            recorded = ExecutorOptions(self.judged[digest(source)].get("modules", ()))
+            self.executor = make_executor(kind, self.python, module_imports(source), self.jobs, recorded)
+
+    def close(self) -> None:
+        if self.executor:
+            self.executor.close()
+
+
 def reduce_spec(
     spec: Scenario,
     which: ScenarioTarget,
@@ -128,97 +185,18 @@ def reduce_spec(
     patches = (read_marker(env_of(python)) or {}).get("patches", [])
     # shared with `scenario table` (an E4B checkpoint is 18 GB and slow to build)
     use_checkpoint_cache(spec_namespace(checkpoint_namespace(env.versions, patches), patches, spec))
-    cache_path = workdir / "judged.json"
-    judged: dict[str, dict] = json.loads(cache_path.read_text()) if cache_path.is_file() and not opts.fresh else {}
     trip = ScenarioTrip()
-
-    stopped = False  # the spec passes were cut at their share of the budget (said in the log)
-
-    def past_budget() -> bool:  # the spec passes' share of the budget: the script phase must still have time to run
-        nonlocal stopped
-        stopped = stopped or (opts.max_seconds is not None and time.monotonic() - began > SPEC_SHARE * opts.max_seconds)
-        return stopped
-
-    executor: Executor | None = None  # started after the first (cold) run, preloading what that run imported
-
-    def judge(batch: list[tuple[Scenario, str]], keep_modules: bool = False) -> list[Signature | None]:
-        """Each candidate's signature, the unjudged ones run `jobs` at a time (warm once the executor is up);
-        `keep_modules`: also record what the run imported (the original's: what the executor preloads)."""
-        todo = list(
-            {digest(source): (candidate, source) for candidate, source in batch if digest(source) not in judged}.items()
-        )
-        for _, (candidate, _) in todo:
-            prebuild(candidate, workdir / "candidates", python)
-        results = (
-            executor.run_many([write_rendered(source, workdir / "candidates") for _, (_, source) in todo], opts.timeout)
-            if executor and todo
-            else [run_rendered(source, workdir / "candidates", python, opts.timeout) for _, (_, source) in todo]
-        )
-        for (key, _), result in zip(todo, results, strict=False):
-            judged[key] = {
-                "signature": result.signature.to_dict() if result.signature else None,
-                "headline": result.raw_headline.split("\n", 1)[0],
-                **({"modules": list(result.modules)} if keep_modules else {}),
-            }
-        trip.runs += len(todo)
-        if todo:
-            cache_path.write_text(json.dumps(judged))
-        return [
-            Signature.from_dict(judged[digest(s)]["signature"]) if judged[digest(s)]["signature"] else None
-            for _, s in batch
-        ]
-
+    judge = SpecRuns(workdir, python, opts, trip)
     current = render(spec)
-    [target] = judge([(spec, current)], keep_modules=True)
-    if target is None:
-        raise MinreproError(f"scenario {label} ({scale}, {device}) passes here: nothing to reduce")
-    if target.kind == "timeout":  # not cached: a later run with a longer --timeout must run it again
-        judged.pop(digest(current))
-        cache_path.write_text(json.dumps(judged))
-        raise MinreproError(
-            f"scenario {label} ({scale}) timed out after {opts.timeout:.0f} s (its checkpoint build "
-            "not counted); raise --timeout, or reduce a timeout with a script and --signature"
-        )
+    target = first_failure(judge, spec, current, which)
     log(f"{label}: {target.headline}")
     trip.steps.append(("preset", spec, target.headline))
-    # the spec passes run warm: cold, each candidate (a tiny Gemma 4) pays every import again, one at a time, and
-    # the imports, not the runs, use up the budget
-    if opts.executor != "cold":
-        recorded = ExecutorOptions(judged[digest(current)].get("modules", ()))
-        executor = make_executor(opts.executor, python, module_imports(current), opts.jobs, recorded)
+    until = None if opts.max_seconds is None else began + SPEC_SHARE * opts.max_seconds
+    judge.warm(opts.executor, current)
     try:
-        changed = True
-        while changed:
-            changed = False
-            for scenario_pass in SCENARIO_PASSES:
-                if past_budget():
-                    break
-                candidates = [
-                    (c, source)
-                    for c in scenario_pass(spec)
-                    if (source := _rendered(c)) is not None and source != current
-                ]  # a field it ignores
-                # in order, `jobs` at a time: the first interesting one wins, whatever the worker count
-                for start in range(0, len(candidates), max(1, opts.jobs)):
-                    if past_budget():
-                        break
-                    batch = candidates[start : start + max(1, opts.jobs)]
-                    hit = next(
-                        (
-                            (c, source, sig)
-                            for (c, source), sig in zip(batch, judge(batch), strict=False)
-                            if sig is not None and sig.is_tail_of(target)
-                        ),
-                        None,
-                    )
-                    if hit:
-                        spec, current, changed = hit[0], hit[1], True
-                        trip.steps.append((scenario_pass.__name__, spec, hit[2].headline))
-                        log(f"  {scenario_pass.__name__}: accepted ({len(current.splitlines())} lines)")
-                        break
+        spec, current, stopped = spec_passes(judge, (spec, current), target, until, log)
     finally:
-        if executor:
-            executor.close()
+        judge.close()
     if stopped:
         log(
             f"  spec passes stopped at their share of the time budget ({SPEC_SHARE * opts.max_seconds:g} of "
@@ -250,6 +228,62 @@ def reduce_spec(
     if keep_steps:
         record_equivalence(steps_file_of(out.resolve()), out, label, python, opts.timeout)
     return trip, summary
+
+
+def first_failure(judge: SpecRuns, spec: Scenario, current: str, which: ScenarioTarget) -> Signature:
+    """The spec's own failure, judged cold (what the warm executor then preloads); a one-line error where it passes
+    or times out."""
+    [target] = judge([(spec, current)], keep_modules=True)
+    if target is None:
+        raise MinreproError(f"scenario {which.label} ({which.scale}, {which.device}) passes here: nothing to reduce")
+    if target.kind == "timeout":  # not cached: a later run with a longer --timeout must run it again
+        judge.forget(current)
+        raise MinreproError(
+            f"scenario {which.label} ({which.scale}) timed out after {judge.timeout:.0f} s (its checkpoint build "
+            "not counted); raise --timeout, or reduce a timeout with a script and --signature"
+        )
+    return target
+
+
+def spec_passes(
+    judge: SpecRuns,
+    start: tuple[Scenario, str],
+    target: Signature,
+    until: float | None,
+    log: Callable[[str], None],
+) -> tuple[Scenario, str, bool]:
+    """The spec passes until a round changes nothing or `until` (their share of the budget) comes: the spec, its
+    rendering, and whether the budget cut them short. Candidates go in order, `jobs` at a time: the first
+    interesting one wins, whatever the worker count."""
+    spec, current = start
+    width = judge.jobs
+    changed = True
+    while changed:
+        changed = False
+        for scenario_pass in SCENARIO_PASSES:
+            if until is not None and time.monotonic() > until:
+                return spec, current, True
+            # a field it ignores renders the same script: not a candidate
+            candidates = [(c, src) for c in scenario_pass(spec) if (src := _rendered(c)) is not None and src != current]
+            for begin in range(0, len(candidates), width):
+                if until is not None and time.monotonic() > until:
+                    return spec, current, True
+                batch = candidates[begin : begin + width]
+                signatures = judge(batch)
+                hit = next(
+                    (
+                        (c, src, sig)
+                        for (c, src), sig in zip(batch, signatures, strict=False)
+                        if sig and sig.is_tail_of(target)
+                    ),
+                    None,
+                )
+                if hit:
+                    spec, current, changed = hit[0], hit[1], True
+                    judge.trip.steps.append((scenario_pass.__name__, spec, hit[2].headline))
+                    log(f"  {scenario_pass.__name__}: accepted ({len(current.splitlines())} lines)")
+                    break
+    return spec, current, False
 
 
 def record_equivalence(steps_file: Path, reduction: Path, preset: str, python: str, timeout: float) -> dict | None:
