@@ -237,26 +237,37 @@ def _exec_output(source: str) -> object:
     return scope.get("out")
 
 
+def _parameters_read_and_passed(used: list[bool], positional: int) -> tuple[list[str], str, list[str]]:
+    """Parameters p0.. (those `used` read by the body), the body's sum, and the call's arguments: the first
+    `positional` by position, the rest by keyword."""
+    params = [f"p{i}" for i in range(len(used))]
+    body = " + ".join([p for p, u in zip(params, used, strict=False) if u] or ["0"])
+    return params, body, [str(i + 1) if i < positional else f"p{i}={i + 1}" for i in range(len(params))]
+
+
+def _same_output_problem(source: str) -> Problem:
+    """A problem whose candidates are interesting where they print what `source` prints."""
+    expected = _exec_output(source)
+    return Problem(source, lambda cs: [_exec_output(c) == expected for c in cs])
+
+
 @given(st.lists(st.booleans(), min_size=1, max_size=4), st.integers(0, 4))
 def test_unused_parameters_go_with_their_arguments_and_keep_the_result(used, positional):
     from minrepro.reducers.passes import drop_unused_parameters
 
-    params = [f"p{i}" for i in range(len(used))]
-    body = " + ".join([p for p, u in zip(params, used, strict=False) if u] or ["0"])
-    args = [str(i + 1) if i < positional else f"p{i}={i + 1}" for i in range(len(params))]
+    params, body, args = _parameters_read_and_passed(used, positional)
     settings_obj = "class Settings:\n    pass\nsettings = Settings()\n"
     source = (
         f"{settings_obj}def f({', '.join(params)}, settings=None):\n    return {body}\n"
         f"out = f({', '.join(args)}, settings=settings)\n"
     )
-    expected = _exec_output(source)
-    problem = Problem(source, lambda cs: [_exec_output(c) == expected for c in cs])
+    problem = _same_output_problem(source)
     drop_unused_parameters(problem)
     tree = ast.parse(problem.current)
     [func] = [n for n in tree.body if isinstance(n, ast.FunctionDef)]
     assert [a.arg for a in func.args.args] == [p for p, u in zip(params, used, strict=False) if u]
     assert "settings = Settings()" not in problem.current  # passed only for a parameter that went
-    assert _exec_output(problem.current) == expected
+    assert _exec_output(problem.current) == _exec_output(source)
 
 
 @given(st.lists(st.booleans(), min_size=1, max_size=4), st.integers(0, 4))
@@ -264,19 +275,16 @@ def test_a_class_s_unused_init_parameters_go_with_their_arguments(used, position
     from minrepro.reducers.passes import drop_unused_parameters
 
     # `ChatBackend(args.model_dir, 0.85)._offload.name`: the arguments kept argparse and the class's signature alive
-    params = [f"p{i}" for i in range(len(used))]
-    body = " + ".join([p for p, u in zip(params, used, strict=False) if u] or ["0"])
-    args = [str(i + 1) if i < positional else f"p{i}={i + 1}" for i in range(len(params))]
+    params, body, args = _parameters_read_and_passed(used, positional)
     source = (
         f"class Backend:\n    def __init__(self, {', '.join(params)}):\n        self.total = {body}\n"
         f"out = Backend({', '.join(args)}).total\n"
     )
-    expected = _exec_output(source)
-    problem = Problem(source, lambda cs: [_exec_output(c) == expected for c in cs])
+    problem = _same_output_problem(source)
     drop_unused_parameters(problem)
     [init] = [n for n in ast.walk(ast.parse(problem.current)) if isinstance(n, ast.FunctionDef)]
     assert [a.arg for a in init.args.args] == ["self", *(p for p, u in zip(params, used, strict=False) if u)]
-    assert _exec_output(problem.current) == expected
+    assert _exec_output(problem.current) == _exec_output(source)
 
 
 def test_a_function_called_inside_a_statement_is_inlined_before_it():

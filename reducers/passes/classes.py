@@ -231,18 +231,20 @@ def _own_values(cls: ast.ClassDef) -> dict[str, ast.expr]:
         for target in targets:
             if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) and target.value.id == this:
                 sets.setdefault(target.attr, []).append(node.value if isinstance(node, ast.Assign) else None)
-    out = {}
+    return {
+        attr: value
+        for attr, value in _attributes_set(init)
+        if len(sets.get(attr, [])) == 1 and not {n.id for n in ast.walk(value) if isinstance(n, ast.Name)} & params
+    }
+
+
+def _attributes_set(init: ast.FunctionDef) -> Iterator[tuple[str, ast.expr]]:
+    """(attribute, value) of each `self.attr = value` at the top of `__init__`."""
+    this = init.args.args[0].arg
     for stmt in init.body:
         target = stmt.targets[0] if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 else None
-        if (
-            isinstance(target, ast.Attribute)
-            and isinstance(target.value, ast.Name)
-            and target.value.id == this
-            and len(sets.get(target.attr, [])) == 1
-            and not {n.id for n in ast.walk(stmt.value) if isinstance(n, ast.Name)} & params
-        ):
-            out[target.attr] = stmt.value
-    return out
+        if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) and target.value.id == this:
+            yield target.attr, stmt.value
 
 
 def _field_default(value: ast.expr) -> ast.expr | None:
@@ -285,19 +287,10 @@ def _constructor_values(init: ast.FunctionDef | None, call: ast.Call) -> dict[st
     bound = _arguments(init, call, skip=1) if init is not None and init.args.args else None
     if not bound:
         return {}
-    this = init.args.args[0].arg
     out = {}
-    for stmt in init.body:
-        target = stmt.targets[0] if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 else None
-        if (
-            isinstance(target, ast.Attribute)
-            and isinstance(target.value, ast.Name)
-            and target.value.id == this
-            and isinstance(stmt.value, ast.Name)
-            and stmt.value.id in bound
-            and not _assigned(init, stmt.value.id)
-        ):
-            out[target.attr] = bound[stmt.value.id]
+    for attr, value in _attributes_set(init):
+        if isinstance(value, ast.Name) and value.id in bound and not _assigned(init, value.id):
+            out[attr] = bound[value.id]
     return out
 
 
