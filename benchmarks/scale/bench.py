@@ -36,6 +36,7 @@ sys.path.insert(0, str(ROOT))
 from minrepro.dirs import scrubbed  # noqa: E402
 from minrepro.harness.resources import cores  # noqa: E402
 from minrepro.harness.runner import run_script  # noqa: E402
+from minrepro.harness import signature as signature_module  # noqa: E402
 from minrepro.reducers.source import code_lines, code_tokens  # noqa: E402
 
 # case -> (setup arch, the user's script, the env var its checkpoint default reads, the user's other env)
@@ -412,8 +413,10 @@ def _yes(value) -> str:
 
 
 def _original(script: Path, python: str, job: Path):
-    """The user's script run once as it is; kept beside the job for the same script and interpreter."""
-    key = hashlib.sha256(f"{script.read_text()}\0{python}".encode()).hexdigest()[:16]
+    """The user's script run once as it is; kept beside the job for the same script, interpreter and signature code
+    (a kept run's signature was computed when it ran: a change in what a signature keeps must run it again)."""
+    naming = Path(signature_module.__file__).read_text()
+    key = hashlib.sha256(f"{script.read_text()}\0{python}\0{naming}".encode()).hexdigest()[:16]
     kept = job / f"original-{key}.pickle"
     if kept.exists():
         return pickle.loads(kept.read_bytes())
