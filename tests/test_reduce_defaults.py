@@ -342,7 +342,10 @@ def test_the_families_patched_env_is_judged_first_and_alone(tmp_path, monkeypatc
             return []
         return [("newest-patched", Guard("good-env", "the family's patches", ("newest-patched",)))]
 
+    made: list[str] = []  # the version sets' envs asked for (each made on first use: a minute on a fresh box)
+
     def sets(search):
+        made.append("sets")
         return [(p, Guard("good-env", f"the {p} set", (p,))) for p in ("pinned", "reporter")]
 
     monkeypatch.setattr(GuardSearch, "_runs", runs)
@@ -356,6 +359,7 @@ def test_the_families_patched_env_is_judged_first_and_alone(tmp_path, monkeypatc
     guard = choose_guard(search, [], "auto")
     if patched_passes:
         assert ran == [["newest-patched"]] and guard.why == "the family's patches"
+        assert made == []  # the other sets' envs are not waited for where the fix passes
     elif patched_passes is None:
         assert ran == [["pinned"], ["reporter"]] and guard.why == "the reporter set"
     else:
@@ -429,14 +433,18 @@ def test_the_originals_confirming_runs_go_beside_the_scale_down(tmp_path, capsys
     assert _cold_runs_remembered(tmp_path / "w") == 3
 
 
-def _fake_twin(monkeypatch, text: str, contexts: list | None = None):
-    """A scale-down that stands `text` in as the twin (written where the phase would write it)."""
+def _fake_twin(monkeypatch, text: str, contexts: list | None = None, seen: dict | None = None):
+    """A scale-down that stands `text` in as the twin (written where the phase would write it); `seen`: which of the
+    search's executors had started when the twin was built."""
     from minrepro.reduction.phases import scale_down as scale_phase
     from minrepro.reduction.scale import ScaleDown
 
     def build_twin(ctx, est, executor, **kwargs):
         if contexts is not None:
             contexts.append(ctx)
+        if seen is not None:
+            seen["the bad env's executor started while the twin was judged"] = bool(ctx.workers.started)
+            seen["the fix's executor started while the twin was judged"] = ctx.workers.early_fix is not None
         path = est.scale_dir / "twin.py"
         path.write_text(text)
         return ScaleDown(text, "scaled down: a stand-in", [], 1, path)
@@ -634,8 +642,8 @@ def test_the_fixs_warm_pool_starts_beside_the_guards_judgement_and_the_search_ta
     script = tmp_path / "job.py"
     text = "import sys\nif 'fixed' not in sys.executable:\n    raise RuntimeError('boom')\n"
     script.write_text(text)
-    contexts, started, checked, closed, seen = [], [], [], [], {}
-    _fake_twin(monkeypatch, text if case != "twin lost" else "raise RuntimeError('boom')\n", contexts)
+    contexts, started, checked, closed, seen, early = [], [], [], [], {}, {}
+    _fake_twin(monkeypatch, text if case != "twin lost" else "raise RuntimeError('boom')\n", contexts, early)
     real_start, real_check, real_choose = workers.start_executor, workers.reuse_agrees, guard_phase.choose_on_twin
 
     def start(opts, source, spec, *args, **kwargs):
@@ -663,6 +671,10 @@ def test_the_fixs_warm_pool_starts_beside_the_guards_judgement_and_the_search_ta
     summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     searched_with = contexts[0].done.opened.oracle
     assert seen == {"the fix's pool started before the judgement": fix_passes is not None}
+    assert early == {
+        "the bad env's executor started while the twin was judged": True,
+        "the fix's executor started while the twin was judged": fix_passes is not None,
+    }
     if case == "twin lost":  # the guard chosen on the original: its pool is the search's own, checked on it
         assert summary["guard_why"] == "passes with the family's patches" and summary["passes_in_good_env"]
         assert len(started) == 2 and checked == ["twin.py", "job.py"]

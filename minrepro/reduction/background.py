@@ -37,6 +37,10 @@ class Background(contextlib.AbstractContextManager):
         """Whether `name` was started and not taken yet."""
         return name in self._tasks
 
+    def running(self, name: str) -> bool:
+        """Whether `name` was started, not taken, and has not ended yet."""
+        return name in self._tasks and not self._tasks[name].done()
+
     def take(self, name: str, default: Any = None) -> Any:
         """The result of `name` (waiting for it), once; `default` where it was never started or was taken already."""
         future = self._tasks.pop(name, None)

@@ -26,7 +26,7 @@ from . import output
 from .background import Background
 from .budget import Budget
 from .options import ReduceOptions
-from .phases.establish import establish
+from .phases.establish import OTHER_GUARD_ENVS, establish
 from .phases.guard import guard
 from .phases.oracle import command_oracle
 from .phases.scale_down import scale_down
@@ -180,6 +180,8 @@ def _reduce_script(opts: ReduceOptions, log: Callable[[str], None], say: Callabl
             ) from None
         describe_reuse = getattr(done.opened.executor if done.opened else None, "describe_reuse", str)
         workers_said = describe_reuse()
+        if background.running(OTHER_GUARD_ENVS):  # nobody waited for them: the command's exit does
+            say("the other version sets' environments are still being made (once, for later reductions)")
     text = output.write(ctx, done, verified=not opts.oracle)
     return summarize(ctx, done, text, round(time.monotonic() - start, 1), workers_said)
 
