@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -293,3 +294,49 @@ def test_a_tokenizer_the_run_never_reached_leaves_no_step_with_the_vocabulary_sh
     assert unrecorded_tokenizer_calls(source, {9}) == [7, 11]
     plan = plan_from_trace(RECORDS, JOB + "tok = AutoTokenizer.from_pretrained('/t')\nx = tok.encode('a')\n")
     assert plan.unrecorded and [r.kept for r in ladder(plan)] == [(VOCAB_FIELD,)]
+
+
+def test_an_adapter_load_the_failing_run_never_reached_is_named_by_its_line():
+    """`PeftModel.from_pretrained` after the failing call: the traced run recorded no load there, so no twin can
+    rebuild that adapter from it. A load the run recorded (any line of a call written over several) is not named."""
+    from minrepro.reducers.scale import unreached_adapter_loads
+
+    source = (
+        "from peft import PeftModel\nimport peft\nbase = load()\n"
+        "first = PeftModel.from_pretrained(\n    base,\n    'a',\n)\n"
+        "dispatch(base)\nsecond = peft.PeftModel.from_pretrained(base, 'b')\nthird = Other.from_pretrained('c')\n"
+    )
+    recorded = [{"event": "peft_from_pretrained", "line": 5}, {"event": "from_pretrained", "line": 11}]
+    assert unreached_adapter_loads(source, recorded) == [9]
+    assert unreached_adapter_loads(source, []) == [4, 9]
+
+
+def test_a_script_that_loads_its_adapter_after_the_failure_is_planned_from_the_fixed_world_first(tmp_path):
+    """Where the bug is fixed the script loads an adapter the failing run never reached: the ladder is tried first
+    with what the original read there, not after every step was refused on the real adapter."""
+    from minrepro.reduction.phases import scale_down as phase
+
+    source = "from peft import PeftModel\nbase = load()\nboom()\nmodel = PeftModel.from_pretrained(base, 'a')\n"
+    calls: list[str] = []
+    ctx = SimpleNamespace(source=source)
+    est = SimpleNamespace(traced=RunResult(1, "", "", 1.0, ORIGINAL, "", trace=tuple(RECORDS)))
+
+    def replanned(ctx, est, climb, why):
+        calls.append(why)
+        return "twin from the fixed world", True
+
+    def build_twin(ctx, est, climb):
+        calls.append("as the failing run plans it")
+        return None
+
+    climb = phase.Climb(None, None, {"good/python": False})
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(phase, "replanned", replanned)
+        patch.setattr(phase, "build_twin", build_twin)
+        assert phase.climbed(ctx, est, climb) == "twin from the fixed world"
+        assert calls == [phase.ADAPTER_LATER]
+        calls.clear()
+        ctx.source = source.replace("model = PeftModel.from_pretrained(base, 'a')\n", "")
+        climb.refused.append("a step refused")
+        assert phase.climbed(ctx, est, climb) == "twin from the fixed world"  # planned again once refused
+        assert calls == ["as the failing run plans it", phase.EVERY_STEP_REFUSED]

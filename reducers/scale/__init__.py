@@ -35,6 +35,7 @@ from .plan import (
     Tokenized,
     plan_from_trace,
     twin_config,
+    unreached_adapter_loads,
 )
 from .twin import twin_source
 
@@ -60,6 +61,7 @@ __all__ = [
     "small_ids",
     "twin_config",
     "twin_source",
+    "unreached_adapter_loads",
     "vocabulary_floor",
     "vocabulary_size",
 ]

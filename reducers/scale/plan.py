@@ -193,6 +193,24 @@ def plan_from_trace(records: Sequence[dict], source: str = "") -> Plan | None:
     )
 
 
+def unreached_adapter_loads(source: str, records: Sequence[dict]) -> list[int]:
+    """The lines of the script's `PeftModel.from_pretrained(...)` calls the traced run recorded no load at: it never
+    reached them (an adapter loaded after the failure). A twin cannot rebuild that adapter from this run, and the real
+    one does not fit a tiny model: only a run where the bug is fixed shows what it is."""
+    loaded = {r.get("line") for r in records if r.get("event") == "peft_from_pretrained"}
+    lines = []
+    for node in ast.walk(ast.parse(source)):
+        func = node.func if isinstance(node, ast.Call) else None
+        if (
+            isinstance(func, ast.Attribute)
+            and func.attr == "from_pretrained"
+            and ast.unparse(func.value).rsplit(".", 1)[-1] == "PeftModel"
+            and not loaded & set(range(node.lineno, node.end_lineno + 1))
+        ):
+            lines.append(node.lineno)
+    return sorted(lines)
+
+
 def _finished_loads(records: Sequence[dict]) -> list[dict]:
     """One record per model load: what it returned, or, for a load that never returned (it failed, or had no weights
     to read), what it was asked for when it started."""

@@ -16,6 +16,7 @@ from ...harness.oracle import Cache, SignatureOracle, same_failure
 from ...harness.resources import cores
 from ...harness.runner import RunResult
 from ...reducers.oracle import PlainOracle, Verdict
+from ...reducers.scale import unreached_adapter_loads
 from ...reducers.source import normalize
 from ..budget import WithinBudget
 from ..guard import GuardSearch, family_fix_env, first_good_env
@@ -44,9 +45,7 @@ def scale_down(ctx: Context, done: Results) -> Twin:
             goods,
             refused,
         )
-        scaled = build_twin(ctx, est, climb)
-        if scaled is None and refused and climb.goods:
-            scaled = replanned(ctx, est, climb)
+        scaled = climbed(ctx, est, climb)
         ctx.notes.extend(str(refusal) for refusal in refused)
         if scaled is None and refused:
             ctx.note("no twin holds where the bug is fixed: reduced at real scale")
@@ -76,26 +75,46 @@ class Climb:
     traced: RunResult | None = None
 
 
-def replanned(ctx: Context, est: Established, climb: Climb) -> ScaleDown | None:
-    """Every step of the ladder failed where the bug is fixed: there the script runs past where it failed, and reads
-    what the failing run never reached (ids, tokenizer calls). One traced run of the original there records them;
-    the ladder is tried again with the ids of both runs (`merged_trace`). Only where the run fits the scale-down's
-    time and passes (an env that fails the same way fixes nothing)."""
+def climbed(ctx: Context, est: Established, climb: Climb) -> ScaleDown | None:
+    """The twin, down the ladder as the failing run plans it; planned again from a run where the bug is fixed where
+    every step failed there, or first where the script loads an adapter the failing run never reached (every step
+    would fail there on the real adapter)."""
+    later = est.traced is not None and unreached_adapter_loads(normalize(ctx.source), est.traced.trace)
+    if later and climb.goods:
+        scaled, planned_again = replanned(ctx, est, climb, ADAPTER_LATER)
+        if planned_again:
+            return scaled
+    scaled = build_twin(ctx, est, climb)
+    if scaled is None and climb.refused and climb.goods and not later:
+        scaled, _ = replanned(ctx, est, climb, EVERY_STEP_REFUSED)
+    return scaled
+
+
+EVERY_STEP_REFUSED = "every step failed where the bug is fixed"
+ADAPTER_LATER = "the script loads an adapter at a line the failing run never reached"
+
+
+def replanned(ctx: Context, est: Established, climb: Climb, why: str) -> tuple[ScaleDown | None, bool]:
+    """Where the bug is fixed the script runs past where it failed, and reads what the failing run never reached (ids,
+    tokenizer calls, an adapter): every step of the ladder failed there, or an adapter load shows it would (`why`).
+    One traced run of the original there records them; the ladder is tried with what both runs read
+    (`merged_trace`). Only where the run fits the scale-down's time and passes (an env that fails the same way fixes
+    nothing). The twin, and whether the ladder was tried again."""
     until = climb.until
     if est.traced is None or (until is not None and time.monotonic() + 2 * est.first_run.seconds > until):
-        return None
+        return None, False
     python = next(iter(climb.goods or {}))
-    ctx.say("scale-down: every step failed where the bug is fixed: the original traced there, for what it reads")
+    ctx.say(f"scale-down: {why}: the original traced where the bug is fixed, for what it reads")
     folder = est.scale_dir / "good-trace"
     folder.mkdir(exist_ok=True)
     good = traced_run(normalize(ctx.source), python, est.timeout, folder, ctx.home)
-    if good.signature is not None:
-        ctx.say(f"scale-down: the original does not pass there ({good.signature.headline}): real scale")
-        return None
+    if good.signature is not None:  # the ladder as planned, if not tried yet; the guard then judges that env
+        ctx.say(f"scale-down: the original does not pass there either ({good.signature.headline})")
+        return None, False
     scaled = build_twin(ctx, est, replace(climb, traced=merged_trace(est.traced, good)))
     if scaled is not None:
         scaled.description += "; planned again with what the original read where the bug is fixed"
-    return scaled
+    return scaled, True
 
 
 def merged_trace(failing: RunResult, passing: RunResult) -> RunResult:
