@@ -296,19 +296,22 @@ def test_a_tokenizer_the_run_never_reached_leaves_no_step_with_the_vocabulary_sh
     assert plan.unrecorded and [r.kept for r in ladder(plan)] == [(VOCAB_FIELD,)]
 
 
-def test_an_adapter_load_the_failing_run_never_reached_is_named_by_its_line():
-    """`PeftModel.from_pretrained` after the failing call: the traced run recorded no load there, so no twin can
-    rebuild that adapter from it. A load the run recorded (any line of a call written over several) is not named."""
+def test_an_adapter_load_the_failing_run_never_reached_onto_a_twin_is_named_by_its_line():
+    """`PeftModel.from_pretrained(base, ...)` after the failing call, where `base` (in the call's own function) is a
+    load the run recorded: the twin shrinks it and the real adapter does not fit. A load the run recorded (any line
+    of a call written over several) is not named, nor one onto a base the run never loaded (it stays real-size)."""
     from minrepro.reducers.scale import unreached_adapter_loads
 
     source = (
-        "from peft import PeftModel\nimport peft\nbase = load()\n"
+        "from peft import PeftModel\nimport peft\nbase = Auto.from_pretrained('m')\n"
         "first = PeftModel.from_pretrained(\n    base,\n    'a',\n)\n"
-        "dispatch(base)\nsecond = peft.PeftModel.from_pretrained(base, 'b')\nthird = Other.from_pretrained('c')\n"
+        "dispatch(base)\nsecond = peft.PeftModel.from_pretrained(base, 'b')\n"
+        "def merged():\n    base = Auto.from_pretrained('m')\n    return PeftModel.from_pretrained(base, 'a')\n"
     )
-    recorded = [{"event": "peft_from_pretrained", "line": 5}, {"event": "from_pretrained", "line": 11}]
+    recorded = [{"event": "from_pretrained", "line": 3}, {"event": "peft_from_pretrained", "line": 5}]
     assert unreached_adapter_loads(source, recorded) == [9]
-    assert unreached_adapter_loads(source, []) == [4, 9]
+    assert unreached_adapter_loads(source, recorded[:1]) == [4, 9]
+    assert unreached_adapter_loads(source, [*recorded, {"event": "from_pretrained", "line": 11}]) == [9, 12]
 
 
 def test_a_script_that_loads_its_adapter_after_the_failure_is_planned_from_the_fixed_world_first(tmp_path):
@@ -316,10 +319,11 @@ def test_a_script_that_loads_its_adapter_after_the_failure_is_planned_from_the_f
     with what the original read there, not after every step was refused on the real adapter."""
     from minrepro.reduction.phases import scale_down as phase
 
-    source = "from peft import PeftModel\nbase = load()\nboom()\nmodel = PeftModel.from_pretrained(base, 'a')\n"
+    source = "from peft import PeftModel\nbase = Auto.from_pretrained('m')\nboom()\nmodel = PeftModel.from_pretrained(base, 'a')\n"
     calls: list[str] = []
     ctx = SimpleNamespace(source=source)
-    est = SimpleNamespace(traced=RunResult(1, "", "", 1.0, ORIGINAL, "", trace=tuple(RECORDS)))
+    loaded = ({"event": "from_pretrained", "line": 2},)  # the base: the failing run loaded it, the twin shrinks it
+    est = SimpleNamespace(traced=RunResult(1, "", "", 1.0, ORIGINAL, "", trace=loaded))
 
     def replanned(ctx, est, climb, why):
         calls.append(why)

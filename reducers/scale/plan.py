@@ -194,21 +194,50 @@ def plan_from_trace(records: Sequence[dict], source: str = "") -> Plan | None:
 
 
 def unreached_adapter_loads(source: str, records: Sequence[dict]) -> list[int]:
-    """The lines of the script's `PeftModel.from_pretrained(...)` calls the traced run recorded no load at: it never
-    reached them (an adapter loaded after the failure). A twin cannot rebuild that adapter from this run, and the real
-    one does not fit a tiny model: only a run where the bug is fixed shows what it is."""
-    loaded = {r.get("line") for r in records if r.get("event") == "peft_from_pretrained"}
-    lines = []
-    for node in ast.walk(ast.parse(source)):
-        func = node.func if isinstance(node, ast.Call) else None
-        if (
-            isinstance(func, ast.Attribute)
-            and func.attr == "from_pretrained"
-            and ast.unparse(func.value).rsplit(".", 1)[-1] == "PeftModel"
-            and not loaded & set(range(node.lineno, node.end_lineno + 1))
-        ):
-            lines.append(node.lineno)
-    return sorted(lines)
+    """The lines of the script's `PeftModel.from_pretrained(base, ...)` calls the traced run recorded no load at (it
+    never reached them: an adapter loaded after the failure) whose `base` is bound, in the call's own function, to a
+    model load the run recorded: a twin shrinks that model, and the real adapter does not fit it. Only a run where
+    the bug is fixed shows what the adapter is. A base the run never loaded either stays at its real size."""
+    tree = ast.parse(source)
+    adapters = {r.get("line") for r in records if r.get("event") == "peft_from_pretrained"}
+    models = {r.get("line") for r in records if r.get("event") == "from_pretrained"}
+
+    def spans(node: ast.AST, lines: set) -> bool:
+        return bool(lines & set(range(node.lineno, node.end_lineno + 1)))
+
+    found = []
+    scopes = [tree, *(n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef))]
+    for scope in scopes:
+        inner = list(_own_nodes(scope))
+        twins = {
+            t.id
+            for n in inner
+            if isinstance(n, ast.Assign) and spans(n.value, models)
+            for t in n.targets
+            if isinstance(t, ast.Name)
+        }
+        for node in inner:
+            func = node.func if isinstance(node, ast.Call) else None
+            if (
+                isinstance(func, ast.Attribute)
+                and func.attr == "from_pretrained"
+                and ast.unparse(func.value).rsplit(".", 1)[-1] == "PeftModel"
+                and node.args
+                and isinstance(node.args[0], ast.Name)
+                and node.args[0].id in twins
+                and not spans(node, adapters)
+            ):
+                found.append(node.lineno)
+    return sorted(found)
+
+
+def _own_nodes(scope: ast.AST):
+    """The nodes of a module or function, not those of the functions and classes defined in it."""
+    for child in ast.iter_child_nodes(scope):
+        if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef | ast.Lambda):
+            continue
+        yield child
+        yield from _own_nodes(child)
 
 
 def _finished_loads(records: Sequence[dict]) -> list[dict]:
