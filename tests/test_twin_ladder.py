@@ -312,6 +312,9 @@ def test_an_adapter_load_the_failing_run_never_reached_onto_a_twin_is_named_by_i
     assert unreached_adapter_loads(source, recorded) == [9]
     assert unreached_adapter_loads(source, recorded[:1]) == [4, 9]
     assert unreached_adapter_loads(source, [*recorded, {"event": "from_pretrained", "line": 11}]) == [9, 12]
+    # a load bound to an attribute names no base, and an adapter onto an expression is not matched to one
+    held = "holder.model = Auto.from_pretrained('m')\nPeftModel.from_pretrained(holder.model, 'a')\n"
+    assert unreached_adapter_loads(held, [{"event": "from_pretrained", "line": 1}]) == []
 
 
 def test_a_script_that_loads_its_adapter_after_the_failure_is_planned_from_the_fixed_world_first(tmp_path):

@@ -58,6 +58,16 @@ class ReuseCheck:
     seconds: float = 0.0
 
 
+@dataclass(frozen=True)
+class EarlyStart:
+    """An executor started before its subject was known (while the twin is judged): its spec, its start, and what the
+    start said (for the summary where it is taken)."""
+
+    spec: Spec
+    started: Future
+    notes: list[str]
+
+
 @dataclass
 class FixPool:
     """The warm pool of the catalog's fix for this failure (the guard's first env), started while the guard's cold
@@ -80,7 +90,7 @@ class Workers(contextlib.AbstractContextManager):
         self.fix_pool: FixPool | None = None
         self.taken: list[Executor] = []  # handed to the search
         self.early: Spec | None = None  # the spec the executors were started with before their subject was known
-        self.early_fix: tuple[Spec, Future, list[str]] | None = None  # the fix's executor likewise, and its notes
+        self.early_fix: EarlyStart | None = None  # the fix's executor, likewise
 
     def prestart(self, spec: Spec, fix: Spec | None = None) -> None:
         """The executors `start` and `start_fix_pool` would start (`spec`, and the fix's `fix`), started before their
@@ -92,7 +102,7 @@ class Workers(contextlib.AbstractContextManager):
             where = f"guard env {fix.python}: "
             notes: list[str] = []
             started = self.background.submit(start_executor, self.opts, self.source, fix, notes, where)
-            self.early_fix = (fix, started, notes)
+            self.early_fix = EarlyStart(fix, started, notes)
 
     def start(
         self,
@@ -107,7 +117,7 @@ class Workers(contextlib.AbstractContextManager):
         if spec != self.early:  # none started early, or for a twin the search does not stand on
             self._launch(spec)
             if self.early_fix is not None:
-                self._close_later(self.early_fix[1])
+                self._close_later(self.early_fix.started)
                 self.early_fix = None
         self.early = None
         if measure_on is not None:
@@ -151,14 +161,14 @@ class Workers(contextlib.AbstractContextManager):
         """The fix's warm pool (`spec`), started and given its reuse check on `subject` (the twin) while the guard's
         cold runs judge that env."""
         early, self.early_fix = self.early_fix, None
-        if early is not None and early[0] != spec:  # started early for another size
-            self._close_later(early[1])
+        if early is not None and early.spec != spec:  # started early for another size
+            self._close_later(early.started)
             early = None
-        notes: list[str] = early[2] if early is not None else []
+        notes: list[str] = early.notes if early is not None else []
         where = f"guard env {spec.python}: "
 
         def start() -> Executor:
-            executor = early[1].result() if early else start_executor(self.opts, self.source, spec, notes, where)
+            executor = early.started.result() if early else start_executor(self.opts, self.source, spec, notes, where)
             try:
                 return reuse_agrees(executor, subject, None, notes, ReuseCheck(where, fresh_first=True))[0]
             except BaseException:
@@ -232,7 +242,7 @@ class Workers(contextlib.AbstractContextManager):
 
     def __exit__(self, *exc: object) -> None:
         early = [self.fix_pool.started] if self.fix_pool else []  # taken by the search, or not yet judged
-        early += [self.early_fix[1]] if self.early_fix else []  # started before its subject, never checked
+        early += [self.early_fix.started] if self.early_fix else []  # started before its subject, never checked
         used = list(self.taken)
         for future in [*self.started, *early]:  # started, and maybe never taken: closed here, once each
             with contextlib.suppress(Exception):

@@ -247,7 +247,7 @@ def unrecorded_tokenizer_calls(source: str, recorded: set[int]) -> list[int]:
     holders = {ast.unparse(target).rsplit(".", 1)[-1] for node in loads for target in node.targets}
     lines = []
     for node in ast.walk(tree):
-        if not isinstance(node, ast.Call) or any(line in recorded for line in range(node.lineno, node.end_lineno + 1)):
+        if not isinstance(node, ast.Call) or spans(node, recorded):
             continue
         func = node.func
         held = ast.unparse(func.value if isinstance(func, ast.Attribute) and func.attr in ID_METHODS else func)
@@ -256,6 +256,12 @@ def unrecorded_tokenizer_calls(source: str, recorded: set[int]) -> list[int]:
         if (held in holders and not text_only) or callee_name(func) == "pipeline":
             lines.append(node.lineno)
     return sorted(lines)
+
+
+def spans(node: ast.AST, lines: set) -> bool:
+    """Whether one of `lines` falls within `node` (a call a traced run recorded at any of the lines it is written
+    over)."""
+    return any(node.lineno <= line <= (node.end_lineno or node.lineno) for line in lines if line is not None)
 
 
 def callee_name(func: ast.expr) -> str:

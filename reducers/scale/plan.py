@@ -14,11 +14,13 @@ from .ids import (
     FALLBACK_IDS,
     Path_,
     VOCAB_FIELD,
+    callee_name,
     id_literals,
     ints,
     remapped,
     result_ids,
     small_ids,
+    spans,
     token_ids,
     unrecorded_tokenizer_calls,
     vocabularies,
@@ -198,36 +200,25 @@ def unreached_adapter_loads(source: str, records: Sequence[dict]) -> list[int]:
     never reached them: an adapter loaded after the failure) whose `base` is bound, in the call's own function, to a
     model load the run recorded: a twin shrinks that model, and the real adapter does not fit it. Only a run where
     the bug is fixed shows what the adapter is. A base the run never loaded either stays at its real size."""
-    tree = ast.parse(source)
     adapters = {r.get("line") for r in records if r.get("event") == "peft_from_pretrained"}
     models = {r.get("line") for r in records if r.get("event") == "from_pretrained"}
-
-    def spans(node: ast.AST, lines: set) -> bool:
-        return bool(lines & set(range(node.lineno, node.end_lineno + 1)))
-
+    tree = ast.parse(source)
     found = []
-    scopes = [tree, *(n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef))]
-    for scope in scopes:
-        inner = list(_own_nodes(scope))
-        twins = {
-            t.id
-            for n in inner
-            if isinstance(n, ast.Assign) and spans(n.value, models)
-            for t in n.targets
-            if isinstance(t, ast.Name)
-        }
-        for node in inner:
-            func = node.func if isinstance(node, ast.Call) else None
-            if (
-                isinstance(func, ast.Attribute)
-                and func.attr == "from_pretrained"
-                and ast.unparse(func.value).rsplit(".", 1)[-1] == "PeftModel"
-                and node.args
-                and isinstance(node.args[0], ast.Name)
-                and node.args[0].id in twins
-                and not spans(node, adapters)
-            ):
-                found.append(node.lineno)
+    for scope in [tree, *(n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef))]:
+        nodes = list(_own_nodes(scope))
+        loaded = [n for n in nodes if isinstance(n, ast.Assign) and spans(n.value, models)]
+        shrunk = {target.id for n in loaded for target in n.targets if isinstance(target, ast.Name)}
+        found += [
+            n.lineno
+            for n in nodes
+            if isinstance(n, ast.Call)
+            and callee_name(n.func) in LOADERS
+            and isinstance(n.func, ast.Attribute)
+            and ast.unparse(n.func.value).rsplit(".", 1)[-1] == "PeftModel"
+            and n.args
+            and getattr(n.args[0], "id", None) in shrunk
+            and not spans(n, adapters)
+        ]
     return sorted(found)
 
 
