@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 import copy
 import re
+from collections import Counter
 from collections.abc import Iterator
 
 from ..scale.ids import callee_name
@@ -225,16 +226,16 @@ def _own_values(cls: ast.ClassDef) -> dict[str, ast.expr]:
         return {}
     params = {a.arg for a in ast.walk(init.args) if isinstance(a, ast.arg)}
     this = init.args.args[0].arg
-    sets: dict[str, list[ast.expr]] = {}
-    for node in ast.walk(init):
-        targets = node.targets if isinstance(node, ast.Assign) else [getattr(node, "target", None)]
-        for target in targets:
-            if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) and target.value.id == this:
-                sets.setdefault(target.attr, []).append(node.value if isinstance(node, ast.Assign) else None)
+    # every store of `self.attr` in `__init__` (an `if` may set it again)
+    stores = Counter(
+        n.attr
+        for n in ast.walk(init)
+        if isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Store) and getattr(n.value, "id", None) == this
+    )
     return {
         attr: value
         for attr, value in _attributes_set(init)
-        if len(sets.get(attr, [])) == 1 and not {n.id for n in ast.walk(value) if isinstance(n, ast.Name)} & params
+        if stores[attr] == 1 and not {n.id for n in ast.walk(value) if isinstance(n, ast.Name)} & params
     }
 
 
