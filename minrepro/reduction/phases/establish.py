@@ -67,12 +67,18 @@ def establish(ctx: Context, done: Results) -> Established:
         first = first_run(original, trace)
         say_estimate(ctx, first)
         cold, traced = [first], first if trace is not None else None
-        confirming = functools.partial(confirm, original, opts.confirm_runs, [first], ctx.say, bool(trace))
         if first.signature is None:  # nothing to overlap: "does not fail", or "fails flakily", now
-            cold, traced, disagreed = _agreed(ctx, confirming(), traced)
+            runs = confirm(original, opts.confirm_runs, [first], ctx.say, bool(trace))
+            cold, traced, disagreed = _agreed(ctx, runs, traced, opts.confirm_runs)
             remember_runs(ctx, scale_dir, cold, traced)
         else:
-            ctx.background.start(CONFIRMING, confirming)
+            planned = original_runs(opts.confirm_runs, bool(trace))
+            ctx.background.start(CONFIRMING, confirm, original, planned, [first], ctx.say, bool(trace))
+            if planned < opts.confirm_runs:
+                ctx.say(
+                    f"establish: the last of the {opts.confirm_runs} cold runs that must agree is the tiny twin's, "
+                    "where the script fails (the original's where no twin stands)"
+                )
     first_failing = next((run for run in cold if run.signature is not None), cold[0])
     established = stand_on(ctx, first_failing, cold, traced)
     env = probing.result()
@@ -111,14 +117,30 @@ def stand_on(ctx: Context, run: RunResult, cold: list[RunResult], traced: RunRes
     return Established(run.signature, run, tuple(cold), traced, timeout, 1, "", None, matcher)
 
 
-def confirmed(ctx: Context, established: Established) -> Established:
-    """The original's confirming runs (started by `establish`), taken: all agree, or a one-line error. Where only the
-    traced run disagrees with the plain ones, the trace is no ground to stand on: the reduction stands on a plain run
-    at real scale (`trace_disagreed`)."""
+def original_runs(confirm_runs: int, traced: bool) -> int:
+    """How many of the original's cold runs `establish` makes (the first included): `--confirm-runs`, one fewer where
+    the first is the scale-down's traced run. There the last run that must agree is the tiny twin's, where the script
+    fails: the run the search will stand on, a few seconds where the original's may take a minute. Where no twin
+    stands, `confirmed` makes that run on the original. Never fewer than one plain run beside the traced one."""
+    return max(2, confirm_runs - 1) if traced else confirm_runs
+
+
+def confirmed(ctx: Context, established: Established, on_twin: bool = False, spent: bool = False) -> Established:
+    """The original's confirming runs (started by `establish`), taken: all agree, or a one-line error. `on_twin`: a
+    tiny twin stands, its cold run where the script fails counting as the last (`original_runs`); otherwise the runs
+    still missing are made now, on the original, unless the time budget is `spent`. Where only the traced run
+    disagrees with the plain ones, the trace is no ground to stand on: the reduction stands on a plain run at real
+    scale (`trace_disagreed`)."""
     runs = ctx.background.take(CONFIRMING)
     if runs is None:
         return established
-    cold, traced, disagreed = _agreed(ctx, runs, established.traced)
+    planned = original_runs(ctx.opts.confirm_runs, established.traced is not None)
+    cold, traced, disagreed = _agreed(ctx, runs, established.traced, planned)
+    missing = ctx.opts.confirm_runs - len(cold) - (1 if on_twin and not disagreed else 0)
+    if missing > 0 and not spent:
+        ctx.say(f"establish: no tiny twin stands: {missing} more cold run(s) of the original")
+        original = Original(ctx.script, ctx.python, ctx.opts.timeout, ctx.home)
+        cold = confirm(original, len(cold) + missing, cold, ctx.say)
     remember_runs(ctx, established.scale_dir, cold, traced)
     if not disagreed:
         return replace(established, cold=tuple(cold), timeout=timeout_for(cold, ctx.opts.timeout))
@@ -135,10 +157,11 @@ def confirmed(ctx: Context, established: Established) -> Established:
 
 
 def _agreed(
-    ctx: Context, runs: list[RunResult], traced: RunResult | None
+    ctx: Context, runs: list[RunResult], traced: RunResult | None, planned: int
 ) -> tuple[list[RunResult], RunResult | None, bool]:
-    """The cold runs that agree, the traced run, and whether the traced run alone disagreed (then it is dropped)."""
-    if len(runs) <= ctx.opts.confirm_runs:
+    """The cold runs that agree, the traced run, and whether the traced run alone disagreed (then it is dropped):
+    `confirm` made one run more than the `planned` ones."""
+    if len(runs) <= planned:
         return runs, traced, False
     first = runs[0]  # `confirm`: the traced run alone disagreed, a plain run took its place
     ctx.note(

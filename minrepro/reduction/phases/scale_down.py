@@ -25,7 +25,7 @@ from ..results import Context, Established, Results, Twin
 from ..scale import Refusal, ScaleDown, TwinJudge, traced_run, try_scale_down
 from ..workdirs import digest
 from ..workers import Spec
-from .establish import CONFIRMING, FIRST_GUARD_ENV, choose_jobs
+from .establish import CONFIRMING, FIRST_GUARD_ENV, choose_jobs, original_runs
 
 
 def scale_down(ctx: Context, done: Results) -> Twin:
@@ -36,7 +36,8 @@ def scale_down(ctx: Context, done: Results) -> Twin:
     else:
         refused = []
         # the original's confirming runs go meanwhile: the twin's candidates take the slots they leave
-        beside = ctx.opts.confirm_runs - 1 if ctx.background.pending(CONFIRMING) else 0
+        planned = original_runs(ctx.opts.confirm_runs, est.traced is not None)
+        beside = planned - 1 if ctx.background.pending(CONFIRMING) else 0
         goods, fix = twin_judges(ctx, est)
         prestart_executors(ctx, est, fix)
         climb = Climb(
