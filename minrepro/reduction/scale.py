@@ -127,10 +127,10 @@ class TwinJudge:
             return [False] * len(sources)
         beside = JUDGING_RUNS * len(self.goods)
         # the good runs go beside the batch's bad runs where the slots hold them: every twin's, else the first's. A
-        # ladder step's twins are small, so the first's may take the cores `jobs` kept from the original's memory,
-        # and its runs all go at once even past the cores: they share them, and none waits for the slowest's slot
+        # ladder step's twins are small, so they may take the cores `jobs` kept from the original's memory, and the
+        # first's runs all go at once even past the cores: they share them, and none waits for the slowest's slot
         slots = max(self.jobs, max(self.room, 1 + beside) if self.shared else 0)
-        ahead = sources if self.jobs >= len(sources) * (1 + beside) else sources[:1]
+        ahead = sources if slots >= len(sources) * (1 + beside) else sources[:1]
         if slots >= len(sources) + beside:
             with ThreadPoolExecutor(1) as pool:
                 bad = pool.submit(self.bad, sources)
