@@ -228,7 +228,6 @@ def test_where_the_cores_hold_them_the_first_twins_good_runs_go_beside_the_batch
     assert lazy(["c\n", "d\n"]) == [True, False]
 
 
-
 def test_a_ladder_steps_twins_have_their_good_runs_beside_the_batch_where_the_cores_hold_them_all():
     """The first twin of a step refused where the script fails (a twin's own artifact), the second taken: its good
     runs went beside the batch's bad runs, not in a second round after them (the cores hold them, whatever the slots
@@ -243,6 +242,7 @@ def test_a_ladder_steps_twins_have_their_good_runs_beside_the_batch_where_the_co
     judge.on_rung("every dimension shrunk")
     assert judge(["a\n", "b\n"]) == [False, True]
     assert rounds == [["a\n", "a\n", "b\n", "b\n"]]
+
 
 def test_the_ids_the_script_reads_where_the_bug_is_fixed_join_the_plan_and_its_loads_stay_the_failing_runs():
     """A failing run that stopped before its prompts never looked their ids up; the run where the bug is fixed did.
