@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 import time
@@ -10,6 +11,7 @@ import time
 import pytest
 
 from minrepro.errors import MinreproError
+from minrepro.harness._forkserver import WORKER_NICENESS
 from minrepro.harness.executors import ColdExecutor, ExecutorOptions, ForkServerExecutor, WarmPoolExecutor
 
 SCRIPTS = {
@@ -79,6 +81,27 @@ def test_what_one_candidate_writes_cannot_feed_the_next(tmp_path, make):
         executor.close()
     assert first.raw_headline == second.raw_headline == "RuntimeError: seen=False"
     assert not (tmp_path / "marker").exists()  # nothing lands in the user's directory
+
+
+@pytest.mark.parametrize(
+    "make, lowered",
+    [
+        (lambda: ColdExecutor(jobs=1), 0),
+        (lambda: ForkServerExecutor(None, [], 1), WORKER_NICENESS),
+        (lambda: WarmPoolExecutor(None, [], 1), WORKER_NICENESS),
+    ],
+    ids=["cold", "forkserver", "warm-pool"],
+)
+def test_warm_runs_go_below_the_cold_runs_priority(tmp_path, make, lowered):
+    """Where the cores are short, the cold runs the reduction waits for go before the warm workers' imports."""
+    script = tmp_path / "nice.py"
+    script.write_text("import os\nraise RuntimeError(f'niceness={os.nice(0)}')\n")
+    executor = make()
+    try:
+        (result,) = executor.run_many([script], 30, tmp_path)
+    finally:
+        executor.close()
+    assert result.raw_headline == f"RuntimeError: niceness={min(19, os.nice(0) + lowered)}"
 
 
 def test_fork_server_children_draw_fresh_random_state(tmp_path):

@@ -706,7 +706,14 @@ def reuse():
             os._exit(code)
 
 
+# a warm worker's priority below the cold runs': where the cores are short (a twin's cold runs beside the pools'
+# imports), the runs the reduction waits for (the original's, the twin's, the guard's, the verification's) go first
+WORKER_NICENESS = 10
+
+
 def main():
+    with contextlib.suppress(OSError, AttributeError):  # a platform without nice: the default priority
+        os.nice(WORKER_NICENESS)
     mode, modules = sys.argv[1], sys.argv[2]
     if modules.startswith("@"):  # a run's recorded modules: too many for one argument
         with open(modules[1:], encoding="utf-8") as fh:
