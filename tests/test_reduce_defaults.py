@@ -477,6 +477,47 @@ def test_the_guard_of_a_twin_goes_beside_the_originals_confirming_runs(tmp_path,
     assert "scaled down: a stand-in" in summary["notes"]
 
 
+def test_a_twin_the_guard_drops_is_not_counted_among_the_confirming_runs(tmp_path, capsys, monkeypatch):
+    """The twin fails where the bug is fixed too (a twin's own artifact), so the search stands on the original: its
+    third cold run is made on the original, not taken from the twin that went."""
+    import stat
+
+    script = tmp_path / "job.py"
+    script.write_text(
+        "import os, time\ntime.sleep(1.5)\nif not os.environ.get('FIXED'):\n    raise RuntimeError('boom')\n"
+    )
+    good = tmp_path / "good-python"
+    good.write_text(f'#!/bin/sh\nFIXED=1 exec "{sys.executable}" "$@"\n')
+    good.chmod(good.stat().st_mode | stat.S_IEXEC)
+    contexts: list = []
+    _fake_twin(monkeypatch, "raise RuntimeError('boom')\n", contexts)
+    argv = ["reduce", str(script), "--workdir", str(tmp_path / "w"), "--executor", "cold", "--json"]
+    assert main([*argv, "--good-python", str(good), "-v"]) == 0
+    err = capsys.readouterr().err
+    assert "no tiny twin stands: 1 more cold run(s) of the original" in err
+    assert len(contexts[0].done.standing.cold) == 3 and contexts[0].done.scaled is None
+
+
+def test_a_resumed_reduction_makes_the_run_a_twin_stood_in_for_where_no_twin_stands_now(tmp_path, capsys, monkeypatch):
+    """An earlier run of the reduction kept two cold runs of the original (its twin's run was the third); resumed
+    without that twin, the third is made on the original."""
+    from minrepro.reduction.phases import scale_down as scale_phase
+
+    script = tmp_path / "job.py"
+    script.write_text("raise RuntimeError('boom')\n")
+    argv = ["reduce", str(script), "--workdir", str(tmp_path / "w"), "--executor", "cold", "--guard", "none"]
+    _fake_twin(monkeypatch, "raise RuntimeError('boom')\n")
+    assert main(argv) == 0
+    assert _cold_runs_remembered(tmp_path / "w") == 2
+    for memo in (tmp_path / "w").rglob("twin.json"):
+        memo.unlink()
+    monkeypatch.setattr(scale_phase, "build_twin", lambda *args, **kwargs: None)
+    capsys.readouterr()
+    assert main([*argv, "-v"]) == 0
+    assert "no tiny twin stands: 1 more cold run(s) of the original" in capsys.readouterr().err
+    assert _cold_runs_remembered(tmp_path / "w") == 3
+
+
 def test_a_twin_whose_traced_run_alone_disagreed_goes_after_the_guard_and_the_original_is_reduced(
     tmp_path, capsys, monkeypatch
 ):

@@ -315,8 +315,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         type=int,
         default=3,
         metavar="N",
-        help="cold runs that must all fail the same way (default 3): the original's, the last being a tiny "
-        "twin's where one stands",
+        help="cold runs that must all fail the same way (default 3): the original's; from 3 up, the last is a "
+        "tiny twin's where one stands",
     )
     reduce.add_argument(
         "--good-runs",

@@ -132,10 +132,11 @@ def confirmed(ctx: Context, established: Established, on_twin: bool = False, spe
     disagrees with the plain ones, the trace is no ground to stand on: the reduction stands on a plain run at real
     scale (`trace_disagreed`)."""
     runs = ctx.background.take(CONFIRMING)
-    if runs is None:
-        return established
-    planned = original_runs(ctx.opts.confirm_runs, established.traced is not None)
-    cold, traced, disagreed = _agreed(ctx, runs, established.traced, planned)
+    if runs is None:  # none started: a resumed reduction's remembered runs, which an earlier twin may have completed
+        cold, traced, disagreed = list(established.cold), established.traced, False
+    else:
+        planned = original_runs(ctx.opts.confirm_runs, established.traced is not None)
+        cold, traced, disagreed = _agreed(ctx, runs, established.traced, planned)
     missing = ctx.opts.confirm_runs - len(cold) - (1 if on_twin and not disagreed else 0)
     if missing > 0 and not spent:
         ctx.say(f"establish: no tiny twin stands: {missing} more cold run(s) of the original")

@@ -51,8 +51,8 @@ def guard(ctx: Context, done: Results) -> GuardChoice:
         chosen = choose_on_twin(search, opts, (ctx.script, ctx.source) if twin else None)
         # the original's confirming runs went beside the twin's guard; where the traced run alone disagreed, the
         # twin goes, and the guard is chosen again on the original
-        if twin is not None:
-            est = confirmed(ctx, est, on_twin=True)
+        if twin is not None:  # its run counts among the confirming runs only where the twin still stands
+            est = confirmed(ctx, est, on_twin=search.script == subject_path)
             if est.trace_disagreed:  # and what was sized on the twin with it: the executors start again
                 twin, jobs, jobs_why = None, est.jobs, est.jobs_why
                 cuda = getattr(est.env, "cuda", None)
@@ -60,7 +60,7 @@ def guard(ctx: Context, done: Results) -> GuardChoice:
                 if search.script != ctx.script:
                     chosen = choose_guard(on_original(search, ctx.script, ctx.source), opts.good_pythons, opts.guard)
     except OutOfTime as spent:
-        est = confirmed(ctx, est, on_twin=twin is not None, spent=True)
+        est = confirmed(ctx, est, on_twin=twin is not None and search.script == subject_path, spent=True)
         chosen = replace(UNDECIDED, why=f"not decided within the time budget: {spent}")
         return end_on_original(
             ctx,
