@@ -129,7 +129,8 @@ class TwinJudge:
         # the good runs go beside the batch's bad runs where the slots hold them: every twin's, else the first's. A
         # ladder step's twins are small, so they may take the cores `jobs` kept from the original's memory, and the
         # first's runs all go at once even past the cores: they share them, and none waits for the slowest's slot
-        slots = max(self.jobs, max(self.room, 1 + beside) if self.shared else 0)
+        small = max(self.room, 1 + beside) if self.shared else 0
+        slots = max(self.jobs, small)
         ahead = sources if slots >= len(sources) * (1 + beside) else sources[:1]
         if slots >= len(sources) + beside:
             with ThreadPoolExecutor(1) as pool:

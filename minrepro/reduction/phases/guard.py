@@ -47,12 +47,16 @@ def guard(ctx: Context, done: Results) -> GuardChoice:
         least=est.first_run.seconds,
     )
     start_fix_pool(ctx, est, twin, search, jobs)
+
+    def twin_stands() -> bool:  # the guard may turn its search to the original: the twin lost the bug
+        return twin is not None and search.script == subject_path
+
     try:
         chosen = choose_on_twin(search, opts, (ctx.script, ctx.source) if twin else None)
         # the original's confirming runs went beside the twin's guard; where the traced run alone disagreed, the
         # twin goes, and the guard is chosen again on the original
         if twin is not None:  # its run counts among the confirming runs only where the twin still stands
-            est = confirmed(ctx, est, on_twin=search.script == subject_path)
+            est = confirmed(ctx, est, on_twin=twin_stands())
             if est.trace_disagreed:  # and what was sized on the twin with it: the executors start again
                 twin, jobs, jobs_why = None, est.jobs, est.jobs_why
                 cuda = getattr(est.env, "cuda", None)
@@ -60,14 +64,14 @@ def guard(ctx: Context, done: Results) -> GuardChoice:
                 if search.script != ctx.script:
                     chosen = choose_guard(on_original(search, ctx.script, ctx.source), opts.good_pythons, opts.guard)
     except OutOfTime as spent:
-        est = confirmed(ctx, est, on_twin=twin is not None and search.script == subject_path, spent=True)
+        est = confirmed(ctx, est, on_twin=twin_stands(), spent=True)
         chosen = replace(UNDECIDED, why=f"not decided within the time budget: {spent}")
         return end_on_original(
             ctx,
             GuardChoice(chosen, est, None, jobs, jobs_why),
             f"the guard could not be decided within the time budget ({spent})",
         )
-    if twin is not None and search.script != subject_path:  # the twin lost the bug: real scale after all
+    if twin is not None and not twin_stands():  # real scale after all
         ctx.note("the tiny twin does not pass where the bug is fixed: reduced at real scale")
         twin = None
     elif twin is not None:
