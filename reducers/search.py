@@ -138,6 +138,12 @@ class Problem:
         self.seeds = seeding_calls(source) if keep_seeds else Counter()
         self.tried = 0  # candidates sent to the oracle (progress), each once: a screened one judged later is one
         self._sent: set[str] = set()
+        # Edits each pass refused, by pass (`refused_by`), kept across its turns: an argument the failure needs is
+        # refused again after each line another pass takes, and judging it again every round cost the E4B serving job
+        # about a third of its sweeps' candidates. A round that changes nothing forgets them (`forget`), so the round
+        # that ends the search judges every edit: its fixpoint is the same.
+        self._refused: dict[object, set] = {}
+        self.skipped = 0  # proposals left unjudged because an earlier turn of their pass refused them
         # What a run of the current program showed, as plain data (the driver measures it; see `Facts`):
         # "failing_statement" (the top-level statement the failure went through, as unparsed), "values"
         # ({"args.steps": "3"}: reads that always had that literal value), "heavy" (slow top-level statements),
@@ -221,17 +227,25 @@ class Problem:
         return answers.verdicts
 
     def screen(self, candidates: Sequence[str]) -> list[int]:
-        """Indices of the admissible candidates that fail the same way where the script fails, every one judged,
-        `jobs` at a time. An oracle that can (`Oracle.screen`) leaves their runs where the bug is fixed until
-        `first_interesting` asks: a pass that takes several edits in one candidate pays one such run, not one each."""
+        """Indices of the admissible candidates that fail the same way where the script fails, every one judged, all
+        asked at once: every answer is needed, so the runs go `jobs` at a time with no wait for a batch's slowest
+        (the oracle splits them where a time budget needs). An oracle that can (`Oracle.screen`) leaves their runs
+        where the bug is fixed until `first_interesting` asks: a pass that takes several edits in one candidate pays
+        one such run, not one each."""
         pending = [(i, n) for i, c in enumerate(candidates) if (n := _normalized(c)) is not None and self.admissible(n)]
-        hits = []
-        for start in range(0, len(pending), self.jobs):
-            batch = pending[start : start + self.jobs]
-            self._count(batch)
-            verdicts = self._asked(self.oracle.screen, [source for _, source in batch])
-            hits += [index for (index, _), v in zip(batch, verdicts, strict=False) if v is not Verdict.UNINTERESTING]
-        return hits
+        if not pending:
+            return []
+        self._count(pending)
+        verdicts = self._asked(self.oracle.screen, [source for _, source in pending])
+        return [index for (index, _), v in zip(pending, verdicts, strict=False) if v is not Verdict.UNINTERESTING]
+
+    def refused_by(self, reduction: object) -> set:
+        """The edits `reduction` (a pass) refused since the search last forgot: its own to read and add to."""
+        return self._refused.setdefault(reduction, set())
+
+    def forget(self) -> None:
+        """Every pass judges every edit again from its next turn."""
+        self._refused.clear()
 
     def _count(self, batch: list[tuple[int, str]]) -> None:
         fresh = {source for _, source in batch} - self._sent
@@ -243,6 +257,7 @@ class Problem:
         the program if the oracle said yes to each (`passes.together`). It runs nothing, so it knows no facts."""
         twin = copy.copy(self)
         twin.accepted, twin.jobs, twin.measure, twin._sent = set(self.accepted), 1, None, set(self._sent)
+        twin._refused = {}
         twin.history = list(self.history)
         twin.oracle = PlainOracle(lambda sources: [True] * len(sources))
         taken = [0]
@@ -337,7 +352,9 @@ def reduce_source(  # noqa: PLR0913 (the search's one entry point: program, orac
     of the productive passes changes nothing (then every pass gets a turn, and a round where none changes anything
     ends the search). A pass that sent candidates and changed nothing on FRUITLESS_TURNS turns in a row is retired;
     before the search ends, every retired pass gets one more turn (Shrink Ray's probation), and where one changes
-    something the search goes on: the result is a fixpoint of every pass. `records` (by pass name) collects what each
+    something the search goes on. An edit a pass refused is not judged again in its later turns until a round changes
+    nothing (`Problem.refused_by`); then they are forgotten and, where a pass left one unjudged, every pass runs again:
+    the result is a fixpoint of every pass. `records` (by pass name) collects what each
     pass cost and removed. A yes the oracle takes back (`Retraction`, with an answer or at `Oracle.settle`, asked at
     the end of each round) takes back that program and what was built on it, and the search goes on."""
     problem = Problem(normalize(source), oracle, settings, observers.on_accept)
@@ -349,6 +366,7 @@ def reduce_source(  # noqa: PLR0913 (the search's one entry point: program, orac
     probation = False  # the retired passes had their last turn since the program last changed
     for _ in range(MAX_ROUNDS):
         before, retracted = problem.current, False
+        problem.skipped = 0
         every_pass = not idle
         problem.measure = facts
         for index, reduction in enumerate(everything):
@@ -374,6 +392,11 @@ def reduce_source(  # noqa: PLR0913 (the search's one entry point: program, orac
         retracted |= _take_back(problem, problem.oracle.settle())
         if problem.current != before or retracted:
             probation = False
+            continue
+        # the round that ends the search judges every edit, those refused in earlier turns too
+        problem.forget()
+        if problem.skipped:
+            idle.clear()
             continue
         retired = [i for i, turns in fruitless.items() if turns >= FRUITLESS_TURNS]
         if every_pass and retired and not probation:

@@ -54,3 +54,26 @@ def test_past_its_end_every_proposal_is_answered_no_without_a_run():
     assert ask.judge(["a", "b"]).verdicts == (Verdict.UNINTERESTING,) * 2 and ran == [] and ask.unjudged == 2
     ask = WithinBudget(PlainOracle(lambda sources: [True] * len(sources)), None)
     assert ask.judge(["a"]).verdicts == (Verdict.INTERESTING,) and ask.unjudged == 0
+
+
+@given(
+    left=st.floats(0.5, 500),
+    limit=st.floats(0.1, 100),
+    jobs=st.integers(1, 16),
+    count=st.integers(1, 200),
+)
+def test_a_screen_goes_in_parts_that_fit_before_the_end_and_all_at_once_where_they_do(left, limit, jobs, count):
+    """Every answer of a screen is needed: the runs go together (no batch waits for its slowest), in parts of as many
+    rounds of `jobs` runs as fit before the end at `limit` seconds a run, a batch at the least."""
+    parts = []
+    oracle = PlainOracle(lambda sources: parts.append(len(sources)) or [True] * len(sources))
+    ask = WithinBudget(oracle, time.monotonic() + left, jobs=jobs, run_limit=lambda: limit)
+    assert ask.screen([str(i) for i in range(count)]).verdicts == (Verdict.INTERESTING,) * count
+    assert sum(parts) == count and ask.unjudged == 0
+    assert all(part <= max(jobs, jobs * left // limit) for part in parts)
+    assert all(part >= min(jobs, count) for part in parts[:-1])
+    endless = []
+    WithinBudget(PlainOracle(lambda s: endless.append(len(s)) or [True] * len(s)), None, jobs=jobs).screen(
+        [str(i) for i in range(count)]
+    )
+    assert endless == [count]

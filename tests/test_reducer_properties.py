@@ -831,9 +831,10 @@ def test_restructuring_passes_go_together_in_one_candidate_and_one_by_one_where_
     assert bounded.current.startswith("x63")
 
 
-def test_a_greedy_turn_judges_an_edit_it_refused_once_and_a_new_turn_judges_it_again():
+def test_a_refused_edit_is_judged_once_until_the_search_forgets_and_then_once_more():
     """After another edit is taken, a refused one proposes the same lines again: not judged again in that turn (at E4B
-    `drop_arguments` judged 120 candidates for 8 taken). The next turn starts afresh: its fixpoint is unchanged."""
+    `drop_arguments` judged 120 candidates for 8 taken), nor in the pass's later turns, until the search forgets
+    (`Problem.forget`, at a round that changes nothing): then every edit is judged again, so the fixpoint is the same."""
     from collections import Counter
 
     from minrepro.reducers.passes import greedy
@@ -852,11 +853,44 @@ def test_a_greedy_turn_judges_an_edit_it_refused_once_and_a_new_turn_judges_it_a
         return [all(f"{name} = " in s for name in kept) for s in sources]
 
     problem = Problem(source, needs_kept)
-    greedy(drop_each)(problem)
+    turn = greedy(drop_each)
+    turn(problem)
     assert problem.current == "".join(f"{name} = {i}\n" for i, name in enumerate("abcdefghijklmnop") if name in kept)
-    assert set(judged.values()) == {1}  # each refused edit once in the turn, though eight edits were taken
-    greedy(drop_each)(problem)  # a new turn judges every edit again, and takes none
-    assert set(judged.values()) == {2} and len(judged) == len(kept)
+    assert set(judged.values()) == {1} and problem.skipped == 0  # each refused edit once, though eight were taken
+    turn(problem)  # the pass's next turn remembers them, and says what it left unjudged
+    assert set(judged.values()) == {1} and problem.skipped == len(kept)
+    greedy(drop_each)(problem)  # another pass has its own memory
+    assert set(judged.values()) == {2}
+    problem.forget()
+    turn(problem)  # a turn after the search forgot judges every edit again, and takes none
+    assert set(judged.values()) == {3} and len(judged) == len(kept)
+
+
+def test_an_edit_refused_while_another_line_stood_is_taken_once_that_line_goes():
+    """A pass remembers what it refused while the search changes the program; the round that changes nothing
+    forgets, and every pass judges every edit again: an edit the program's later state allows is still taken."""
+    from collections import Counter
+
+    from minrepro.reducers.passes import greedy
+
+    def dropping(*names):
+        def drop(tree):
+            for i, node in enumerate(tree.body):
+                if node.targets[0].id in names:
+                    yield ast.Module(body=tree.body[:i] + tree.body[i + 1 :], type_ignores=[])
+
+        drop.__name__ = "drop_" + "_".join(names)
+        return drop
+
+    judged: Counter = Counter()
+
+    def a_goes_after_b(sources):
+        judged.update(s for s in sources if "a = " not in s)
+        return ["a = " in s or "b = " not in s for s in sources]
+
+    passes = [greedy(dropping("a", "c")), greedy(dropping("b"))]
+    assert reduce_source("a = 1\nb = 2\nc = 3\n", a_goes_after_b, passes, []).strip() == ""
+    assert sum(judged.values()) == 2  # refused once while b stood (drop a), taken after b went (drop a, then c)
 
 
 @settings(max_examples=60, deadline=None)
@@ -1132,3 +1166,10 @@ def test_an_attribute_read_off_an_instance_built_in_place_is_the_value_its_init_
     )
     proposals = [ast.unparse(t).splitlines()[-2] for t in init_values(ast.parse(source))]
     assert proposals == ["run(tempfile.TemporaryDirectory().name, ChatBackend('x', None).model_dir)"]
+
+
+def test_a_screen_asks_every_admissible_candidate_at_once():
+    """No batch of `jobs` waits for its slowest run before the next starts: the screen's runs stream."""
+    asked = []
+    problem = Problem("a = 1\n", PlainOracle(lambda s: asked.append(len(s)) or [True] * len(s)), SearchSettings(jobs=2))
+    assert problem.screen([f"b = {i}\n" for i in range(9)]) == list(range(9)) and asked == [9]

@@ -12,7 +12,7 @@ a clock of its own.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from ..reducers.oracle import Answers, Oracle, Retraction, Verdict
@@ -87,11 +87,17 @@ def per_candidate(seconds: float) -> float:
 class WithinBudget:
     """Past `until` every proposal is answered UNINTERESTING without a run (counted in `unjudged`): the search runs
     out of proposals at once and its best goes to verification like one that ended by itself (no pass knows). A yes
-    given ahead is still settled, so none is left unjudged at the end."""
+    given ahead is still settled, so none is left unjudged at the end.
+
+    A screen of many candidates goes to the oracle in parts that each fit before `until`, `jobs` runs at a time of at
+    most `run_limit()` seconds each: all at once where the time left holds them (no batch waits for its slowest), a
+    batch at a time near the end."""
 
     oracle: Oracle
     until: float | None
     unjudged: int = 0
+    jobs: int = 1
+    run_limit: Callable[[], float] | None = None
 
     def _past(self, sources: Sequence[str]) -> Answers | None:
         if self.until is None or time.monotonic() < self.until:
@@ -103,7 +109,23 @@ class WithinBudget:
         return self._past(sources) or self.oracle.judge(sources)
 
     def screen(self, sources: Sequence[str]) -> Answers:
-        return self._past(sources) or self.oracle.screen(sources)
+        verdicts: list[Verdict] = []
+        retracted: list[Retraction] = []
+        while len(verdicts) < len(sources):
+            part = sources[len(verdicts) : len(verdicts) + self._part()]
+            answers = self._past(part) or self.oracle.screen(part)
+            verdicts += answers.verdicts
+            retracted += answers.retracted
+            if answers.retracted:  # the program changed under the rest: the search drops them and asks again
+                verdicts += [Verdict.UNINTERESTING] * (len(sources) - len(verdicts))
+        return Answers(tuple(verdicts), tuple(retracted))
+
+    def _part(self) -> int:
+        """How many candidates fit before `until` (a batch of `jobs` at the least)."""
+        jobs = max(1, self.jobs)
+        if self.until is None or self.run_limit is None:
+            return 1 << 30
+        return jobs * max(1, int((self.until - time.monotonic()) // max(self.run_limit(), 1e-3)))
 
     def settle(self) -> tuple[Retraction, ...]:
         return self.oracle.settle()

@@ -19,7 +19,9 @@ def greedy(generate: Generator, chain: bool = False) -> Pass:
     batch of `jobs` candidates that runs at once (a round costs at least a run of the script where it fails)."""
 
     def run(problem: Problem) -> None:
-        refused: set[tuple] = set()  # this turn's edits judged before the one taken: not judged again this turn
+        # edits judged before the one taken, this turn and earlier ones (`Problem.refused_by`): not judged again
+        refused = problem.refused_by(run)
+        earlier = frozenset(refused)
         while True:
             rendered = (_render(t) for t in generate(ast.parse(problem.current)))
             candidates = problem.order([c for c in rendered if c is not None])
@@ -28,10 +30,11 @@ def greedy(generate: Generator, chain: bool = False) -> Pass:
                 candidates.insert(0, combined)
             edits = [_edit(problem.current, c) for c in candidates]
             fresh = [i for i, edit in enumerate(edits) if edit not in refused]
+            problem.skipped += sum(edit in earlier for edit in edits)
             found = problem.first_interesting([candidates[i] for i in fresh])
+            refused.update(edits[i] for i in (fresh if found is None else fresh[:found]))
             if found is None:
                 return
-            refused.update(edits[i] for i in fresh[:found])
             problem.accept(candidates[fresh[found]])
 
     run.__name__ = generate.__name__
@@ -48,7 +51,9 @@ def sweep(generate: Generator) -> Pass:
     the optimistic guard")."""
 
     def run(problem: Problem) -> None:
-        refused: set[tuple] = set()  # edits judged this turn and not taken: not judged again this turn
+        # edits judged and not taken, this turn and earlier ones (`Problem.refused_by`): not judged again
+        refused = problem.refused_by(run)
+        earlier = frozenset(refused)
         # edits that failed the same way where the script fails, this turn: after another edit is taken they go
         # straight to the merge, not to the screen again (else the same edits are screened once per edit taken)
         screened: set[tuple] = set()
@@ -57,6 +62,7 @@ def sweep(generate: Generator) -> Pass:
             candidates = problem.order([c for c in rendered if c is not None])
             edits = [_edit(problem.current, c) for c in candidates]
             fresh = [i for i, edit in enumerate(edits) if edit not in refused]
+            problem.skipped += sum(edit in earlier for edit in edits)
             spans = [_span_edit(problem.current, c) for c in candidates]
             unknown = [i for i in fresh if spans[i] not in screened]
             passed = {unknown[i] for i in problem.screen([candidates[i] for i in unknown])}
@@ -74,10 +80,10 @@ def sweep(generate: Generator) -> Pass:
                     tries.append((merged, group))
             tries += [(candidates[i], [i]) for i in hits]
             found = problem.first_interesting([t for t, _ in tries])
-            if found is None:
-                return
             # the single edits refused where the bug is fixed
             refused.update(edits[members[0]] for _, members in tries[:found] if len(members) == 1)
+            if found is None:
+                return
             problem.accept(tries[found][0])
 
     run.__name__ = generate.__name__

@@ -111,7 +111,8 @@ def search(ctx: Context, done: Results) -> Searched:
     measure = None if opts.oracle else facts(ctx.python, oracle.timeout, opened.workdir, ctx.home, executor)
     guarded = opened.guard.guarded or bool(opts.oracle)
     ahead = AnsweringAhead(oracle) if answers_ahead(done) else None
-    asked = WithinBudget(Counted(ahead or oracle, ctx.progress), ctx.budget.search_until())
+    counted = Counted(ahead or oracle, ctx.progress)
+    asked = WithinBudget(counted, ctx.budget.search_until(), jobs=opened.jobs, run_limit=lambda: oracle.timeout)
     settings = SearchSettings(opened.jobs, opts.seed, freeze_check_data=not guarded, keep_seeds=opened.keep_seeds)
     records: dict = {}
     try:
