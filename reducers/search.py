@@ -103,7 +103,8 @@ def unbound_names(source: str) -> frozenset[str]:
 
 @dataclass(frozen=True)
 class SearchSettings:
-    """How the search treats a program: candidates judged `jobs` at a time, in an order seeded by `seed`; with
+    """How the search treats a program: `jobs` runs at a time (a pass's candidates judged in batches of `jobs`, a
+    screen's all together), in an order seeded by `seed`; with
     `freeze_check_data` the values the script's own checks read never change (no differential oracle can tell a
     weakened check from a kept bug); with `keep_seeds` every seeding call stays."""
 
@@ -138,10 +139,11 @@ class Problem:
         self.seeds = seeding_calls(source) if keep_seeds else Counter()
         self.tried = 0  # candidates sent to the oracle (progress), each once: a screened one judged later is one
         self._sent: set[str] = set()
-        # Edits each pass refused, by pass (`refused_by`), kept across its turns: an argument the failure needs is
-        # refused again after each line another pass takes, and judging it again every round cost the E4B serving job
-        # about a third of its sweeps' candidates. A round that changes nothing forgets them (`forget`), so the round
-        # that ends the search judges every edit: its fixpoint is the same.
+        # Edits each pass refused, by pass (`refused_by`), kept across its turns: an argument the failure needs would
+        # be judged again in every round while other passes take lines (`docs/benchmarks.md`, "Refused edits
+        # remembered, screens streamed"). A round that changes nothing forgets them (`forget`), so the round that ends
+        # the search judges every edit: its fixpoint is the same. Only what the oracle judged is kept (`judgeable`):
+        # an edit refused without a run (a name it leaves unbound) may become admissible once another line goes.
         self._refused: dict[object, set] = {}
         self.skipped = 0  # proposals left unjudged because an earlier turn of their pass refused them
         # What a run of the current program showed, as plain data (the driver measures it; see `Facts`):
@@ -238,6 +240,16 @@ class Problem:
         self._count(pending)
         verdicts = self._asked(self.oracle.screen, [source for _, source in pending])
         return [index for (index, _), v in zip(pending, verdicts, strict=False) if v is not Verdict.UNINTERESTING]
+
+    def judgeable(self, candidate: str) -> bool:
+        """Whether `first_interesting` or `screen` would send `candidate` to the oracle (it parses, and is
+        admissible), as the program stands."""
+        normalized = _normalized(candidate)
+        return normalized is not None and self.admissible(normalized)
+
+    def remembers(self) -> bool:
+        """Whether any pass still holds edits it refused (`refused_by`)."""
+        return any(self._refused.values())
 
     def refused_by(self, reduction: object) -> set:
         """The edits `reduction` (a pass) refused since the search last forgot: its own to read and add to."""
@@ -366,7 +378,9 @@ def reduce_source(  # noqa: PLR0913 (the search's one entry point: program, orac
     probation = False  # the retired passes had their last turn since the program last changed
     for _ in range(MAX_ROUNDS):
         before, retracted = problem.current, False
-        problem.skipped = 0
+        # a skip in a round that began with nothing remembered is of an edit refused this round, on this program (a
+        # pass registered twice): no reason to run every pass again
+        problem.skipped, remembered = 0, problem.remembers()
         every_pass = not idle
         problem.measure = facts
         for index, reduction in enumerate(everything):
@@ -395,7 +409,7 @@ def reduce_source(  # noqa: PLR0913 (the search's one entry point: program, orac
             continue
         # the round that ends the search judges every edit, those refused in earlier turns too
         problem.forget()
-        if problem.skipped:
+        if problem.skipped and remembered:
             idle.clear()
             continue
         retired = [i for i, turns in fruitless.items() if turns >= FRUITLESS_TURNS]

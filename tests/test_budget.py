@@ -70,10 +70,25 @@ def test_a_screen_goes_in_parts_that_fit_before_the_end_and_all_at_once_where_th
     ask = WithinBudget(oracle, time.monotonic() + left, jobs=jobs, run_limit=lambda: limit)
     assert ask.screen([str(i) for i in range(count)]).verdicts == (Verdict.INTERESTING,) * count
     assert sum(parts) == count and ask.unjudged == 0
-    assert all(part <= max(jobs, jobs * left // limit) for part in parts)
+    assert all(part <= max(jobs, jobs * (left // limit - 1)) for part in parts)  # one round to spare
     assert all(part >= min(jobs, count) for part in parts[:-1])
     endless = []
     WithinBudget(PlainOracle(lambda s: endless.append(len(s)) or [True] * len(s)), None, jobs=jobs).screen(
         [str(i) for i in range(count)]
     )
     assert endless == [count]
+
+
+def test_a_screen_without_an_end_goes_whole_and_one_without_a_known_run_limit_goes_a_batch_at_a_time():
+    parts = []
+    oracle = PlainOracle(lambda sources: parts.append(len(sources)) or [True] * len(sources))
+    WithinBudget(oracle, float("inf"), jobs=4, run_limit=lambda: 5.0).screen([str(i) for i in range(10)])
+    assert parts == [10]  # `--max-seconds inf`
+    parts.clear()
+    WithinBudget(oracle, time.monotonic() + 100, jobs=4).screen([str(i) for i in range(10)])
+    assert parts == [4, 4, 2]
+
+
+def test_an_oracle_that_answers_fewer_than_asked_ends_the_screen_with_the_rest_refused():
+    ask = WithinBudget(PlainOracle(lambda sources: [True] * (len(sources) - 1)), None, jobs=2)
+    assert ask.screen(["a", "b", "c"]).verdicts == (Verdict.INTERESTING, Verdict.INTERESTING, Verdict.UNINTERESTING)

@@ -10,6 +10,7 @@ from minrepro.harness.runner import RunResult
 from minrepro.harness.oracle import Cache, SignatureOracle
 from minrepro.harness.signature import Frame, Signature
 from minrepro.reducers import FINAL_PASSES, PASSES, PlainOracle, Problem, SearchSettings, reduce_source
+from minrepro.reducers.search import Observers
 from minrepro.reducers.passes import delete_statements, unwrap_with
 from minrepro.reducers.search import unbound_names
 
@@ -1166,6 +1167,41 @@ def test_an_attribute_read_off_an_instance_built_in_place_is_the_value_its_init_
     )
     proposals = [ast.unparse(t).splitlines()[-2] for t in init_values(ast.parse(source))]
     assert proposals == ["run(tempfile.TemporaryDirectory().name, ChatBackend('x', None).model_dir)"]
+
+
+def test_a_pass_registered_twice_ends_the_search_at_its_fixpoint_without_extra_rounds():
+    """The second place of one pass skips what its first refused in the same round, on the same program: that is no
+    reason to run every pass again (else every round that changes nothing would, up to MAX_ROUNDS)."""
+    from minrepro.reducers.passes import greedy
+
+    def drop_each(tree):
+        for i in range(len(tree.body)):
+            yield ast.Module(body=tree.body[:i] + tree.body[i + 1 :], type_ignores=[])
+
+    rounds = []
+    twice = greedy(drop_each)
+    source = "a = 1\nb = 2\nc = 3\n"
+    observers = Observers(on_pass=rounds.append)
+    result = reduce_source(source, lambda s: ["b = 2" in x for x in s], [twice, twice], [], observers=observers)
+    assert result == "b = 2\n" and len(rounds) <= 8
+
+
+def test_an_edit_refused_without_a_run_is_not_remembered():
+    """Dropping `x = 1` while `print(x)` stands is refused without a run (a name left unbound): once another pass
+    removes the `print`, the same edit is judged in the pass's next turn, not after a round of every pass."""
+    problem = Problem("x = 1\nprint(x)\ny = 2\n", lambda s: [True] * len(s))
+    from minrepro.reducers.passes import greedy
+
+    def drop_x(tree):
+        kept = [n for n in tree.body if not (isinstance(n, ast.Assign) and n.targets[0].id == "x")]
+        yield ast.Module(body=kept, type_ignores=[])
+
+    turn = greedy(drop_x)
+    turn(problem)
+    assert "x = 1" in problem.current and not problem.remembers()
+    problem.accept("x = 1\ny = 2\n")
+    turn(problem)
+    assert problem.current == "y = 2\n"
 
 
 def test_a_screen_asks_every_admissible_candidate_at_once():

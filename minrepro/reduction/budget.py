@@ -11,6 +11,7 @@ a clock of its own.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -89,9 +90,9 @@ class WithinBudget:
     out of proposals at once and its best goes to verification like one that ended by itself (no pass knows). A yes
     given ahead is still settled, so none is left unjudged at the end.
 
-    A screen of many candidates goes to the oracle in parts that each fit before `until`, `jobs` runs at a time of at
-    most `run_limit()` seconds each: all at once where the time left holds them (no batch waits for its slowest), a
-    batch at a time near the end."""
+    A screen of many candidates goes to the oracle in parts planned to end before `until`, `jobs` runs at a time of at
+    most `run_limit()` seconds each (what the oracle spends on one candidate's screen) with one round to spare: all at
+    once where the time left holds them (no batch waits for its slowest), a batch at a time near the end."""
 
     oracle: Oracle
     until: float | None
@@ -114,18 +115,25 @@ class WithinBudget:
         while len(verdicts) < len(sources):
             part = sources[len(verdicts) : len(verdicts) + self._part()]
             answers = self._past(part) or self.oracle.screen(part)
-            verdicts += answers.verdicts
+            verdicts += answers.verdicts[: len(part)]
             retracted += answers.retracted
-            if answers.retracted:  # the program changed under the rest: the search drops them and asks again
+            # the program changed under the rest (the search drops them and asks again), or the oracle answered
+            # fewer than asked (the rest as no, as a batch's missing answers were)
+            if answers.retracted or len(answers.verdicts) < len(part):
                 verdicts += [Verdict.UNINTERESTING] * (len(sources) - len(verdicts))
         return Answers(tuple(verdicts), tuple(retracted))
 
     def _part(self) -> int:
-        """How many candidates fit before `until` (a batch of `jobs` at the least)."""
+        """How many candidates are planned to end before `until`, one round to spare (a batch of `jobs` at the
+        least; all where there is no end, a batch where a run's limit is not known)."""
         jobs = max(1, self.jobs)
-        if self.until is None or self.run_limit is None:
+        left = math.inf if self.until is None else self.until - time.monotonic()
+        if math.isinf(left):  # no budget, or `--max-seconds inf`
             return 1 << 30
-        return jobs * max(1, int((self.until - time.monotonic()) // max(self.run_limit(), 1e-3)))
+        limit = self.run_limit() if self.run_limit is not None else math.nan
+        if not (math.isfinite(limit) and limit > 0):
+            return jobs
+        return jobs * max(1, int(left // limit) - 1)
 
     def settle(self) -> tuple[Retraction, ...]:
         return self.oracle.settle()

@@ -31,8 +31,9 @@ def greedy(generate: Generator, chain: bool = False) -> Pass:
             edits = [_edit(problem.current, c) for c in candidates]
             fresh = [i for i, edit in enumerate(edits) if edit not in refused]
             problem.skipped += sum(edit in earlier for edit in edits)
+            judgeable = {i for i in fresh if problem.judgeable(candidates[i])}
             found = problem.first_interesting([candidates[i] for i in fresh])
-            refused.update(edits[i] for i in (fresh if found is None else fresh[:found]))
+            refused.update(edits[i] for i in (fresh if found is None else fresh[:found]) if i in judgeable)
             if found is None:
                 return
             problem.accept(candidates[fresh[found]])
@@ -67,7 +68,7 @@ def sweep(generate: Generator) -> Pass:
             unknown = [i for i in fresh if spans[i] not in screened]
             passed = {unknown[i] for i in problem.screen([candidates[i] for i in unknown])}
             hits = [i for i in fresh if i in passed or spans[i] in screened]
-            refused.update(edits[i] for i in unknown if i not in passed)
+            refused.update(edits[i] for i in unknown if i not in passed and problem.judgeable(candidates[i]))
             screened.update(spans[i] for i in hits)
             if not hits:
                 return
@@ -94,8 +95,9 @@ def sweep(generate: Generator) -> Pass:
 def _edit(before: str, after: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """A candidate as the lines it takes out and puts in: after another edit is taken elsewhere, a refused edit
     proposes the same lines again (each edit taken sends the turn back to its start, and without this key every
-    refused edit would be judged again). One whose lines the taken edit changed is another edit. Each turn
-    starts afresh, so a round that changes nothing judged every edit: the fixpoint is the same kind."""
+    refused edit would be judged again). One whose lines the taken edit changed is another edit. The pass keeps
+    them across its turns until the search forgets (`Problem.forget`), so the round that ends the search judged every
+    edit: the fixpoint is the same kind."""
     old, new = before.splitlines(), after.splitlines()
     out: list[str] = []
     put: list[str] = []

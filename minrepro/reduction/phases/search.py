@@ -112,7 +112,7 @@ def search(ctx: Context, done: Results) -> Searched:
     guarded = opened.guard.guarded or bool(opts.oracle)
     ahead = AnsweringAhead(oracle) if answers_ahead(done) else None
     counted = Counted(ahead or oracle, ctx.progress)
-    asked = WithinBudget(counted, ctx.budget.search_until(), jobs=opened.jobs, run_limit=lambda: oracle.timeout)
+    asked = WithinBudget(counted, ctx.budget.search_until(), jobs=opened.jobs, run_limit=lambda: screen_limit(oracle))
     settings = SearchSettings(opened.jobs, opts.seed, freeze_check_data=not guarded, keep_seeds=opened.keep_seeds)
     records: dict = {}
     try:
@@ -123,6 +123,14 @@ def search(ctx: Context, done: Results) -> Searched:
             ahead.close()
     _say_how_it_ended(ctx, done, asked.unjudged, ahead.retractions if ahead else 0)
     return Searched(result, state_path, resumed, records, asked.unjudged)
+
+
+def screen_limit(oracle: SignatureOracle) -> float:
+    """The longest one candidate's screen may take: a run where the script fails, and where the oracle screens by
+    judging (no deferred good runs), its runs where the bug is fixed or its necessity control as well."""
+    if oracle.deferring or not (oracle.good or oracle.neutralise):
+        return oracle.timeout
+    return oracle.timeout + max(oracle.good_timeout or oracle.timeout, oracle.timeout)
 
 
 def answers_ahead(done: Results) -> bool:
