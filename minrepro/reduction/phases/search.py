@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 
 from ...harness.executors import ColdExecutor, Executor
-from ...harness.oracle import AnsweringAhead, Cache, SignatureOracle
+from ...harness.oracle import AnsweringAhead, Cache, CommandOracle, SignatureOracle
 from ...harness.resources import parallel_runs
 from ...harness.runner import RunResult
 from ...reducers import FINAL_PASSES, PASSES, Observers, SearchSettings, reduce_source
@@ -125,10 +125,11 @@ def search(ctx: Context, done: Results) -> Searched:
     return Searched(result, state_path, resumed, records, asked.unjudged)
 
 
-def screen_limit(oracle: SignatureOracle) -> float:
-    """The longest one candidate's screen may take: a run where the script fails, and where the oracle screens by
-    judging (no deferred good runs), its runs where the bug is fixed or its necessity control as well."""
-    if oracle.deferring or not (oracle.good or oracle.neutralise):
+def screen_limit(oracle: SignatureOracle | CommandOracle) -> float:
+    """The longest one candidate's screen may take: a run where the script fails (or of `--oracle`'s command), and
+    where the oracle screens by judging (no deferred good runs), its runs where the bug is fixed or its necessity
+    control as well."""
+    if not isinstance(oracle, SignatureOracle) or oracle.deferring or not (oracle.good or oracle.neutralise):
         return oracle.timeout
     return oracle.timeout + max(oracle.good_timeout or oracle.timeout, oracle.timeout)
 
