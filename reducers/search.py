@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ast
 import copy
+import functools
 import hashlib
 import random
 import time
@@ -24,6 +25,7 @@ MAX_ROUNDS = 50
 FRUITLESS_TURNS = 2
 
 
+@functools.lru_cache(maxsize=1024)  # a pass asks `judgeable` of the candidates it then sends: parsed once
 def _normalized(source: str) -> str | None:
     try:
         return normalize(source)
@@ -208,8 +210,7 @@ class Problem:
 
     def first_interesting(self, candidates: Sequence[str]) -> int | None:
         """Index of the first interesting candidate, testing ``jobs`` at a time in order."""
-        normalized = ((i, _normalized(c)) for i, c in enumerate(candidates))
-        pending = [(i, n) for i, n in normalized if n is not None and self.admissible(n)]
+        pending = self._admitted(candidates)
         for start in range(0, len(pending), self.jobs):
             batch = pending[start : start + self.jobs]
             self._count(batch)
@@ -234,18 +235,20 @@ class Problem:
         (the oracle splits them where a time budget needs). An oracle that can (`Oracle.screen`) leaves their runs
         where the bug is fixed until `first_interesting` asks: a pass that takes several edits in one candidate pays
         one such run, not one each."""
-        pending = [(i, n) for i, c in enumerate(candidates) if (n := _normalized(c)) is not None and self.admissible(n)]
+        pending = self._admitted(candidates)
         if not pending:
             return []
         self._count(pending)
         verdicts = self._asked(self.oracle.screen, [source for _, source in pending])
         return [index for (index, _), v in zip(pending, verdicts, strict=False) if v is not Verdict.UNINTERESTING]
 
+    def _admitted(self, candidates: Sequence[str]) -> list[tuple[int, str]]:
+        """(index, normalized source) of the candidates the oracle is asked about: they parse, and are admissible."""
+        return [(i, n) for i, c in enumerate(candidates) if (n := _normalized(c)) is not None and self.admissible(n)]
+
     def judgeable(self, candidate: str) -> bool:
-        """Whether `first_interesting` or `screen` would send `candidate` to the oracle (it parses, and is
-        admissible), as the program stands."""
-        normalized = _normalized(candidate)
-        return normalized is not None and self.admissible(normalized)
+        """Whether `first_interesting` or `screen` would send `candidate` to the oracle, as the program stands."""
+        return bool(self._admitted([candidate]))
 
     def remembers(self) -> bool:
         """Whether any pass still holds edits it refused (`refused_by`)."""
@@ -366,9 +369,9 @@ def reduce_source(  # noqa: PLR0913 (the search's one entry point: program, orac
     before the search ends, every retired pass gets one more turn (Shrink Ray's probation), and where one changes
     something the search goes on. An edit a pass refused is not judged again in its later turns until a round changes
     nothing (`Problem.refused_by`); then they are forgotten and, where a pass left one unjudged, every pass runs again:
-    the result is a fixpoint of every pass. `records` (by pass name) collects what each
-    pass cost and removed. A yes the oracle takes back (`Retraction`, with an answer or at `Oracle.settle`, asked at
-    the end of each round) takes back that program and what was built on it, and the search goes on."""
+    the result is a fixpoint of every pass. `records` (by pass name) collects what each pass cost and removed. A yes
+    the oracle takes back (`Retraction`, with an answer or at `Oracle.settle`, asked at the end of each round) takes
+    back that program and what was built on it, and the search goes on."""
     problem = Problem(normalize(source), oracle, settings, observers.on_accept)
     everything = [*passes, *final_passes]
     facts, on_pass = observers.facts, observers.on_pass
