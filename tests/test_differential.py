@@ -440,7 +440,8 @@ def test_a_resumed_best_that_was_never_settled_where_the_bug_is_fixed_is_judged_
     refused = PARITY.replace("TOLERANCE = 0.05", "TOLERANCE = 0.0")
     workdir = tmp_path / "work"
     workdir.mkdir()
-    state = {"original": hashlib.sha256(PARITY.encode()).hexdigest(), "best": refused, "before": PARITY}
+    original = hashlib.sha256(PARITY.encode()).hexdigest()
+    state = {"original": original, "subject": "original", "best": refused, "before": PARITY}
     (workdir / "state.json").write_text(json.dumps(state))
     text, _ = _reduce(tmp_path, PARITY, "--python", bad, "--good-python", good)
     summary = _last_json(capsys)

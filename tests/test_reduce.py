@@ -93,7 +93,7 @@ def test_resumes_from_an_interrupted_state(tmp_path, capsys):
 
     partial = "from packaging.version import Version\nVersion('1.0 beta')\n"
     (workdir / "state.json").write_text(
-        json.dumps({"original": hashlib.sha256(DECOY.encode()).hexdigest(), "best": partial})
+        json.dumps({"original": hashlib.sha256(DECOY.encode()).hexdigest(), "subject": "original", "best": partial})
     )
     assert main(["reduce", str(script), "--json", "--workdir", str(workdir)]) == 0
     summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])

@@ -536,6 +536,39 @@ def test_a_twin_whose_traced_run_alone_disagreed_goes_after_the_guard_and_the_or
     assert "KeyError" not in Path(summary["output"]).read_text()
 
 
+def test_a_twin_whose_traced_run_disagrees_after_the_search_began_is_withdrawn_and_the_original_reduced(
+    tmp_path, capsys, monkeypatch
+):
+    """The plain runs are slow, so the guard leaves them going and the search starts on the twin; taken at its end,
+    they disagree with the traced run: the twin is withdrawn, and the guard and the search run again on the original."""
+    from minrepro.reduction.phases import establish as establish_phase
+
+    script = tmp_path / "job.py"
+    script.write_text(
+        "import time\nif __file__.endswith('scale.py'):\n    raise KeyError('traced')\ntime.sleep(2)\n"
+        "raise RuntimeError('plain')\n"
+    )
+    contexts: list = []
+    _fake_twin(monkeypatch, "raise KeyError('traced')\n", contexts)
+    left_going = []
+    real = establish_phase.ConfirmingBeside.take
+
+    def take(self):
+        left_going.append(self.ctx.background.running(establish_phase.CONFIRMING))
+        return real(self)
+
+    monkeypatch.setattr(establish_phase.ConfirmingBeside, "take", take)
+    argv = ["reduce", str(script), "--workdir", str(tmp_path / "w"), "--executor", "cold", "--guard", "none", "--json"]
+    assert main(argv) == 0
+    summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert left_going == [True]  # the search on the twin ended before the plain runs did
+    assert summary["signature"] == "RuntimeError: plain"
+    assert any("the search on the tiny twin was withdrawn" in note for note in summary["notes"])
+    assert [p["phase"] for p in summary["phases"]].count("search") == 2
+    assert contexts[0].done.scaled is None and contexts[0].done.standing.traced is None
+    assert "KeyError" not in Path(summary["output"]).read_text()
+
+
 def test_a_traced_first_run_that_alone_fails_otherwise_leaves_the_reduction_on_a_plain_run(tmp_path, capsys):
     """The trace runs a normalized copy (`scale.py`): where that run alone fails otherwise, the reduction keeps the
     plain runs' signature and says why no twin stands in."""
@@ -748,3 +781,40 @@ def test_no_pool_starts_beside_the_guard_for_a_subject_at_real_scale(monkeypatch
     ctx = SimpleNamespace(opts=opts, workers=SimpleNamespace(start_fix_pool=lambda *a: started.append(a)))
     guard_phase.start_fix_pool(ctx, None, None, SimpleNamespace(script=Path("job.py")), 1)
     assert started == []
+
+
+def test_the_search_takes_the_confirming_runs_between_passes_once_they_have_ended(monkeypatch):
+    """`ConfirmingBeside.poll` never waits: while the runs go it takes nothing; once they have ended it takes them,
+    once, and a disagreement withdraws the twin there."""
+    import threading
+    import time
+
+    from minrepro.reduction import background as background_module
+    from minrepro.reduction.phases import establish as establish_phase
+    from minrepro.reduction.results import TwinWithdrawn
+
+    taken = []
+
+    def confirmed(ctx, est, on_twin=False, spent=False):
+        taken.append(ctx.background.take(establish_phase.CONFIRMING))
+        return SimpleNamespace(trace_disagreed=est == "disagrees")
+
+    monkeypatch.setattr(establish_phase, "confirmed", confirmed)
+    for est in ("agrees", "disagrees"):
+        release = threading.Event()
+        with background_module.Background() as background:
+            background.start(establish_phase.CONFIRMING, lambda event=release: event.wait(10) and "runs")
+            beside = establish_phase.ConfirmingBeside(SimpleNamespace(background=background), est)
+            beside.poll()
+            assert beside.taken is None and taken == []
+            release.set()
+            while background.running(establish_phase.CONFIRMING):
+                time.sleep(0.01)
+            if est == "disagrees":
+                with pytest.raises(TwinWithdrawn):
+                    beside.poll()
+            else:
+                beside.poll()
+                beside.poll()
+                assert beside.take() is beside.taken and taken == ["runs"]
+        taken.clear()

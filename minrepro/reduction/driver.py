@@ -33,7 +33,7 @@ from .phases.scale_down import scale_down
 from .phases.search import open_search, search, trigger_report
 from .phases.verify import verify
 from .progress import Progress
-from .results import Context, Phase, Results
+from .results import Context, Phase, Results, Twin, TwinWithdrawn
 from .summary import ReduceSummary
 from .workers import Workers
 
@@ -187,15 +187,22 @@ def _reduce_script(opts: ReduceOptions, log: Callable[[str], None], say: Callabl
 
 
 def run_phases(ctx: Context, done: Results) -> Results:
-    """Each phase that applies, in order, its result stored in `Results`; per phase, its time and candidates."""
+    """Each phase that applies, in order, its result stored in `Results`; per phase, its time and candidates. A twin
+    withdrawn after the search began on it (`TwinWithdrawn`) sends the reduction back to the guard, on the original."""
     ctx.done = done  # what an interruption writes from
-    for phase in PHASES:
+    index = 0
+    while index < len(PHASES):
+        phase, index = PHASES[index], index + 1
         if not phase.applies(ctx, done):
             continue
         began, tried = time.monotonic(), ctx.progress.tries
         if phase.name not in SAID_BY_ITSELF:
             ctx.progress.phase(phase.name, phase.detail(done))
-        done = ctx.done = replace(done, **{phase.field: phase.run(ctx, done)})
+        try:
+            done = ctx.done = replace(done, **{phase.field: phase.run(ctx, done)})
+        except TwinWithdrawn as withdrawn:
+            done = ctx.done = without_twin(ctx, done, withdrawn, time.monotonic() - began)
+            index = next(i for i, p in enumerate(PHASES) if p.field == "guard")
         ctx.phases.append(
             {
                 "phase": phase.name,
@@ -206,6 +213,18 @@ def run_phases(ctx: Context, done: Results) -> Results:
         )
     ctx.progress.close()
     return done
+
+
+def without_twin(ctx: Context, done: Results, withdrawn: TwinWithdrawn, seconds: float) -> Results:
+    """The results as the scale-down left them, with no twin and the original as its plain runs established it: the
+    phases from the guard on run again. The twin's executors close; its answers stay in their own work dir."""
+    twin = done.scaled
+    if twin is not None and twin.description in ctx.notes:  # said where the twin stood: it stands no more
+        ctx.notes.remove(twin.description)
+    ctx.note(f"the search on the tiny twin was withdrawn after {seconds:.0f} s; the original is reduced at real scale")
+    ctx.workers.withdraw()
+    ctx.best = ctx.source
+    return Results(established=withdrawn.established, twin=Twin(None, done.refused))
 
 
 def summarize(ctx: Context, done: Results, text: str, seconds: float, workers: str) -> ReduceSummary:
@@ -229,7 +248,7 @@ def summarize(ctx: Context, done: Results, text: str, seconds: float, workers: s
         guard_why=chosen.why,
         passes_in_good_env=done.good_pass,
         triggers=[asdict(t) for t in done.found],
-        notes=ctx.notes,
+        notes=list(dict.fromkeys(ctx.notes)),  # a phase run again (a twin withdrawn) says its notes once
         snapshot_runs=getattr(executor, "snapshot_runs", 0),
         good_runs=oracle.good_runs if oracle is not None and chosen.pythons else 0,
         jobs=jobs,

@@ -57,8 +57,9 @@ class Context:
 
 @dataclass(frozen=True)
 class Established:
-    """The original's failure, as its cold runs agree on it (phase `establish`; the guard takes the confirming runs
-    that went on beside the scale-down and hands on the result as `GuardChoice.established`)."""
+    """The original's failure, as its cold runs agree on it (phase `establish`; the confirming runs go on beside the
+    scale-down, and the guard takes them, or where they still run beside a standing twin the search does: the result
+    is `GuardChoice.established`, or then `Searched.established`)."""
 
     original: Signature
     first_run: RunResult  # the run the reduction stands on (a failing one)
@@ -98,7 +99,7 @@ class GuardChoice:
     the original without a search (the time budget); the original's runs where the bug is fixed then say `good_said`."""
 
     guard: Guard
-    established: Established  # with the confirming runs that went on beside the scale-down and the guard
+    established: Established  # with the confirming runs that went on beside the scale-down (unless `confirming`)
     twin: ScaleDown | None  # the twin the search stands on (None: the original at real scale)
     jobs: int
     jobs_why: str
@@ -107,6 +108,8 @@ class GuardChoice:
     ending: str = ""
     good_pass: bool | None = None
     good_said: str = ""
+    # the original's confirming runs still going where the twin stood: the search takes them (`Searched.established`)
+    confirming: bool = False
 
 
 @dataclass(frozen=True)
@@ -132,6 +135,7 @@ class Searched:
     resumed: bool
     pass_records: dict[str, PassRecord]
     unjudged: int  # proposals left at the time budget: a smaller script may exist
+    established: Established | None = None  # with the confirming runs the guard left going (`GuardChoice.confirming`)
 
 
 @dataclass(frozen=True)
@@ -166,6 +170,8 @@ class Results:
     @property
     def standing(self) -> Established | None:
         """The original's failure as confirmed so far."""
+        if self.searched and self.searched.established:
+            return self.searched.established
         return self.guard.established if self.guard else self.established
 
     @property
@@ -244,6 +250,16 @@ class Results:
         if self.verified:
             return self.verified.good_said
         return self.guard.good_said if self.guard else ""
+
+
+class TwinWithdrawn(Exception):
+    """Raised by a phase after the search began on the twin: the original's confirming runs, taken late, show that its
+    traced run alone failed otherwise, so no twin stands on the trace. The reduction goes back to the guard, on the
+    original as the plain runs established it (`established`)."""
+
+    def __init__(self, established: Established):
+        super().__init__("the traced run alone failed otherwise: the twin is withdrawn")
+        self.established = established
 
 
 @dataclass(frozen=True)

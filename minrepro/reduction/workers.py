@@ -240,7 +240,20 @@ class Workers(contextlib.AbstractContextManager):
         self.taken.append(executor)
         return executor, baseline
 
+    def withdraw(self) -> None:
+        """Every executor closed, those handed to a search included: the search stood on a twin that is withdrawn, and
+        the next `start` begins afresh for the original."""
+        if self.warming is not None:
+            with contextlib.suppress(Exception):
+                self.warming.result()
+        self._close_all()
+        self.started, self.warming, self.fix_pool, self.taken = [], None, None, []
+        self.early, self.early_fix = None, None
+
     def __exit__(self, *exc: object) -> None:
+        self._close_all()
+
+    def _close_all(self) -> None:
         early = [self.fix_pool.started] if self.fix_pool else []  # taken by the search, or not yet judged
         early += [self.early_fix.started] if self.early_fix else []  # started before its subject, never checked
         used = list(self.taken)

@@ -32,7 +32,7 @@ from ...harness.runner import DEFAULT_TIMEOUT, RunResult, run_from_dict, run_to_
 from ...inputs import refuse_own_failure
 from ...reducers.source import imported_modules, normalize
 from ..options import MAX_AUTO_JOBS, ReduceOptions
-from ..results import Context, Established, Results
+from ..results import Context, Established, Results, TwinWithdrawn
 from ..scale import ScaleDown, traced_run
 from ..workdirs import digest, workdir
 
@@ -155,6 +155,33 @@ def confirmed(ctx: Context, established: Established, on_twin: bool = False, spe
         scale_dir=established.scale_dir,
         trace_disagreed=True,
     )
+
+
+@dataclass
+class ConfirmingBeside:
+    """The original's confirming runs that the guard left going beside the search on the twin
+    (`GuardChoice.confirming`): taken between passes once they have ended (`poll`), or at the search's end (`take`).
+    Where the traced run alone disagreed, the twin is no ground: `TwinWithdrawn`, and the reduction goes back to the
+    guard on the original."""
+
+    ctx: Context
+    established: Established
+    taken: Established | None = None
+
+    def poll(self) -> None:
+        if self.taken is None and not self.ctx.background.running(CONFIRMING):
+            self.taken = self._confirmed()
+
+    def take(self) -> Established:
+        if self.taken is None:
+            self.taken = self._confirmed()
+        return self.taken
+
+    def _confirmed(self) -> Established:
+        est = confirmed(self.ctx, self.established, on_twin=True)
+        if est.trace_disagreed:
+            raise TwinWithdrawn(est)
+        return est
 
 
 def _agreed(

@@ -1,7 +1,8 @@
 """Phase `guard`: where the bug is fixed the subject (the twin, else the original) must pass (`..guard` searches the
 envs). The search's executors start meanwhile, and the original's confirming runs are taken once the guard is
-chosen. At real scale, a search that cannot run one candidate and then its verification within the budget is not
-started: the reduction ends on the original, as established."""
+chosen, unless they still run where the twin stands: the search on the twin then goes on beside them. At real
+scale, a search that cannot run one candidate and then its verification within the budget is not started: the
+reduction ends on the original, as established."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from ..options import ReduceOptions
 from ..results import Context, Established, GuardChoice, Results
 from ..scale import ScaleDown
 from ..workers import Spec, Subject
-from .establish import FIRST_GUARD_ENV, confirmed
+from .establish import CONFIRMING, FIRST_GUARD_ENV, confirmed
 
 
 def guard(ctx: Context, done: Results) -> GuardChoice:
@@ -51,11 +52,16 @@ def guard(ctx: Context, done: Results) -> GuardChoice:
     def twin_stands() -> bool:  # the guard may turn its search to the original: the twin lost the bug
         return twin is not None and search.script == subject_path
 
+    confirming = False
     try:
         chosen = choose_on_twin(search, opts, (ctx.script, ctx.source) if twin else None)
-        # the original's confirming runs went beside the twin's guard; where the traced run alone disagreed, the
-        # twin goes, and the guard is chosen again on the original
-        if twin is not None:  # its run counts among the confirming runs only where the twin still stands
+        # the original's confirming runs went beside the twin's guard; where they still run and the twin stands, the
+        # search goes on beside them and takes them (a late disagreement withdraws the twin there); otherwise, where
+        # the traced run alone disagreed, the twin goes, and the guard is chosen again on the original
+        confirming = twin_stands() and ctx.background.running(CONFIRMING)
+        if confirming:
+            ctx.log("guard: the original's confirming run(s) go on beside the search on the twin")
+        elif twin is not None:  # its run counts among the confirming runs only where the twin still stands
             est = confirmed(ctx, est, on_twin=twin_stands())
             if est.trace_disagreed:  # and what was sized on the twin with it: the executors start again
                 twin, jobs, jobs_why = None, est.jobs, est.jobs_why
@@ -95,7 +101,7 @@ def guard(ctx: Context, done: Results) -> GuardChoice:
             f"candidate about {est.first_run.seconds:.0f} s, and {left:.0f} s are left"
         )
         return end_on_original(ctx, GuardChoice(chosen, est, None, jobs, jobs_why), why, original_runs)
-    return GuardChoice(chosen, est, twin, jobs, jobs_why, good_timeout, passing)
+    return GuardChoice(chosen, est, twin, jobs, jobs_why, good_timeout, passing, confirming=confirming)
 
 
 def end_on_original(ctx: Context, choice: GuardChoice, why: str, good: Sequence[RunResult] = ()) -> GuardChoice:

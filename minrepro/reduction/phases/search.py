@@ -24,6 +24,7 @@ from ..progress import Counted
 from ..results import Context, Opened, Results, Searched, Triggered
 from ..workdirs import digest, workdir
 from ..workers import Subject
+from .establish import ConfirmingBeside
 
 HEAVY_SECONDS = 0.5  # a top-level statement this slow is worth running once for many candidates (prefix snapshots)
 
@@ -85,7 +86,11 @@ def search(ctx: Context, done: Results) -> Searched:
     opts, opened = ctx.opts, done.opened
     oracle, executor = opened.oracle, opened.executor
     state_path = opened.workdir / "state.json"
-    state = load_state(state_path, digest(ctx.source))
+    twin = done.scaled
+    # what the search stands on: a state of a search on another twin, or on none, is not resumed here (a given
+    # --workdir holds both)
+    subject = digest(twin.source) if twin is not None else "original"
+    state = load_state(state_path, digest(ctx.source), subject)
     resumed = state is not None
     begin = state["best"] if state else ctx.source
     # a best taken ahead of its runs where the bug is fixed (`AnsweringAhead`) and stopped before they answered: judged
@@ -98,11 +103,10 @@ def search(ctx: Context, done: Results) -> Searched:
 
     def save(candidate: str, start: bool = False) -> None:
         before, ctx.best = (None if start else ctx.best), candidate
-        state = {"original": digest(ctx.source), "best": candidate, "before": before}
+        state = {"original": digest(ctx.source), "subject": subject, "best": candidate, "before": before}
         state_path.write_text(json.dumps(state), encoding="utf-8")
         ctx.progress.accepted(code_lines(candidate))
 
-    twin = done.scaled
     if not opts.oracle and not resumed and twin is not None:
         begin = twin.source
         save(begin, start=True)
@@ -115,14 +119,22 @@ def search(ctx: Context, done: Results) -> Searched:
     asked = WithinBudget(counted, ctx.budget.search_until(), jobs=opened.jobs, run_limit=lambda: screen_limit(oracle))
     settings = SearchSettings(opened.jobs, opts.seed, freeze_check_data=not guarded, keep_seeds=opened.keep_seeds)
     records: dict = {}
+    confirming = ConfirmingBeside(ctx, done.guard.established) if done.guard and done.guard.confirming else None
+
+    def on_pass(name: str) -> None:
+        if confirming is not None:
+            confirming.poll()
+        ctx.progress.phase(name)
+
     try:
-        observers = Observers(save, ctx.progress.phase, measure, records)
+        observers = Observers(save, on_pass, measure, records)
         result = reduce_source(begin, asked, PASSES, FINAL_PASSES, settings, observers)
     finally:
         if ahead is not None:  # the phases after the search read settled answers
             ahead.close()
+    established = confirming.take() if confirming is not None else None
     _say_how_it_ended(ctx, done, asked.unjudged, ahead.retractions if ahead else 0)
-    return Searched(result, state_path, resumed, records, asked.unjudged)
+    return Searched(result, state_path, resumed, records, asked.unjudged, established)
 
 
 def screen_limit(oracle: SignatureOracle | CommandOracle) -> float:
@@ -242,9 +254,12 @@ def statement_facts(source: str, run: RunResult, profile: dict) -> dict:
     }  # the module-level lines that ran
 
 
-def load_state(path: Path, original: str) -> dict | None:
+def load_state(path: Path, original: str, subject: str) -> dict | None:
+    """The best so far of an interrupted search of `original` (digest) standing on `subject` (the twin's digest, or
+    "original"); None where there is none."""
     try:
         state = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
-    return state if state.get("original") == original and state.get("best") else None
+    same = state.get("original") == original and state.get("subject") == subject
+    return state if same and state.get("best") else None
