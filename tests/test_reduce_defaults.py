@@ -783,6 +783,24 @@ def test_no_pool_starts_beside_the_guard_for_a_subject_at_real_scale(monkeypatch
     assert started == []
 
 
+def test_the_fixs_pool_has_as_many_workers_as_one_candidates_good_runs(monkeypatch):
+    """Where the bug is fixed a pool runs one candidate's good runs at a time: the fix's pool, started beside the
+    guard for a twin, gets that many workers (or fewer where the search runs fewer at once), not the search's."""
+    from minrepro.reduction.phases import guard as guard_phase
+    from minrepro.reduction.workers import good_env_jobs
+
+    monkeypatch.setattr(guard_phase, "family_fix_env", lambda search, pythons, mode: "fix/bin/python")
+    opts = SimpleNamespace(good_pythons=[], guard="auto", executor="auto", timeout=None, good_runs=None)
+    started = []
+    ctx = SimpleNamespace(
+        opts=opts, home=Path("."), workers=SimpleNamespace(start_fix_pool=lambda *a: started.append(a))
+    )
+    est = SimpleNamespace(timeout=30.0, first_run=SimpleNamespace(modules=("torch",)))
+    guard_phase.start_fix_pool(ctx, est, object(), SimpleNamespace(script=Path("twin.py")), 8)
+    assert [spec.jobs for spec, _ in started] == [2]
+    assert (good_env_jobs(8, None), good_env_jobs(8, 3), good_env_jobs(1, None)) == (2, 3, 1)
+
+
 def test_the_search_takes_the_confirming_runs_between_passes_once_they_have_ended(monkeypatch):
     """`ConfirmingBeside.poll` never waits: while the runs go it takes nothing; once they have ended it takes them,
     once, and a disagreement withdraws the twin there."""

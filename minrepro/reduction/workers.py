@@ -18,7 +18,7 @@ from ..harness.runner import RunResult
 from ..harness.signature import Signature
 from ..reducers.source import module_imports, patches_imports
 from .background import Background
-from .options import CONFIRM_RUNS, ReduceOptions
+from .options import CONFIRM_RUNS, GOOD_RUNS, ReduceOptions
 
 # a subject whose run takes longer than this: its workers are not reused (a check would cost two such rounds, and a
 # worker's imports are then a small share of each candidate's cost)
@@ -36,6 +36,12 @@ class Spec:
     jobs: int
     spares: int = 0
     cuda: bool | None = None
+
+
+def good_env_jobs(jobs: int, good_runs: int | None) -> int:
+    """Workers of a pool where the bug is fixed: it runs one candidate's good runs at a time (`SignatureOracle.confirm`,
+    one yes at a time), so more workers than those runs only add imports and checks beside the twin's runs."""
+    return max(1, min(jobs, max(GOOD_RUNS, good_runs or 0)))
 
 
 @dataclass(frozen=True)
@@ -135,7 +141,12 @@ class Workers(contextlib.AbstractContextManager):
         self.started = [self.background.submit(start_executor, opts, self.source, bad, self.notes)]
         self.started += [
             self.background.submit(
-                start_executor, opts, self.source, Spec(py, spec.modules, jobs), self.notes, f"guard env {py}: "
+                start_executor,
+                opts,
+                self.source,
+                Spec(py, spec.modules, good_env_jobs(jobs, opts.good_runs)),
+                self.notes,
+                f"guard env {py}: ",
             )
             for py in opts.good_pythons
         ]
@@ -213,7 +224,13 @@ class Workers(contextlib.AbstractContextManager):
             if py in family
             else early[py].result()
             if py in early
-            else start_executor(self.opts, self.source, Spec(py, modules, jobs), self.notes, f"guard env {py}: ")
+            else start_executor(
+                self.opts,
+                self.source,
+                Spec(py, modules, good_env_jobs(jobs, self.opts.good_runs)),
+                self.notes,
+                f"guard env {py}: ",
+            )
             for py in pythons
         ]
         self.taken += executors

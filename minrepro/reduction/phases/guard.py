@@ -17,7 +17,7 @@ from ..guard import UNDECIDED, Guard, GuardSearch, OutOfTime, choose_guard, fami
 from ..options import ReduceOptions
 from ..results import Context, Established, GuardChoice, Results
 from ..scale import ScaleDown
-from ..workers import Spec, Subject
+from ..workers import Spec, Subject, good_env_jobs
 from .establish import CONFIRMING, FIRST_GUARD_ENV, confirmed
 
 
@@ -134,7 +134,8 @@ def start_fix_pool(ctx: Context, est: Established, twin: ScaleDown | None, searc
     if python is None or twin is None or ctx.opts.executor == "cold":
         return
     timeout = ctx.opts.timeout or est.timeout
-    ctx.workers.start_fix_pool(Spec(python, est.first_run.modules, jobs), Subject(search.script, timeout, ctx.home))
+    spec = Spec(python, est.first_run.modules, good_env_jobs(jobs, ctx.opts.good_runs))
+    ctx.workers.start_fix_pool(spec, Subject(search.script, timeout, ctx.home))
 
 
 def choose_on_twin(search: GuardSearch, opts: ReduceOptions, original: tuple[Path, str] | None) -> Guard:

@@ -24,7 +24,7 @@ from ..progress import Counted
 from ..results import Context, Established, Results, Twin
 from ..scale import Refusal, ScaleDown, TwinJudge, traced_run, try_scale_down
 from ..workdirs import digest
-from ..workers import Spec
+from ..workers import Spec, good_env_jobs
 from .establish import CONFIRMING, FIRST_GUARD_ENV, choose_jobs, original_runs
 
 
@@ -166,7 +166,8 @@ def prestart_executors(ctx: Context, est: Established, fix: str | None) -> None:
         return
     jobs, _ = choose_jobs(ctx.opts.jobs, [], "the twin")
     modules, cuda = est.first_run.modules, getattr(est.env, "cuda", None)
-    ctx.workers.prestart(Spec(ctx.python, modules, jobs, cuda=cuda), Spec(fix, modules, jobs) if fix else None)
+    fix_spec = Spec(fix, modules, good_env_jobs(jobs, ctx.opts.good_runs)) if fix else None
+    ctx.workers.prestart(Spec(ctx.python, modules, jobs, cuda=cuda), fix_spec)
 
 
 def build_twin(ctx: Context, est: Established, climb: Climb) -> ScaleDown | None:
