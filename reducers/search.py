@@ -151,7 +151,8 @@ class Problem:
         # What a run of the current program showed, as plain data (the driver measures it; see `Facts`):
         # "failing_statement" (the top-level statement the failure went through, as unparsed), "values"
         # ({"args.steps": "3"}: reads that always had that literal value), "heavy" (slow top-level statements),
-        # "executed" (the module-level lines that ran).
+        # "executed" (the module-level lines that ran), "function_lines" (the lines of the script's own functions and
+        # methods that ran; None where not recorded).
         self.measure: Facts | None = None
 
     @property

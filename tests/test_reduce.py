@@ -317,6 +317,59 @@ def test_statements_that_never_ran_go_in_one_candidate_as_the_profiler_saw_them(
     ast.parse(result)
 
 
+def test_what_never_ran_in_the_scripts_own_functions_goes_with_the_module_level_statements(tmp_path):
+    """A server whose load fails: its request handlers never ran, nor did the load's tail after the failing call. One
+    candidate drops them too (a method read somewhere keeps its name, with `pass` for a body; one read only by what
+    goes with it goes whole), before the module-level one. A
+    function run only in another thread looks unrun to the profile: where that candidate fails otherwise, the
+    module-level one is taken. The lines come from real profiled runs."""
+    import ast
+
+    from minrepro.reducers import Problem
+    from minrepro.reducers.passes import drop_unexecuted
+    from minrepro.reduction.phases.search import statement_facts
+
+    server = (
+        'import json\n\nclass Server:\n    def load(self, text):\n        """Parse the config."""\n'
+        "        self.config = json.loads(text)\n        self.ready = True\n        return self.config\n\n"
+        "    def handle(self, request):\n        return {'id': request['id'], 'ok': self.ready}\n\n"
+        "    def on_error(self):\n        return 'logged'\n\n    def __repr__(self):\n        return 'Server()'\n\n"
+        "def helper(x):\n    return x.strip()\n\nserver = Server()\nhook = server.on_error\n"
+        "server.load(helper(' {oops '))\n"
+        "print(server.handle({'id': 1}))\n"
+    )
+    threaded = (
+        "import threading\n\ndef work(box):\n    box.append(int('x'))\n\nbox = []\n"
+        "worker = threading.Thread(target=work, args=(box,))\nworker.start()\nworker.join()\nbox[0]\nprint('done')\n"
+    )
+    seen = {}
+    for name, source in (("server", server), ("threaded", threaded)):
+        script, profile = tmp_path / f"{name}.py", tmp_path / f"{name}.json"
+        script.write_text(source, encoding="utf-8")
+        run = run_script(script, python=sys.executable, cwd=tmp_path, profile=profile)
+        facts = statement_facts(source, run, json.loads(profile.read_text(encoding="utf-8")))
+        sent: list[str] = []
+
+        def judge(batch, sent=sent):
+            sent.extend(batch)  # the thread's function emptied: the script would then fail otherwise
+            return ["box.append(int('x'))" in c or "def work" not in c for c in batch]
+
+        problem = Problem(source, judge)
+        problem.measure = lambda _, facts=facts: facts
+        drop_unexecuted(problem)
+        seen[name] = (sent, problem.current)
+        ast.parse(problem.current)
+    sent, result = seen["server"]
+    assert len(sent) == 1 and result == sent[0]  # the candidate with the functions' unrun lines first, taken
+    assert "def on_error(self):\n        pass" in result and "self.ready = True" not in result  # read: kept
+    assert "def handle" not in result and "def __repr__(self):\n        pass" in result  # read no more: gone
+    assert "Parse the config" not in result and "json.loads(text)" in result and "return x.strip()" in result
+    assert "print(server.handle" not in result
+    sent, result = seen["threaded"]
+    assert len(sent) == 2 and result == sent[1]  # refused with the thread's function emptied: the module-level one
+    assert "box.append(int('x'))" in result and "print('done')" not in result
+
+
 def test_the_slice_keeps_seeding_calls_that_no_name_carries():
     """`torch.manual_seed(0)` reads only a module: the slice dropped it, and since the search keeps every seed of a
     script whose own check raised, the one-candidate slice was refused without a run (nightly_quant_report's)."""

@@ -813,8 +813,9 @@ class _Recorder(__import__("ast").NodeTransformer):
 
 
 def run_profiled(script, out_path):
-    """Run the script as __main__ with its module-level statements timed (by line) and the values of its
-    `name.attr` reads recorded; write both to out_path. Raises what the script raises."""
+    """Run the script as __main__ with its module-level statements timed (by line), the lines of its own functions
+    that ran, and the values of its `name.attr` reads recorded; write them to out_path. Raises what the script
+    raises."""
     import ast
     import time
 
@@ -823,15 +824,21 @@ def run_profiled(script, out_path):
     tree = _Recorder().visit(ast.parse(source))
     code = compile(ast.fix_missing_locations(tree), script, "exec")
     seen, timing, last = {}, {}, [None, time.monotonic()]
+    in_functions = set()  # lines of the script's own functions and methods that ran (this thread's)
 
     def note(key, value):
         text = _literal_repr(value)
         seen.setdefault(key, set()).add(text)
         return value
 
+    def function_line(frame, event, arg):
+        if event == "line":
+            in_functions.add(frame.f_lineno)
+        return function_line
+
     def tracer(frame, event, arg):
-        if frame.f_code is not code:
-            return None  # only the module's own lines: calls run untraced
+        if frame.f_code is not code:  # the script's own functions: which lines ran; the libraries' calls untraced
+            return function_line if frame.f_code.co_filename == script else None
         if event == "line":
             now = time.monotonic()
             if last[0] is not None:
@@ -846,7 +853,7 @@ def run_profiled(script, out_path):
             timing[last[0]] = timing.get(last[0], 0.0) + time.monotonic() - last[1]
         values = {k: next(iter(v)) for k, v in seen.items() if len(v) == 1 and None not in v}
         with open(out_path, "w", encoding="utf-8") as fh:
-            json.dump({"values": values, "line_seconds": timing}, fh)
+            json.dump({"values": values, "line_seconds": timing, "function_lines": sorted(in_functions)}, fh)
 
     sys.settrace(tracer)
     try:

@@ -35,20 +35,54 @@ def slice_to_failure(problem: Problem) -> None:
 def drop_unexecuted(problem: Problem) -> None:
     """Module-level statements that never ran in the failing run go in one candidate: a `try` body's tail after the
     failing call (a wrapper that re-raises keeps the failing statement the whole `try` to the slice), a branch not
-    taken. Only the module's own lines are traced, so function and class bodies are left to the other passes."""
+    taken. Where the run recorded the lines of the script's own functions, a candidate before it also drops what never
+    ran in their bodies (a method never called keeps its name, with `pass` for a body): a server's request handlers
+    behind a load that fails. A function run only in another thread or process looks unrun: then the first candidate
+    fails otherwise, and the module-level one stands alone."""
     executed = problem.facts.get("executed")
     if not executed:
         return
     tree = ast.parse(problem.current)
-    if not _drop_unrun(tree.body, set(executed)):
-        return
-    candidate = _module(tree.body)
-    if candidate != problem.current and problem.first_interesting([candidate]) is not None:
-        problem.accept(candidate)
+    _drop_unrun(tree.body, set(executed))
+    candidates = [_module(tree.body)]
+    in_functions = problem.facts.get("function_lines")
+    if in_functions is not None and _drop_unrun_in_functions(tree, set(in_functions)):
+        candidates.insert(0, _module(tree.body))
+    candidates = [c for c in dict.fromkeys(candidates) if c != problem.current]
+    found = problem.first_interesting(candidates) if candidates else None
+    if found is not None:
+        problem.accept(candidates[found])
+
+
+def _drop_unrun_in_functions(tree: ast.Module, ran: set[int]) -> bool:
+    """Remove, in place, the statements of each function's body (methods and nested functions too, each as its own
+    body) none of whose lines ran; a method that never ran and whose name the script never reads (as an attribute or
+    a string: `getattr`) goes whole. Not a dunder: Python calls those unseen (`__del__` at exit)."""
+    functions = [node for node in ast.walk(tree) if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    read = {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Load)}
+    read |= {n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)}
+    never = {id(f) for f in functions if not _ran(f.body, ran)}
+    changed = False
+    for function in functions:
+        changed |= _drop_unrun(function.body, ran)
+    for cls in [node for node in ast.walk(tree) if isinstance(node, ast.ClassDef)]:
+        keep = [
+            s
+            for s in cls.body
+            if id(s) not in never or s.name in read or (s.name.startswith("__") and s.name.endswith("__"))
+        ]
+        if len(keep) < len(cls.body):
+            cls.body[:], changed = keep or [ast.Pass()], True
+    return changed
+
+
+def _ran(block: list[ast.stmt], ran: set[int]) -> bool:
+    return any(line in ran for s in block for line in range(s.lineno, (s.end_lineno or s.lineno) + 1))
 
 
 def _drop_unrun(block: list[ast.stmt], ran: set[int]) -> bool:
-    """Remove, in place, the statements of `block` (and of its module-level sub-blocks) none of whose lines ran."""
+    """Remove, in place, the statements of `block` (and of the sub-blocks that run in its frame) none of whose lines
+    ran."""
     keep = [s for s in block if any(line in ran for line in range(s.lineno, (s.end_lineno or s.lineno) + 1))]
     changed = len(keep) < len(block)
     block[:] = keep or [ast.Pass()]

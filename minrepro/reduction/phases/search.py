@@ -250,8 +250,10 @@ def statement_facts(source: str, run: RunResult, profile: dict) -> dict:
         "failing_statement": failing,
         "values": profile.get("values", {}),
         "heavy": heavy,
-        "executed": sorted(seconds),
-    }  # the module-level lines that ran
+        "executed": sorted(seconds),  # the module-level lines that ran
+        # the lines of the script's own functions that ran (None: a profile that did not record them)
+        "function_lines": profile.get("function_lines"),
+    }
 
 
 def load_state(path: Path, original: str, subject: str) -> dict | None:
