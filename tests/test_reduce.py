@@ -698,3 +698,24 @@ def test_a_chained_pass_tries_every_edit_at_once_first_and_takes_it_in_one_round
         greedy(inline_functions, chain=chain)(problem)
         assert "def " not in problem.current and "raise RuntimeError(u + v + w)" in problem.current
         assert len(batches) == rounds, (chain, batches)
+
+
+def test_facts_kept_in_another_format_are_measured_again(tmp_path):
+    """A work dir's facts from an older minrepro lack what the passes now read (the lines of the script's own
+    functions): they are measured again, and the new record is read back in the current format."""
+    from minrepro.reduction.phases.search import facts
+    from minrepro.reduction.workdirs import digest
+
+    source = "def f():\n    return 1\n\nf()\n"
+    (tmp_path / "facts.jsonl").write_text(json.dumps({"digest": digest(source), "facts": {"heavy": []}}) + "\n")
+    profiled = []
+
+    class Stub:
+        def profile(self, path, out, timeout, home):
+            profiled.append(path.read_text())
+            return run_script(path, python=sys.executable, cwd=tmp_path, profile=out)
+
+    found = facts(sys.executable, 30, tmp_path, tmp_path, Stub())(source)
+    assert profiled == [source] and found["function_lines"] == [2]
+    again = facts(sys.executable, 30, tmp_path, tmp_path, Stub())(source)
+    assert profiled == [source] and again == found  # read back: not measured a second time

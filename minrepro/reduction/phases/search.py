@@ -26,6 +26,8 @@ from ..workdirs import digest, workdir
 from ..workers import Subject
 from .establish import ConfirmingBeside
 
+# what `statement_facts` records, as a number: facts a work dir kept in another format are measured again
+FACTS_FORMAT = 2
 HEAVY_SECONDS = 0.5  # a top-level statement this slow is worth running once for many candidates (prefix snapshots)
 
 
@@ -211,9 +213,10 @@ def facts(python: str, timeout: float, folder: Path, home: Path, executor: Execu
     known = {}
     if store.exists():
         for line in store.read_text(encoding="utf-8").splitlines():
-            with contextlib.suppress(ValueError):
+            with contextlib.suppress(ValueError, KeyError):
                 record = json.loads(line)
-                known[record["digest"]] = record["facts"]
+                if record.get("format") == FACTS_FORMAT:  # an older minrepro's facts lack what the passes now read
+                    known[record["digest"]] = record["facts"]
 
     def measure(current: str) -> dict:
         key = digest(current)
@@ -226,7 +229,7 @@ def facts(python: str, timeout: float, folder: Path, home: Path, executor: Execu
             data = json.loads(profile.read_text(encoding="utf-8")) if profile.is_file() else {}
             known[key] = statement_facts(current, run, data)
             with store.open("a", encoding="utf-8") as fh:
-                fh.write(json.dumps({"digest": key, "facts": known[key]}) + "\n")
+                fh.write(json.dumps({"digest": key, "format": FACTS_FORMAT, "facts": known[key]}) + "\n")
         found = known[key]
         if hasattr(executor, "set_heavy"):
             executor.set_heavy(found["heavy"])
