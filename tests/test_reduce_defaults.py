@@ -433,11 +433,12 @@ def test_the_originals_confirming_runs_go_beside_the_scale_down(tmp_path, capsys
     assert _cold_runs_remembered(tmp_path / "w") == 3
 
 
-def _fake_twin(monkeypatch, text: str, contexts: list | None = None, seen: dict | None = None):
+def _fake_twin(monkeypatch, text: str, contexts: list | None = None, seen: dict | None = None, memo: bool = False):
     """A scale-down that stands `text` in as the twin (written where the phase would write it); `seen`: which of the
-    search's executors had started when the twin was built."""
+    search's executors had started when the twin was built; `memo`: its `twin.json` written too, as the phase does."""
     from minrepro.reduction.phases import scale_down as scale_phase
     from minrepro.reduction.scale import ScaleDown
+    from minrepro.reduction.workdirs import digest
 
     def build_twin(ctx, est, executor, **kwargs):
         if contexts is not None:
@@ -447,7 +448,11 @@ def _fake_twin(monkeypatch, text: str, contexts: list | None = None, seen: dict 
             seen["the fix's executor started while the twin was judged"] = ctx.workers.early_fix is not None
         path = est.scale_dir / "twin.py"
         path.write_text(text)
-        return ScaleDown(text, "scaled down: a stand-in", [], 1, path)
+        scaled = ScaleDown(text, "scaled down: a stand-in", [], 1, path)
+        if memo:
+            scaled.original = digest(ctx.source)
+            (est.scale_dir / "twin.json").write_text(scaled.to_json())
+        return scaled
 
     monkeypatch.setattr(scale_phase, "build_twin", build_twin)
 
@@ -549,7 +554,7 @@ def test_a_twin_whose_traced_run_disagrees_after_the_search_began_is_withdrawn_a
         "raise RuntimeError('plain')\n"
     )
     contexts: list = []
-    _fake_twin(monkeypatch, "raise KeyError('traced')\n", contexts)
+    _fake_twin(monkeypatch, "raise KeyError('traced')\n", contexts, memo=True)
     left_going = []
     real = establish_phase.ConfirmingBeside.take
 
@@ -567,6 +572,11 @@ def test_a_twin_whose_traced_run_disagrees_after_the_search_began_is_withdrawn_a
     assert [p["phase"] for p in summary["phases"]].count("search") == 2
     assert contexts[0].done.scaled is None and contexts[0].done.standing.traced is None
     assert "KeyError" not in Path(summary["output"]).read_text()
+    # the same command again (what an interrupted reduction is told to run): the withdrawn twin stays withdrawn
+    assert not (contexts[0].done.established.scale_dir / "twin.json").exists()
+    assert main(argv) == 0
+    again = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert again["signature"] == "RuntimeError: plain" and "KeyError" not in Path(again["output"]).read_text()
 
 
 def test_a_traced_first_run_that_alone_fails_otherwise_leaves_the_reduction_on_a_plain_run(tmp_path, capsys):

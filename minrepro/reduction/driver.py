@@ -33,13 +33,19 @@ from .phases.scale_down import scale_down
 from .phases.search import open_search, search, trigger_report
 from .phases.verify import verify
 from .progress import Progress
-from .results import Context, Phase, Results, Twin, TwinWithdrawn
+from .results import Context, Established, Phase, Results, Twin, TwinWithdrawn
 from .summary import ReduceSummary
 from .workers import Workers
 
 
 def _signature_path(ctx: Context, done: Results) -> bool:
     return not ctx.opts.oracle
+
+
+def _can_scale_down(est: Established) -> bool:
+    """A twin is planned from the traced run, or remembered from an earlier run of this reduction; a trace the plain
+    runs disagreed with was forgotten, with its twin."""
+    return est.scale_dir is not None and (est.traced is not None or est.remembered_twin is not None)
 
 
 def _searching(ctx: Context, done: Results) -> bool:
@@ -60,7 +66,7 @@ PHASES: list[Phase] = [
         "twin",
         scale_down,
         lambda done: "a tiny twin of each loaded model, judged where the script fails and where the bug is fixed",
-        applies=lambda ctx, done: _signature_path(ctx, done) and done.established.scale_dir is not None,
+        applies=lambda ctx, done: _signature_path(ctx, done) and _can_scale_down(done.established),
     ),
     Phase(
         "guard",

@@ -56,24 +56,30 @@ def drop_unexecuted(problem: Problem) -> None:
 
 def _drop_unrun_in_functions(tree: ast.Module, ran: set[int]) -> bool:
     """Remove, in place, the statements of each function's body (methods and nested functions too, each as its own
-    body) none of whose lines ran; a method that never ran and whose name the script never reads (as an attribute or
-    a string: `getattr`) goes whole. Not a dunder: Python calls those unseen (`__del__` at exit)."""
-    functions = [node for node in ast.walk(tree) if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    body) none of whose lines ran; a method that never ran and whose name the script never reads (as a name, an
+    attribute or a string: `getattr`) goes whole. Not a dunder: Python calls those where the profile no longer looks
+    (`__del__` at exit)."""
+    functions = [
+        node
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and not _dunder(node.name)
+    ]
     read = {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Load)}
+    read |= {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
     read |= {n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)}
     never = {id(f) for f in functions if not _ran(f.body, ran)}
     changed = False
     for function in functions:
         changed |= _drop_unrun(function.body, ran)
     for cls in [node for node in ast.walk(tree) if isinstance(node, ast.ClassDef)]:
-        keep = [
-            s
-            for s in cls.body
-            if id(s) not in never or s.name in read or (s.name.startswith("__") and s.name.endswith("__"))
-        ]
+        keep = [s for s in cls.body if id(s) not in never or s.name in read]
         if len(keep) < len(cls.body):
             cls.body[:], changed = keep or [ast.Pass()], True
     return changed
+
+
+def _dunder(name: str) -> bool:
+    return name.startswith("__") and name.endswith("__")
 
 
 def _ran(block: list[ast.stmt], ran: set[int]) -> bool:
@@ -83,7 +89,9 @@ def _ran(block: list[ast.stmt], ran: set[int]) -> bool:
 def _drop_unrun(block: list[ast.stmt], ran: set[int]) -> bool:
     """Remove, in place, the statements of `block` (and of the sub-blocks that run in its frame) none of whose lines
     ran."""
-    keep = [s for s in block if any(line in ran for line in range(s.lineno, (s.end_lineno or s.lineno) + 1))]
+    keep = [
+        s for s in block if _declares(s) or any(line in ran for line in range(s.lineno, (s.end_lineno or s.lineno) + 1))
+    ]
     changed = len(keep) < len(block)
     block[:] = keep or [ast.Pass()]
     for stmt in keep:
@@ -94,6 +102,11 @@ def _drop_unrun(block: list[ast.stmt], ran: set[int]) -> bool:
         for sub in subs:
             changed |= _drop_unrun(sub, ran)
     return changed
+
+
+def _declares(stmt: ast.stmt) -> bool:
+    """A statement that runs no line yet changes how its block's names bind: `global`, `nonlocal`, `x: int`."""
+    return isinstance(stmt, (ast.Global, ast.Nonlocal)) or (isinstance(stmt, ast.AnnAssign) and stmt.value is None)
 
 
 def backward_slice(body: list[ast.stmt], failing: int) -> list[int]:

@@ -145,6 +145,8 @@ def confirmed(ctx: Context, established: Established, on_twin: bool = False, spe
     remember_runs(ctx, established.scale_dir, cold, traced)
     if not disagreed:
         return replace(established, cold=tuple(cold), timeout=timeout_for(cold, ctx.opts.timeout))
+    if established.scale_dir is not None:  # a twin planned from that trace is no ground for a later run either
+        (established.scale_dir / "twin.json").unlink(missing_ok=True)
     again = stand_on(ctx, cold[0], cold, None)
     jobs, why = choose_jobs(ctx.opts.jobs, cold, "the original")
     return replace(
@@ -178,7 +180,8 @@ class ConfirmingBeside:
         return self.taken
 
     def _confirmed(self) -> Established:
-        est = confirmed(self.ctx, self.established, on_twin=True)
+        # no run is made here: where the twin is withdrawn, the guard on the original makes what is missing
+        est = confirmed(self.ctx, self.established, on_twin=True, spent=True)
         if est.trace_disagreed:
             raise TwinWithdrawn(est)
         return est

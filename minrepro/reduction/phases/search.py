@@ -21,11 +21,12 @@ from ..budget import WithinBudget, per_candidate
 from ..guard import UNGUARDED, neutralise_library_call
 from ..options import default_good_runs
 from ..progress import Counted
-from ..results import Context, Opened, Results, Searched, Triggered
+from ..results import Context, Opened, Results, Searched, Triggered, TwinWithdrawn
 from ..workdirs import digest, workdir
 from ..workers import Subject
 from .establish import ConfirmingBeside
 
+PROFILE_TIMEOUT_FACTOR = 3  # the facts' profiled run may take this many times a candidate's run limit
 # what `statement_facts` records, as a number: facts a work dir kept in another format are measured again
 FACTS_FORMAT = 2
 HEAVY_SECONDS = 0.5  # a top-level statement this slow is worth running once for many candidates (prefix snapshots)
@@ -114,7 +115,9 @@ def search(ctx: Context, done: Results) -> Searched:
         save(begin, start=True)
     if not opts.oracle and begin != opened.measured_on:  # a twin (or a resumed state): the budget follows its cost
         rebudget(oracle, executor, begin, done.standing.timeout)
-    measure = None if opts.oracle else facts(ctx.python, oracle.timeout, opened.workdir, ctx.home, executor)
+    # the profiled run traces the script's own lines: slower than a candidate's run, and not judged by its time
+    profile_timeout = PROFILE_TIMEOUT_FACTOR * oracle.timeout
+    measure = None if opts.oracle else facts(ctx.python, profile_timeout, opened.workdir, ctx.home, executor)
     guarded = opened.guard.guarded or bool(opts.oracle)
     ahead = AnsweringAhead(oracle) if answers_ahead(done) else None
     counted = Counted(ahead or oracle, ctx.progress)
@@ -131,6 +134,10 @@ def search(ctx: Context, done: Results) -> Searched:
     try:
         observers = Observers(save, on_pass, measure, records)
         result = reduce_source(begin, asked, PASSES, FINAL_PASSES, settings, observers)
+    except TwinWithdrawn:
+        if ahead is not None:  # its run where the bug is fixed ends before the executors close under it
+            ahead.settle()
+        raise
     finally:
         if ahead is not None:  # the phases after the search read settled answers
             ahead.close()
