@@ -544,29 +544,31 @@ def test_a_twin_whose_traced_run_alone_disagreed_goes_after_the_guard_and_the_or
 def test_a_twin_whose_traced_run_disagrees_after_the_search_began_is_withdrawn_and_the_original_reduced(
     tmp_path, capsys, monkeypatch
 ):
-    """The plain runs are slow, so the guard leaves them going and the search starts on the twin; taken at its end,
-    they disagree with the traced run: the twin is withdrawn, and the guard and the search run again on the original."""
+    """The plain runs are slow, so the guard leaves them going and the search starts on the twin; taken at its end
+    (here only there: between passes is `poll`'s own test), they disagree with the traced run: the twin is withdrawn,
+    and the guard and the search run again on the original."""
     from minrepro.reduction.phases import establish as establish_phase
 
     script = tmp_path / "job.py"
     script.write_text(
-        "import time\nif __file__.endswith('scale.py'):\n    raise KeyError('traced')\ntime.sleep(2)\n"
+        "import time\nif __file__.endswith('scale.py'):\n    raise KeyError('traced')\ntime.sleep(4)\n"
         "raise RuntimeError('plain')\n"
     )
     contexts: list = []
     _fake_twin(monkeypatch, "raise KeyError('traced')\n", contexts, memo=True)
-    left_going = []
+    taken = []
     real = establish_phase.ConfirmingBeside.take
 
     def take(self):
-        left_going.append(self.ctx.background.running(establish_phase.CONFIRMING))
+        taken.append(True)
         return real(self)
 
     monkeypatch.setattr(establish_phase.ConfirmingBeside, "take", take)
+    monkeypatch.setattr(establish_phase.ConfirmingBeside, "poll", lambda self: None)
     argv = ["reduce", str(script), "--workdir", str(tmp_path / "w"), "--executor", "cold", "--guard", "none", "--json"]
     assert main(argv) == 0
     summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
-    assert left_going == [True]  # the search on the twin ended before the plain runs did
+    assert taken == [True]  # the guard left them to the search on the twin
     assert summary["signature"] == "RuntimeError: plain"
     assert any("the search on the tiny twin was withdrawn" in note for note in summary["notes"])
     assert [p["phase"] for p in summary["phases"]].count("search") == 2
