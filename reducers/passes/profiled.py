@@ -59,19 +59,21 @@ def _drop_unrun_in_functions(tree: ast.Module, ran: set[int]) -> bool:
     body) none of whose lines ran; a method that never ran and whose name the script never reads (as a name, an
     attribute or a string: `getattr`) goes whole. Not a dunder: Python calls those where the profile no longer looks
     (`__del__` at exit)."""
-    functions = [
-        node
-        for node in ast.walk(tree)
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and not _dunder(node.name)
-    ]
-    read = {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Load)}
-    read |= {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
-    read |= {n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)}
-    never = {id(f) for f in functions if not _ran(f.body, ran)}
+    functions, classes, read = [], [], set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and not _dunder(node.name):
+            functions.append(node)
+        elif isinstance(node, ast.ClassDef):
+            classes.append(node)
+        elif isinstance(node, (ast.Attribute, ast.Name)) and isinstance(node.ctx, ast.Load):
+            read.add(node.attr if isinstance(node, ast.Attribute) else node.id)
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            read.add(node.value)
+    never = {id(f) for f in functions if not any(_ran(s, ran) for s in f.body)}
     changed = False
     for function in functions:
         changed |= _drop_unrun(function.body, ran)
-    for cls in [node for node in ast.walk(tree) if isinstance(node, ast.ClassDef)]:
+    for cls in classes:
         keep = [s for s in cls.body if id(s) not in never or s.name in read]
         if len(keep) < len(cls.body):
             cls.body[:], changed = keep or [ast.Pass()], True
@@ -82,16 +84,15 @@ def _dunder(name: str) -> bool:
     return name.startswith("__") and name.endswith("__")
 
 
-def _ran(block: list[ast.stmt], ran: set[int]) -> bool:
-    return any(line in ran for s in block for line in range(s.lineno, (s.end_lineno or s.lineno) + 1))
+def _ran(stmt: ast.stmt, ran: set[int]) -> bool:
+    """Whether any line of `stmt` ran."""
+    return any(line in ran for line in range(stmt.lineno, (stmt.end_lineno or stmt.lineno) + 1))
 
 
 def _drop_unrun(block: list[ast.stmt], ran: set[int]) -> bool:
     """Remove, in place, the statements of `block` (and of the sub-blocks that run in its frame) none of whose lines
     ran."""
-    keep = [
-        s for s in block if _declares(s) or any(line in ran for line in range(s.lineno, (s.end_lineno or s.lineno) + 1))
-    ]
+    keep = [s for s in block if _declares(s) or _ran(s, ran)]
     changed = len(keep) < len(block)
     block[:] = keep or [ast.Pass()]
     for stmt in keep:

@@ -39,6 +39,7 @@ from ..workdirs import digest, workdir
 CONFIRMING = "the original's confirming runs"
 FIRST_GUARD_ENV = "the env the guard judges first"
 OTHER_GUARD_ENVS = "the guard's other envs"
+TWIN_MEMO = "twin.json"  # the twin found, in the scale-down's work dir: a later run of the reduction starts from it
 
 
 def establish(ctx: Context, done: Results) -> Established:
@@ -146,7 +147,7 @@ def confirmed(ctx: Context, established: Established, on_twin: bool = False, spe
     if not disagreed:
         return replace(established, cold=tuple(cold), timeout=timeout_for(cold, ctx.opts.timeout))
     if established.scale_dir is not None:  # a twin planned from that trace is no ground for a later run either
-        (established.scale_dir / "twin.json").unlink(missing_ok=True)
+        (established.scale_dir / TWIN_MEMO).unlink(missing_ok=True)
     again = stand_on(ctx, cold[0], cold, None)
     jobs, why = choose_jobs(ctx.opts.jobs, cold, "the original")
     return replace(
@@ -388,7 +389,7 @@ def scale_workdir(opts: ReduceOptions, script: Path, source: str, python: str) -
     if opts.workdir:  # the user's one work dir holds the search's state too: the twin's goes in a folder of its own
         folder = folder / "scale"
         folder.mkdir(exist_ok=True)
-    memo = folder / "twin.json"
+    memo = folder / TWIN_MEMO
     if opts.fresh:
         for stale in (memo, folder / "cache.jsonl"):
             stale.unlink(missing_ok=True)

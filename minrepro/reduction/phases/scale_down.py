@@ -25,7 +25,7 @@ from ..results import Context, Established, Results, Twin
 from ..scale import Refusal, ScaleDown, TwinJudge, traced_run, try_scale_down
 from ..workdirs import digest
 from ..workers import Spec, good_env_jobs
-from .establish import CONFIRMING, FIRST_GUARD_ENV, choose_jobs, original_runs
+from .establish import CONFIRMING, FIRST_GUARD_ENV, TWIN_MEMO, choose_jobs, original_runs
 
 
 def scale_down(ctx: Context, done: Results) -> Twin:
@@ -220,7 +220,7 @@ def build_twin(ctx: Context, est: Established, climb: Climb) -> ScaleDown | None
     if runs:
         scaled.bad_run = runs.get(oracle.cache.hash(scaled.source)[:16])
     scaled.path.write_text(scaled.source, encoding="utf-8")
-    (folder / "twin.json").write_text(scaled.to_json(), encoding="utf-8")
+    (folder / TWIN_MEMO).write_text(scaled.to_json(), encoding="utf-8")
     ctx.say(scaled.description)
     return scaled
 
