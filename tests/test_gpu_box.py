@@ -158,6 +158,19 @@ def test_the_tables_show_the_current_defaults_first_and_earlier_versions_apart(t
     assert "stale" not in page and text in page and page.endswith(f"{bench.END}\n\nprose after\n")
 
 
+def test_the_phase_table_says_how_busy_the_search_kept_its_slots():
+    """A phase that recorded its runs' seconds shows the share of its slots (`jobs` for its seconds) they filled."""
+    spec = importlib.util.spec_from_file_location("bench", ROOT / "benchmarks" / "scale" / "bench.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    row = {"case": "now", "seconds": 90, "input_lines": 53, "output_lines": 14, "verified": True, "flags": "defaults"}
+    row |= {"output_fails_same": True}
+    row |= {"phases": [{"phase": "guard", "seconds": 5, "candidates": 0, "jobs": 8}]}
+    row["phases"].append({"phase": "search", "seconds": 60, "candidates": 30, "jobs": 8, "run_seconds": 240.0})
+    text = bench.tables([row])
+    assert "| now |  | search | 60 | 30 | 2.0 | 8 | 50% |" in text and "| now |  | guard | 5 | 0 |  | 8 |  |" in text
+
+
 def test_a_row_is_rebuilt_from_a_run_s_log_as_far_as_the_log_holds_it():
     """A log holds the reduce's JSON summary and the summary table's row: what the tables show comes back the same;
     what only the rows file held (the output script, the original's run) is None, and `from_log` says so."""

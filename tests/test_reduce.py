@@ -70,6 +70,9 @@ def test_reduces_without_slipping_into_the_decoy(tmp_path, capsys):
     assert reduced.signature.frames
     assert summary["output_lines"] < summary["input_lines"] and summary["output_lines"] <= 6
     assert "Version(" in out.read_text()
+    # the search says how busy its runs kept the slots: some runs, never more than its slots held
+    search = next(p for p in summary["phases"] if p["phase"] == "search")
+    assert 0 < search["run_seconds"] <= search["jobs"] * search["seconds"] + 1
 
 
 def test_second_run_resumes_from_the_cache(tmp_path, capsys):

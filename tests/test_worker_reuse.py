@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from minrepro.cli import main
-from minrepro.harness.executors import ColdExecutor, ExecutorOptions, WarmPoolExecutor
+from minrepro.harness.executors import REUSE_SPARES, ColdExecutor, ExecutorOptions, WarmPoolExecutor
 from minrepro.reducers.source import patches_imports
 from minrepro.harness.runner import Signature
 from minrepro.reduction import workers
@@ -344,3 +344,24 @@ def test_a_script_that_patches_a_library_gets_a_worker_per_candidate_and_a_note_
         ]
     else:
         assert noted == []
+
+
+def test_a_reusing_pool_warms_only_reuse_spares_until_reuse_stops():
+    """With reuse, REUSE_SPARES spares warm; once reuse stops, the pool holds every spare asked for."""
+    pool = WarmPoolExecutor(None, ["json"], 1, ExecutorOptions(spares=5, reuse=True))
+    try:
+        assert len(pool._idle) == 1 + REUSE_SPARES
+        pool.stop_reuse()
+        assert len(pool._idle) == 1 + 5
+        assert pool.spares == 5
+    finally:
+        pool.close()
+
+
+def test_a_pool_without_reuse_warms_every_spare():
+    """Without reuse, all the spares asked for warm from the start."""
+    pool = WarmPoolExecutor(None, ["json"], 1, ExecutorOptions(spares=5))
+    try:
+        assert len(pool._idle) == 1 + 5
+    finally:
+        pool.close()

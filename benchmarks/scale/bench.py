@@ -38,6 +38,7 @@ from minrepro.harness.resources import cores  # noqa: E402
 from minrepro.harness.runner import run_script  # noqa: E402
 from minrepro.harness import signature as signature_module  # noqa: E402
 from minrepro.reducers.source import code_lines, code_tokens  # noqa: E402
+from minrepro.reduction.summary import slots_busy  # noqa: E402
 
 # case -> (setup arch, the user's script, the env var its checkpoint default reads, the user's other env)
 CASES = {
@@ -333,14 +334,15 @@ def tables(rows: list[dict], history: bool = True) -> str:
     then = [{**row, "env": f"{row.get('env', '')} (then)"} for row in latest.values()]
     detailed = [*current, *then]
     summary = _summary_table(current if history else detailed)  # a page: the latest row of each case, said "then"
-    out = [*summary, "", "| case | env | phase | seconds | candidates | s per candidate | at once |"]
-    out.append("|---|---|---|---|---|---|---|")
+    out = [*summary, "", "| case | env | phase | seconds | candidates | s per candidate | at once | slots busy |"]
+    out.append("|---|---|---|---|---|---|---|---|")
     for row in detailed:
         for phase in row.get("phases", []):
             per = f"{phase['seconds'] / phase['candidates']:.1f}" if phase["candidates"] else ""
+            busy = slots_busy(phase)
             out.append(
                 f"| {row['case']} | {row.get('env', '')} | {phase['phase']} | {phase['seconds']:.0f} | "
-                f"{phase['candidates']} | {per} | {phase['jobs']} |"
+                f"{phase['candidates']} | {per} | {phase['jobs']} | {'' if busy is None else f'{busy:.0%}'} |"
             )
     twins = [row for row in detailed if "twin" in row]
     if twins:  # the step of the twin's ladder each reduce stood on, and why the steps before it were refused

@@ -448,6 +448,10 @@ class ForkServerExecutor(_WarmExecutor):
         self._cleanup()
 
 
+# warm workers beyond `jobs` while workers are reused: one replaces a worker a profiled run or its run limit retired
+REUSE_SPARES = 2
+
+
 @dataclass
 class _Worker:
     proc: subprocess.Popen
@@ -459,7 +463,9 @@ class _Worker:
 class WarmPoolExecutor(_WarmExecutor):
     """Workers spawned ahead of need; each imports the libraries and runs candidates. `spares` more than `jobs` are
     kept warming: a worker's imports take many times a twin's run (`docs/benchmarks.md`, "Executors on a twin"), so
-    with only `jobs` of them each batch after the first would wait for its replacements' imports.
+    with only `jobs` of them each batch after the first would wait for its replacements' imports. Where workers are
+    reused, only a retired one needs a replacement: REUSE_SPARES of them warm (more would import beside the runs that
+    the search waits for), and the rest once reuse stops.
 
     With `reuse`, a worker runs candidates one after another, putting back what a run changed, and retires where a
     run left what it cannot put back (`_forkserver.reuse` says which is which, and what its checks cannot see); a
@@ -476,7 +482,9 @@ class WarmPoolExecutor(_WarmExecutor):
         options: ExecutorOptions | None = None,
     ):
         options = options or ExecutorOptions()
-        self.python, self.jobs, self.spares = resolve_python(python), max(1, jobs), max(0, options.spares)
+        self.python, self.jobs = resolve_python(python), max(1, jobs)
+        self.spares_single = max(0, options.spares)  # the spares where each worker runs one candidate
+        self.spares = min(self.spares_single, REUSE_SPARES) if options.reuse else self.spares_single
         # each worker may initialize CUDA: it never forks
         self.preload = list(dict.fromkeys([*preload, *options.recorded]))
         self.reuse, self.reused, self.retired = options.reuse, 0, Counter()
@@ -586,6 +594,8 @@ class WarmPoolExecutor(_WarmExecutor):
             _signal(worker.proc.pid, signal.SIGKILL, group=True)
             worker.proc.wait()
             self._idle.append(self._spawn())
+        self._idle += [self._spawn() for _ in range(self.spares_single - self.spares)]
+        self.spares = self.spares_single
 
     def describe_reuse(self) -> str:
         """How many runs went to a worker used before, and why workers retired: what reuse did, for the log."""

@@ -209,14 +209,15 @@ def run_phases(ctx: Context, done: Results) -> Results:
         except TwinWithdrawn as withdrawn:
             done = ctx.done = without_twin(ctx, done, withdrawn, time.monotonic() - began)
             index = next(i for i, p in enumerate(PHASES) if p.field == "guard")
-        ctx.phases.append(
-            {
-                "phase": phase.name,
-                "seconds": round(time.monotonic() - began, 1),
-                "candidates": ctx.progress.tries - tried,
-                "jobs": done.jobs[0],
-            }
-        )
+        record = {
+            "phase": phase.name,
+            "seconds": round(time.monotonic() - began, 1),
+            "candidates": ctx.progress.tries - tried,
+            "jobs": done.jobs[0],
+        }
+        if phase.field == "searched" and done.searched is not None:  # how busy its runs kept the slots
+            record["run_seconds"] = round(done.searched.run_seconds, 1)
+        ctx.phases.append(record)
     ctx.progress.close()
     return done
 

@@ -136,6 +136,9 @@ class Searched:
     pass_records: dict[str, PassRecord]
     unjudged: int  # proposals left at the time budget: a smaller script may exist
     established: Established | None = None  # with the confirming runs the guard left going (`GuardChoice.confirming`)
+    # seconds the search's runs where the script fails took, together: against its wall time and `jobs`, how busy
+    # the slots were (what a batch left idle waiting for its slowest run, or a pass that sends one candidate)
+    run_seconds: float = 0.0
 
 
 @dataclass(frozen=True)

@@ -44,6 +44,22 @@ class ReduceSummary:
         return asdict(self)
 
 
+def slots_busy(phase: dict) -> float | None:
+    """The share of a phase's run slots (`jobs` for its seconds) that its runs where the script fails kept busy; None
+    where it did not record them."""
+    if "run_seconds" not in phase or not phase["seconds"]:
+        return None
+    return phase["run_seconds"] / (max(1, phase["jobs"]) * phase["seconds"])
+
+
+def _phase_said(phase: dict) -> str:
+    said = [f"{phase['candidates']} candidates"] if phase["candidates"] else []
+    busy = slots_busy(phase)
+    if busy is not None:
+        said.append(f"its runs kept {busy:.0%} of {phase['jobs']} slots busy")
+    return f"{phase['phase']} {phase['seconds']:.0f} s" + (f" ({', '.join(said)})" if said else "")
+
+
 def print_summary(summary: ReduceSummary, as_json: bool) -> None:
     print(
         f"{summary.input_lines} -> {summary.output_lines} code lines, {summary.oracle_calls} oracle calls "
@@ -68,13 +84,7 @@ def print_summary(summary: ReduceSummary, as_json: bool) -> None:
         )
     )
     if summary.phases:
-        print(
-            "phases: "
-            + ", ".join(
-                f"{p['phase']} {p['seconds']:.0f} s" + (f" ({p['candidates']} candidates)" if p["candidates"] else "")
-                for p in summary.phases
-            )
-        )
+        print("phases: " + ", ".join(_phase_said(p) for p in summary.phases))
     if summary.executor == "warm-pool" and summary.workers:
         print(f"warm pool: {summary.workers}")
     if summary.twin or summary.twin_refused:

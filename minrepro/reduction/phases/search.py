@@ -131,6 +131,7 @@ def search(ctx: Context, done: Results) -> Searched:
             confirming.poll()
         ctx.progress.phase(name)
 
+    ran_before = set(oracle.runs)
     try:
         observers = Observers(save, on_pass, measure, records)
         result = reduce_source(begin, asked, PASSES, FINAL_PASSES, settings, observers)
@@ -143,7 +144,8 @@ def search(ctx: Context, done: Results) -> Searched:
             ahead.close()
     established = confirming.take() if confirming is not None else None
     _say_how_it_ended(ctx, done, asked.unjudged, ahead.retractions if ahead else 0)
-    return Searched(result, state_path, resumed, records, asked.unjudged, established)
+    run_seconds = sum(run.seconds for key, run in oracle.runs.items() if key not in ran_before)
+    return Searched(result, state_path, resumed, records, asked.unjudged, established, run_seconds)
 
 
 def screen_limit(oracle: SignatureOracle | CommandOracle) -> float:
