@@ -215,7 +215,7 @@ def run_phases(ctx: Context, done: Results) -> Results:
             "candidates": ctx.progress.tries - tried,
             "jobs": done.jobs[0],
         }
-        if phase.field == "searched" and done.searched is not None:  # how busy its runs kept the slots
+        if phase.field == "searched" and done.searched and done.searched.run_seconds is not None:  # slots kept busy
             record["run_seconds"] = round(done.searched.run_seconds, 1)
         ctx.phases.append(record)
     ctx.progress.close()

@@ -137,8 +137,9 @@ class Searched:
     unjudged: int  # proposals left at the time budget: a smaller script may exist
     established: Established | None = None  # with the confirming runs the guard left going (`GuardChoice.confirming`)
     # seconds the search's runs where the script fails took, together: against its wall time and `jobs`, how busy
-    # the slots were (what a batch left idle waiting for its slowest run, or a pass that sends one candidate)
-    run_seconds: float = 0.0
+    # the slots were (what a batch left idle waiting for its slowest run, or a pass that sends one candidate); None
+    # where the oracle does not time them (a --oracle command)
+    run_seconds: float | None = None
 
 
 @dataclass(frozen=True)

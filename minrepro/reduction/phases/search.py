@@ -131,7 +131,8 @@ def search(ctx: Context, done: Results) -> Searched:
             confirming.poll()
         ctx.progress.phase(name)
 
-    ran_before = set(oracle.runs)
+    runs = getattr(oracle, "runs", None)  # a --oracle command's runs are the user's: not timed here
+    ran_before = set(runs or ())
     try:
         observers = Observers(save, on_pass, measure, records)
         result = reduce_source(begin, asked, PASSES, FINAL_PASSES, settings, observers)
@@ -144,7 +145,7 @@ def search(ctx: Context, done: Results) -> Searched:
             ahead.close()
     established = confirming.take() if confirming is not None else None
     _say_how_it_ended(ctx, done, asked.unjudged, ahead.retractions if ahead else 0)
-    run_seconds = sum(run.seconds for key, run in oracle.runs.items() if key not in ran_before)
+    run_seconds = None if runs is None else sum(run.seconds for key, run in runs.items() if key not in ran_before)
     return Searched(result, state_path, resumed, records, asked.unjudged, established, run_seconds)
 
 
