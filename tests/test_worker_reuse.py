@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import time
 from pathlib import Path
 
 import pytest
@@ -184,6 +185,14 @@ def test_a_patch_in_a_module_the_script_imports_from_its_directory_is_named(tmp_
     assert patches_imports("import helpers\n") == ""  # without its directory, nothing to read
 
 
+def _kept_back(pool: WarmPoolExecutor) -> None:
+    """Wait until every worker that answered has said whether it stays (each puts its run back after answering)."""
+    deadline = time.monotonic() + 30
+    while pool._restoring and time.monotonic() < deadline:
+        pool._poll_restoring()
+        time.sleep(0.01)
+
+
 def test_a_worker_that_died_while_idle_is_replaced_and_fresh_runs_get_unused_workers(tmp_path):
     script = tmp_path / "pid.py"
     script.write_text("import os\nprint(os.getpid())\n")
@@ -191,6 +200,7 @@ def test_a_worker_that_died_while_idle_is_replaced_and_fresh_runs_get_unused_wor
     try:
         fresh = [r.stdout for r in pool.run_fresh([script, script], 30)]
         assert fresh[0] != fresh[1] and pool.reused == 0  # one at a time, yet two workers
+        _kept_back(pool)
         kept = pool._idle[0]
         os.kill(kept.proc.pid, signal.SIGKILL)
         kept.proc.wait()
@@ -365,3 +375,70 @@ def test_a_pool_without_reuse_warms_every_spare():
         assert len(pool._idle) == 1 + 5
     finally:
         pool.close()
+
+
+# a worker that speaks the reuse protocol with a slow put-back: it answers at once, says whether it stays a second later
+SLOW_PUT_BACK = """
+import json, sys, time
+print(json.dumps({"ready": True}), flush=True)
+for line in sys.stdin:
+    print(json.dumps({"code": 0, "answered": True}), flush=True)
+    time.sleep(1.0)
+    print(json.dumps({"kept": KEPT, "why": WHY}), flush=True)
+    if not KEPT:
+        break
+"""
+
+
+def _slow_put_back_pool(tmp_path, monkeypatch, kept: bool) -> WarmPoolExecutor:
+    import subprocess
+    import sys
+
+    import minrepro.harness.executors as executors
+
+    fake = tmp_path / "worker.py"
+    fake.write_text(SLOW_PUT_BACK.replace("KEPT", repr(kept)).replace("WHY", repr("" if kept else "a thread")))
+
+    def start(python, mode, preload, log, jobs):
+        return subprocess.Popen(
+            [sys.executable, str(fake)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=log,
+            start_new_session=True,
+        )
+
+    monkeypatch.setattr(executors, "_start_worker", start)
+    return WarmPoolExecutor(None, [], 1, ExecutorOptions(spares=0, reuse=True))
+
+
+def test_a_reused_worker_answers_before_it_puts_its_run_back(tmp_path, monkeypatch):
+    """A run's answer (and its time) comes when the run ends, not once the worker has put it back; the next run waits
+    for the put-back only where no other worker is ready, and then runs in the same worker."""
+    script = tmp_path / "job.py"
+    script.write_text("pass\n")
+    pool = _slow_put_back_pool(tmp_path, monkeypatch, kept=True)
+    try:
+        began = time.monotonic()
+        first = pool.run_many([script], 30)[0]
+        answered = time.monotonic() - began
+        second = pool.run_many([script], 30)[0]
+        both = time.monotonic() - began
+    finally:
+        pool.close()
+    assert first.returncode == 0 and second.returncode == 0
+    assert answered < 0.9 and first.seconds < 0.9  # the put-back's second is not the run's
+    assert both >= 1.0 and pool.reused == 1  # one worker: the second run waited for its put-back, then reused it
+
+
+def test_a_worker_let_go_after_its_put_back_is_replaced(tmp_path, monkeypatch):
+    """Where the put-back finds what it cannot undo, the worker is let go and replaced, and says why."""
+    script = tmp_path / "job.py"
+    script.write_text("pass\n")
+    pool = _slow_put_back_pool(tmp_path, monkeypatch, kept=False)
+    try:
+        runs = [pool.run_many([script], 30)[0] for _ in range(2)]
+    finally:
+        pool.close()
+    assert [run.returncode for run in runs] == [0, 0]
+    assert pool.reused == 0 and pool.retired["a thread"] == 1

@@ -676,9 +676,12 @@ def _reseed_all():
 
 def reuse():
     """Serve jobs until a run leaves what `_Fresh` cannot put back (the worker retires, exiting with the run's code),
-    REUSE_LIMIT is reached, or the job lines end."""
+    REUSE_LIMIT is reached, or the job lines end. Each run's answer (its code) is sent as soon as the run has ended,
+    and whether the worker stays once it has put the run's leftovers back: on a GPU the put-back (a garbage
+    collection, the CUDA cache emptied) took a share of each twin's run that the search would otherwise wait for."""
     # the job lines' pipes and the worker log, apart from each run's files (a run's stdin is /dev/null)
     jobs, protocol, log = os.fdopen(os.dup(0), "r", encoding="utf-8"), os.dup(1), os.dup(2)
+    home = os.getcwd()  # where the worker waits: the client removes a run's directory once it has the answer
     gc.collect()
     for runs in range(1, REUSE_LIMIT + 1):
         line = jobs.readline()
@@ -686,22 +689,28 @@ def reuse():
             os._exit(0)
         job = json.loads(line)
         fresh = _Fresh()
-        code = 70
+        code, report, why = 70, None, ""
         try:
             _redirect(job)
             if job.get("profile"):
                 os.environ["MINREPRO_PROFILE"] = job["profile"]
             code = _bootstrap.execute(job["script"], job["args"], job["report"], job.get("path0"))
             _flush_streams()
-            report = None
             with contextlib.suppress(OSError, ValueError), open(job["report"], encoding="utf-8") as fh:
                 report = json.load(fh)
-            why = fresh.restore(report) or ("its run limit" if runs == REUSE_LIMIT else "")
-        except BaseException as exc:  # putting back failed: this process is in no known state
-            why = f"restoring it failed ({type(exc).__name__})"
+        except BaseException as exc:  # the run did not end as runs do: this process is in no known state
+            why = f"its run ended abnormally ({type(exc).__name__})"
+        with contextlib.suppress(OSError):
+            os.chdir(home)
+        os.write(protocol, (json.dumps({"code": code, "answered": True}) + "\n").encode())
+        if not why:
+            try:
+                why = fresh.restore(report) or ("its run limit" if runs == REUSE_LIMIT else "")
+            except BaseException as exc:  # putting back failed: this process is in no known state
+                why = f"restoring it failed ({type(exc).__name__})"
         os.dup2(protocol, 1)
         os.dup2(log, 2)
-        os.write(protocol, (json.dumps({"code": code, "kept": not why, "why": why}) + "\n").encode())
+        os.write(protocol, (json.dumps({"kept": not why, "why": why}) + "\n").encode())
         if why:
             os._exit(code)
 

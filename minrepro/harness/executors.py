@@ -452,12 +452,18 @@ class ForkServerExecutor(_WarmExecutor):
 REUSE_SPARES = 2
 
 
+# a worker putting a run back for longer than this is let go: a put-back takes a fraction of a second
+RESTORE_TIMEOUT = 60.0
+
+
 @dataclass
 class _Worker:
     proc: subprocess.Popen
     lines: _Lines
-    ready: bool = False  # its ready line (or its last run's result) has been read: it waits for a job
+    ready: bool = False  # its ready line (or whether it stays after its last run) has been read: it waits for a job
     runs: int = 0
+    answered_at: float = 0.0  # when its last run's answer came: it is putting that run back since
+    verdict: dict | None = None  # whether it stays after that run, where it came in one read with the answer
 
 
 class WarmPoolExecutor(_WarmExecutor):
@@ -493,6 +499,7 @@ class WarmPoolExecutor(_WarmExecutor):
         self._log = open(Path(self._tmp.name) / "workers.log", "wb")  # noqa: SIM115 (closed in close())
         self._spawned: list[_Worker] = []  # every worker started: close() kills those alive, a busy one included
         self._idle = [self._spawn() for _ in range(self.jobs + self.spares)]
+        self._restoring: list[_Worker] = []  # answered their last run, putting it back before the next
 
     def _spawn(self) -> _Worker:
         proc = _start_worker(self.python, "reuse" if self.reuse else "single", self.preload, self._log, self.jobs)
@@ -501,24 +508,57 @@ class WarmPoolExecutor(_WarmExecutor):
         return worker
 
     def _take(self, fresh: bool = False) -> _Worker:
-        """The next worker in line (with `fresh`, one that has run nothing yet), once its imports are done."""
+        """The first worker ready (with `fresh`, one that has run nothing yet): a kept one first, else whichever is
+        ready first of those putting their last run back and those still importing."""
+        if fresh and not any(w.runs == 0 for w in self._idle):
+            self._idle.append(self._spawn())
+        deadline = time.monotonic() + WARMUP_TIMEOUT
         while True:
-            unused = [w for w in self._idle if w.runs == 0]
-            worker = self._idle.pop(self._idle.index(unused[0])) if fresh and unused else self._idle.pop(0)
-            if not self.reuse:
-                self._idle.append(self._spawn())  # warm the replacement while this one works
-            elif fresh and not unused:
-                self._idle.append(worker)
-                worker = self._spawn()
-            if worker.ready and worker.proc.poll() is not None:  # a kept worker that died while idle
-                self.retired["its process ended while idle"] += 1
+            self._poll_restoring()
+            for worker in self._idle:
+                if not worker.ready:  # its imports may have ended since
+                    worker.ready = any("ready" in record for record in worker.lines.read(0))
+            ready = [w for w in self._idle if w.ready and (w.runs == 0 or not fresh)]
+            if ready:
+                worker = ready[0]
+                self._idle.remove(worker)
+                if worker.proc.poll() is not None:  # a worker that died while idle
+                    self.retired["its process ended while idle"] += 1
+                    self._idle.append(self._spawn())
+                    continue
+                if not self.reuse:
+                    self._idle.append(self._spawn())  # warm the replacement while this one works
+                self.reused += worker.runs > 0
+                return worker
+            if not self._idle and not self._restoring:
                 self._idle.append(self._spawn())
+            if time.monotonic() > deadline:
+                raise MinreproError("a warm worker did not start in time")
+            time.sleep(0.005)
+
+    def _poll_restoring(self) -> None:
+        """Each worker putting its last run back that has said whether it stays: kept, it goes first in line; let go
+        (or gone, or past RESTORE_TIMEOUT), it is replaced where workers are reused."""
+        for worker in list(self._restoring):
+            verdict, worker.verdict = worker.verdict, None
+            try:
+                verdict = verdict or next((r for r in worker.lines.read(0) if "kept" in r), None)
+            except MinreproError:  # its output ended: it exited
+                verdict = {"kept": False, "why": "its process ended"}
+            if verdict is None and time.monotonic() - worker.answered_at > RESTORE_TIMEOUT:
+                verdict = {"kept": False, "why": "putting a run back took too long"}
+            if verdict is None:
                 continue
-            if not worker.ready:
-                _await_ready(worker.lines, "a warm worker")
-                worker.ready = True
-            self.reused += worker.runs > 0
-            return worker
+            self._restoring.remove(worker)
+            if verdict["kept"] and self.reuse:
+                worker.ready, worker.runs = True, worker.runs + 1
+                self._idle.insert(0, worker)
+                continue
+            _signal(worker.proc.pid, signal.SIGKILL, group=True)
+            worker.proc.wait()
+            if self.reuse:
+                self.retired[verdict["why"] or "the timeout"] += 1
+                self._idle.append(self._spawn())
 
     def run_fresh(self, scripts: Sequence[Path], timeout: float, home: Path | None = None) -> list[RunResult]:
         """Each script in a worker that has run nothing before: what the reused runs are compared with."""
@@ -558,9 +598,9 @@ class WarmPoolExecutor(_WarmExecutor):
         return [r for r in results if r is not None]
 
     def _finished(self, job: _Job, worker: _Worker) -> int | None:
-        """The run's exit code once it has ended, else None. A kept worker goes first in line for the next job
-        (the spares stay warm for the retired); one that exits is replaced, where workers are reused. A worker whose
-        run was past its timeout is never kept: it may have been killed after it said it would stay. A worker
+        """The run's exit code once it has ended, else None. A reused worker answers, then puts the run back
+        (`_poll_restoring` then keeps it, first in line, or replaces it; the spares stay warm for the retired). A
+        worker whose run was past its timeout is never kept: it may have been killed after it answered. A worker
         started to be reused, once reuse is turned off (`stop_reuse`), runs its job and is let go."""
         try:
             records = worker.lines.read(0)
@@ -569,14 +609,15 @@ class WarmPoolExecutor(_WarmExecutor):
         for record in records:
             if "code" not in record:
                 continue
-            if self.reuse and record["kept"] and job.usr1_at is None:
-                worker.ready, worker.runs = True, worker.runs + 1
-                self._idle.insert(0, worker)
+            if self.reuse and job.usr1_at is None:
+                worker.answered_at = time.monotonic()
+                worker.verdict = next((r for r in records if "kept" in r), None)
+                self._restoring.append(worker)
                 return record["code"]
             _signal(worker.proc.pid, signal.SIGKILL, group=True)
             worker.proc.wait()
             if self.reuse:
-                self.retired[record["why"] or "the timeout"] += 1
+                self.retired["the timeout"] += 1
                 self._idle.append(self._spawn())
             return record["code"]
         code = worker.proc.poll()
@@ -589,11 +630,13 @@ class WarmPoolExecutor(_WarmExecutor):
         """From now on each worker runs one candidate: a worker that has run one already is let go and replaced, one
         still warm from its start serves once, and the new ones are started for one run."""
         self.reuse = False
-        for worker in [w for w in self._idle if w.runs]:
-            self._idle.remove(worker)
+        for worker in [w for w in self._idle if w.runs] + self._restoring:
+            if worker in self._idle:
+                self._idle.remove(worker)
             _signal(worker.proc.pid, signal.SIGKILL, group=True)
             worker.proc.wait()
             self._idle.append(self._spawn())
+        self._restoring = []
         self._idle += [self._spawn() for _ in range(self.spares_single - self.spares)]
         self.spares = self.spares_single
 
