@@ -724,3 +724,25 @@ def test_facts_kept_in_another_format_are_measured_again(tmp_path):
     assert profiled == [source] and found["function_lines"] == [2]
     again = facts(sys.executable, 30, tmp_path, tmp_path, Stub())(source)
     assert profiled == [source] and again == found  # read back: not measured a second time
+
+
+def test_no_ast_is_built_outside_the_reduction_s_thread(tmp_path, capsys, monkeypatch):
+    """CPython 3.11 can fail an AST built in one thread while another builds one ("AST constructor recursion depth
+    mismatch"): what the background threads need of the script (its imports, a patch, the guard's version sets) is
+    read in the reduction's own thread."""
+    import ast
+    import threading
+
+    script = tmp_path / "job.py"
+    script.write_text(DECOY)
+    elsewhere: list[str] = []
+    parse = ast.parse
+
+    def recorded(*args, **kwargs):
+        if threading.current_thread() is not threading.main_thread():
+            elsewhere.append(threading.current_thread().name)
+        return parse(*args, **kwargs)
+
+    monkeypatch.setattr(ast, "parse", recorded)
+    assert main(["reduce", str(script), "--json", "--workdir", str(tmp_path / "work")]) == 0
+    assert elsewhere == []

@@ -213,10 +213,11 @@ def version_set_envs(search: GuardSearch) -> list[tuple[str, Guard]]:
     return found
 
 
-def guard_env_sets(versions: dict[str, str | None], source: str) -> list[tuple[str, bool]]:
+def guard_env_sets(versions: dict[str, str | None], imported: set[str]) -> list[tuple[str, bool]]:
     """The envs the guard may need, in the order it tries them, as (version set, patched): the current set patched,
-    then the other version sets. `versions`: the bad env's (its probe)."""
-    if not imported_modules(source) & HF_LIBRARIES:
+    then the other version sets. `versions`: the bad env's (its probe); `imported`: the script's top-level imports
+    (`imported_modules`, read by the caller's thread: this runs in the background)."""
+    if not imported & HF_LIBRARIES:
         return []
     catalog = load_catalog()
     current = catalog.detect_set(versions)

@@ -90,7 +90,8 @@ class Workers(contextlib.AbstractContextManager):
     and the fix's pool started beside the guard's judgement. Closed once each on exit, whoever took them."""
 
     def __init__(self, opts: ReduceOptions, source: str, notes: list[str], background: Background) -> None:
-        self.opts, self.source, self.notes, self.background = opts, source, notes, background
+        self.opts, self.notes, self.background = opts, notes, background
+        self.script = ScriptImports.of(source, opts.home)
         self.started: list[Future] = []  # the bad env's executor first, then one per --good-python
         self.warming: Future | None = None  # the bad env's executor, measured on the twin beside the guard
         self.fix_pool: FixPool | None = None
@@ -107,7 +108,7 @@ class Workers(contextlib.AbstractContextManager):
         if fix is not None and self.opts.executor != "cold":
             where = f"guard env {fix.python}: "
             notes: list[str] = []
-            started = self.background.submit(start_executor, self.opts, self.source, fix, notes, where)
+            started = self.background.submit(start_executor, self.opts, self.script, fix, notes, where)
             self.early_fix = EarlyStart(fix, started, notes)
 
     def start(
@@ -138,12 +139,12 @@ class Workers(contextlib.AbstractContextManager):
             self._close_later(future)
         opts, jobs = self.opts, spec.jobs
         bad = replace(spec, spares=min(jobs, max(0, cores() - jobs)))
-        self.started = [self.background.submit(start_executor, opts, self.source, bad, self.notes)]
+        self.started = [self.background.submit(start_executor, opts, self.script, bad, self.notes)]
         self.started += [
             self.background.submit(
                 start_executor,
                 opts,
-                self.source,
+                self.script,
                 Spec(py, spec.modules, good_env_jobs(jobs, opts.good_runs)),
                 self.notes,
                 f"guard env {py}: ",
@@ -179,7 +180,7 @@ class Workers(contextlib.AbstractContextManager):
         where = f"guard env {spec.python}: "
 
         def start() -> Executor:
-            executor = early.started.result() if early else start_executor(self.opts, self.source, spec, notes, where)
+            executor = early.started.result() if early else start_executor(self.opts, self.script, spec, notes, where)
             try:
                 return reuse_agrees(executor, subject, None, notes, ReuseCheck(where, fresh_first=True))[0]
             except BaseException:
@@ -226,7 +227,7 @@ class Workers(contextlib.AbstractContextManager):
             if py in early
             else start_executor(
                 self.opts,
-                self.source,
+                self.script,
                 Spec(py, modules, good_env_jobs(jobs, self.opts.good_runs)),
                 self.notes,
                 f"guard env {py}: ",
@@ -286,18 +287,35 @@ def _close_started(started: Future) -> None:
         started.result().close()
 
 
-def start_executor(opts: ReduceOptions, source: str, spec: Spec, notes: list[str], where: str = "") -> Executor:
+@dataclass(frozen=True)
+class ScriptImports:
+    """What the executors read from the script: its imports, and the first statement that patches what outlives a run
+    ("" where none: `patches_imports`). Read once, in the reduction's own thread (`of`): the executors start in
+    background threads, and CPython 3.11 can fail an AST built in one thread while another builds one ("AST
+    constructor recursion depth mismatch")."""
+
+    modules: tuple[str, ...]
+    patch: str
+
+    @classmethod
+    def of(cls, source: str, home: Path | None) -> ScriptImports:
+        return cls(tuple(module_imports(source)), patches_imports(source, home))
+
+
+def start_executor(
+    opts: ReduceOptions, script: ScriptImports, spec: Spec, notes: list[str], where: str = ""
+) -> Executor:
     """The requested executor (`spec`), started (a fork server imports the libraries first), or cold runs where it
     cannot start."""
     python, jobs = spec.python, spec.jobs
     if opts.executor == "cold":
         return ColdExecutor(python, jobs)
     # a warm worker runs the next candidate where the last left it as fresh, unless the script patches a library
-    patch = patches_imports(source, opts.home) if opts.reuse_workers and opts.executor in ("auto", "warm-pool") else ""
+    patch = script.patch if opts.reuse_workers and opts.executor in ("auto", "warm-pool") else ""
     reuse = opts.reuse_workers and not patch
     try:
         options = ExecutorOptions(spec.modules, spec.spares, reuse, spec.cuda)
-        executor = make_executor(opts.executor, python, module_imports(source), jobs, options)
+        executor = make_executor(opts.executor, python, list(script.modules), jobs, options)
     except MinreproError as exc:
         notes.append(f"{where}{opts.executor} unavailable ({exc}); cold runs used" + (" there" if where else ""))
         return ColdExecutor(python, jobs)

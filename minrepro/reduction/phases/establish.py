@@ -50,7 +50,9 @@ def establish(ctx: Context, done: Results) -> Established:
     if not opts.good_pythons and opts.guard == "auto":
         # the first is what the scale-down and the guard wait for; the others are made after it, taken by nobody: the
         # guard makes (or waits for) one only where the first does not pass
-        sets = ctx.background.submit(guard_env_sets, probing, ctx.source)
+        # the script's imports read here: an AST built in a background thread beside one built here can fail
+        # (`workers.ScriptImports`)
+        sets = ctx.background.submit(guard_env_sets, probing, imported_modules(ctx.source))
         first = ctx.background.start(FIRST_GUARD_ENV, make_guard_envs, sets, slice(0, 1), ctx.notes)
         ctx.background.start(OTHER_GUARD_ENVS, make_guard_envs, sets, slice(1, None), ctx.notes, first)
     remembered = remembered_runs(ctx, scale_dir)
@@ -328,11 +330,11 @@ def choose_jobs(given: int | None, runs: list[RunResult], what: str) -> tuple[in
     return jobs, f"{available} cores, at most {MAX_AUTO_JOBS}; {why_memory}"
 
 
-def guard_env_sets(probing: Future, source: str) -> list[tuple[str, bool]]:
+def guard_env_sets(probing: Future, imported: set[str]) -> list[tuple[str, bool]]:
     """The envs the guard may try, in its order, once the bad env's probe says its versions."""
     from ..guard import guard_env_sets as sets
 
-    return sets(probing.result().versions, source)
+    return sets(probing.result().versions, imported)
 
 
 def make_guard_envs(sets: Future, which: slice, notes: list[str], after: Future | None = None) -> None:
