@@ -390,7 +390,7 @@ for line in sys.stdin:
 """
 
 
-def _slow_put_back_pool(tmp_path, monkeypatch, kept: bool) -> WarmPoolExecutor:
+def _slow_put_back_pool(tmp_path, monkeypatch, kept: bool, spares: int = 0) -> WarmPoolExecutor:
     import subprocess
     import sys
 
@@ -409,7 +409,7 @@ def _slow_put_back_pool(tmp_path, monkeypatch, kept: bool) -> WarmPoolExecutor:
         )
 
     monkeypatch.setattr(executors, "_start_worker", start)
-    return WarmPoolExecutor(None, [], 1, ExecutorOptions(spares=0, reuse=True))
+    return WarmPoolExecutor(None, [], 1, ExecutorOptions(spares=spares, reuse=True))
 
 
 def test_a_reused_worker_answers_before_it_puts_its_run_back(tmp_path, monkeypatch):
@@ -442,3 +442,24 @@ def test_a_worker_let_go_after_its_put_back_is_replaced(tmp_path, monkeypatch):
         pool.close()
     assert [run.returncode for run in runs] == [0, 0]
     assert pool.reused == 0 and pool.retired["a thread"] == 1
+
+
+def test_the_reuse_check_waits_for_a_worker_that_ran_rather_than_a_spare(tmp_path, monkeypatch):
+    """A run in any worker takes a ready spare over one still putting its run back; the reuse check's runs wait for
+    the worker that ran (the check is of reused workers)."""
+    script = tmp_path / "job.py"
+    script.write_text("pass\n")
+    pool = _slow_put_back_pool(tmp_path, monkeypatch, kept=True, spares=1)
+    try:
+        _kept_back(pool)  # both workers' imports: ready lines read
+        for worker in pool._idle:
+            worker.ready = worker.ready or any("ready" in r for r in worker.lines.read(5))
+        pool.run_fresh([script], 30)
+        began = time.monotonic()
+        pool.run_many([script], 30)  # the spare, at once
+        at_once = time.monotonic() - began
+        pool.run_reused([script], 30)  # a worker that ran: waits for a put-back
+        waited = time.monotonic() - began
+    finally:
+        pool.close()
+    assert at_once < 0.9 and waited >= 0.9 and pool.reused == 1

@@ -507,9 +507,11 @@ class WarmPoolExecutor(_WarmExecutor):
         self._spawned = [*(w for w in self._spawned if w.proc.poll() is None), worker]
         return worker
 
-    def _take(self, fresh: bool = False) -> _Worker:
-        """The first worker ready (with `fresh`, one that has run nothing yet): a kept one first, else whichever is
-        ready first of those putting their last run back and those still importing."""
+    def _take(self, which: str = "any") -> _Worker:
+        """The first worker ready ("fresh": one that has run nothing yet; "reused": one that has, while any is kept
+        or putting a run back): a kept one first, else whichever is ready first of those putting their last run back
+        and those still importing."""
+        fresh = which == "fresh"
         if fresh and not any(w.runs == 0 for w in self._idle):
             self._idle.append(self._spawn())
         deadline = time.monotonic() + WARMUP_TIMEOUT
@@ -518,7 +520,8 @@ class WarmPoolExecutor(_WarmExecutor):
             for worker in self._idle:
                 if not worker.ready:  # its imports may have ended since
                     worker.ready = any("ready" in record for record in worker.lines.read(0))
-            ready = [w for w in self._idle if w.ready and (w.runs == 0 or not fresh)]
+            ran = which == "reused" and (self._restoring or any(w.runs for w in self._idle))
+            ready = [w for w in self._idle if w.ready and (w.runs == 0 or not fresh) and (w.runs or not ran)]
             if ready:
                 worker = ready[0]
                 self._idle.remove(worker)
@@ -562,7 +565,12 @@ class WarmPoolExecutor(_WarmExecutor):
 
     def run_fresh(self, scripts: Sequence[Path], timeout: float, home: Path | None = None) -> list[RunResult]:
         """Each script in a worker that has run nothing before: what the reused runs are compared with."""
-        return self._run(scripts, timeout, home, fresh=True)
+        return self._run(scripts, timeout, home, which="fresh")
+
+    def run_reused(self, scripts: Sequence[Path], timeout: float, home: Path | None = None) -> list[RunResult]:
+        """Each script in a worker that has run before (one putting its run back is waited for, not passed over for
+        a spare), while there is one: the reuse check's runs."""
+        return self._run(scripts, timeout, home, which="reused")
 
     def _run(
         self,
@@ -570,7 +578,7 @@ class WarmPoolExecutor(_WarmExecutor):
         timeout: float,
         home: Path | None,
         profile: Path | None = None,
-        fresh: bool = False,
+        which: str = "any",
     ) -> list[RunResult]:
         results: list[RunResult | None] = [None] * len(scripts)
         queue, running = list(enumerate(scripts)), []
@@ -578,7 +586,7 @@ class WarmPoolExecutor(_WarmExecutor):
             while queue and len(running) < self.jobs:
                 index, script = queue.pop(0)
                 job = _Job(index, Path(script), Path(tempfile.mkdtemp(dir=self._tmp.name)), home, profile=profile)
-                worker = self._take(fresh)
+                worker = self._take(which)
                 job.started, job.pid, worker.ready = time.monotonic(), worker.proc.pid, False
                 worker.proc.stdin.write((json.dumps(job.spec()) + "\n").encode())
                 if self.reuse:

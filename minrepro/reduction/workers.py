@@ -383,7 +383,7 @@ def reuse_agrees(
         executor.stop_reuse()
         notes.append(f"{where}warm pool: workers run one candidate each (a run took {slowest:.0f} s)")
         return executor, runs
-    runs += executor.run_many([script] * executor.jobs, timeout, home)
+    runs += getattr(executor, "run_reused", executor.run_many)([script] * executor.jobs, timeout, home)
     if all(run.signature == expected for run in runs) and executor.reused:
         return executor, runs
     if executor.reused:  # a worker answered otherwise once reused
