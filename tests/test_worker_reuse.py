@@ -390,7 +390,7 @@ for line in sys.stdin:
 """
 
 
-def _slow_put_back_pool(tmp_path, monkeypatch, kept: bool, spares: int = 0) -> WarmPoolExecutor:
+def _slow_put_back_pool(tmp_path, monkeypatch, kept: bool, spares: int = 0, jobs: int = 1) -> WarmPoolExecutor:
     import subprocess
     import sys
 
@@ -409,15 +409,16 @@ def _slow_put_back_pool(tmp_path, monkeypatch, kept: bool, spares: int = 0) -> W
         )
 
     monkeypatch.setattr(executors, "_start_worker", start)
-    return WarmPoolExecutor(None, [], 1, ExecutorOptions(spares=spares, reuse=True))
+    return WarmPoolExecutor(None, [], jobs, ExecutorOptions(spares=spares, reuse=True))
 
 
 def test_a_reused_worker_answers_before_it_puts_its_run_back(tmp_path, monkeypatch):
-    """A run's answer (and its time) comes when the run ends, not once the worker has put it back; the next run waits
-    for the put-back only where no other worker is ready, and then runs in the same worker."""
+    """A run's answer (and its time) comes when the run ends, not once the worker has put it back; with `jobs`
+    workers holding a run (one running or putting its run back), the next run waits for the put-back rather than take
+    a spare, and runs in the same worker."""
     script = tmp_path / "job.py"
     script.write_text("pass\n")
-    pool = _slow_put_back_pool(tmp_path, monkeypatch, kept=True)
+    pool = _slow_put_back_pool(tmp_path, monkeypatch, kept=True, spares=1)
     try:
         began = time.monotonic()
         first = pool.run_many([script], 30)[0]
@@ -432,16 +433,18 @@ def test_a_reused_worker_answers_before_it_puts_its_run_back(tmp_path, monkeypat
 
 
 def test_a_worker_let_go_after_its_put_back_is_replaced(tmp_path, monkeypatch):
-    """Where the put-back finds what it cannot undo, the worker is let go and replaced, and says why."""
+    """Where the put-back finds what it cannot undo, the worker is let go and replaced, and says why; what the pool
+    says of reuse waits for the last put-back."""
     script = tmp_path / "job.py"
     script.write_text("pass\n")
     pool = _slow_put_back_pool(tmp_path, monkeypatch, kept=False)
     try:
         runs = [pool.run_many([script], 30)[0] for _ in range(2)]
+        said = pool.describe_reuse()
     finally:
         pool.close()
     assert [run.returncode for run in runs] == [0, 0]
-    assert pool.reused == 0 and pool.retired["a thread"] == 1
+    assert pool.reused == 0 and pool.retired["a thread"] == 2 and "a thread 2" in said
 
 
 def test_the_reuse_check_waits_for_a_worker_that_ran_rather_than_a_spare(tmp_path, monkeypatch):
@@ -449,9 +452,8 @@ def test_the_reuse_check_waits_for_a_worker_that_ran_rather_than_a_spare(tmp_pat
     the worker that ran (the check is of reused workers)."""
     script = tmp_path / "job.py"
     script.write_text("pass\n")
-    pool = _slow_put_back_pool(tmp_path, monkeypatch, kept=True, spares=1)
+    pool = _slow_put_back_pool(tmp_path, monkeypatch, kept=True, spares=1, jobs=2)
     try:
-        _kept_back(pool)  # both workers' imports: ready lines read
         for worker in pool._idle:
             worker.ready = worker.ready or any("ready" in r for r in worker.lines.read(5))
         pool.run_fresh([script], 30)

@@ -6,7 +6,8 @@ Executed by path under the target interpreter (standard library only, like `_boo
           server reports {"id", "pid"} when it forks and {"pid", "code"} when the child ends.
   single  a pre-warmed worker: reads one job, runs it in this process, exits with its code.
   reuse   a pre-warmed worker that runs jobs one after another while each leaves it as a fresh interpreter would
-          be (see `reuse`): after each it reports {"code", "kept", "why"}; one it does not keep, it exits with.
+          be (see `reuse`): after each it reports {"code", "answered"} as the run ends, then {"kept", "why"} once it
+          has put the run back; one it does not keep, it exits with.
 
 A job is {"id", "script", "args", "cwd", "path0", "report", "stdout", "stderr"}, and "profile" for a profiled run.
 CUDA must not be initialized before a fork (a forked child cannot re-initialize it): torch.cuda.is_available() is

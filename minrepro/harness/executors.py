@@ -507,36 +507,55 @@ class WarmPoolExecutor(_WarmExecutor):
         self._spawned = [*(w for w in self._spawned if w.proc.poll() is None), worker]
         return worker
 
-    def _take(self, which: str = "any") -> _Worker:
-        """The first worker ready ("fresh": one that has run nothing yet; "reused": one that has, while any is kept
-        or putting a run back): a kept one first, else whichever is ready first of those putting their last run back
-        and those still importing."""
+    def _take(self, which: str = "any", busy: int = 0) -> _Worker | None:
+        """The first worker ready, else None (the caller goes on with its running jobs and asks again): "fresh", one
+        that has run nothing yet; "reused", one that has, while any is kept or putting a run back. A kept one first;
+        a spare only while fewer than `jobs` workers hold a run (`busy` running, and those putting a run back): each
+        holds its run's memory until its put-back ends, and the runs side by side were sized as `jobs` of them."""
         fresh = which == "fresh"
         if fresh and not any(w.runs == 0 for w in self._idle):
             self._idle.append(self._spawn())
-        deadline = time.monotonic() + WARMUP_TIMEOUT
-        while True:
-            self._poll_restoring()
-            for worker in self._idle:
-                if not worker.ready:  # its imports may have ended since
-                    worker.ready = any("ready" in record for record in worker.lines.read(0))
-            ran = which == "reused" and (self._restoring or any(w.runs for w in self._idle))
-            ready = [w for w in self._idle if w.ready and (w.runs == 0 or not fresh) and (w.runs or not ran)]
-            if ready:
-                worker = ready[0]
+        self._poll_restoring()
+        for worker in list(self._idle):
+            if worker.ready:
+                continue
+            try:  # its imports may have ended since
+                worker.ready = any("ready" in record for record in worker.lines.read(0))
+            except MinreproError:  # it exited while importing: the others may still serve
                 self._idle.remove(worker)
-                if worker.proc.poll() is not None:  # a worker that died while idle
-                    self.retired["its process ended while idle"] += 1
-                    self._idle.append(self._spawn())
-                    continue
-                if not self.reuse:
-                    self._idle.append(self._spawn())  # warm the replacement while this one works
-                self.reused += worker.runs > 0
-                return worker
-            if not self._idle and not self._restoring:
+                if not (self._idle or self._restoring or busy):
+                    raise MinreproError("a warm worker exited while importing the libraries") from None
+        ran = which == "reused" and (self._restoring or any(w.runs for w in self._idle))
+        holding = busy + len(self._restoring)
+
+        def usable(w: _Worker) -> bool:
+            if not w.ready:
+                return False
+            if fresh:
+                return w.runs == 0
+            return bool(w.runs) or (not ran and holding < self.jobs)
+
+        ready = [w for w in self._idle if usable(w)]
+        for worker in ready:
+            self._idle.remove(worker)
+            if worker.proc.poll() is not None:  # a worker that died while idle
+                self.retired["its process ended while idle"] += 1
                 self._idle.append(self._spawn())
-            if time.monotonic() > deadline:
-                raise MinreproError("a warm worker did not start in time")
+                continue
+            if not self.reuse:
+                self._idle.append(self._spawn())  # warm the replacement while this one works
+            self.reused += worker.runs > 0
+            return worker
+        if not self._idle and not self._restoring:
+            self._idle.append(self._spawn())
+        return None
+
+    def _settle(self, seconds: float) -> None:
+        """Wait (at most `seconds`) for the workers putting a run back to say whether they stay: what a summary
+        counts of reuse includes the last runs."""
+        deadline = time.monotonic() + seconds
+        while self._restoring and time.monotonic() < deadline:
+            self._poll_restoring()
             time.sleep(0.005)
 
     def _poll_restoring(self) -> None:
@@ -582,11 +601,18 @@ class WarmPoolExecutor(_WarmExecutor):
     ) -> list[RunResult]:
         results: list[RunResult | None] = [None] * len(scripts)
         queue, running = list(enumerate(scripts)), []
+        waiting = None  # since when the next job waits for a worker: its imports, or its put-back
         while queue or running:
             while queue and len(running) < self.jobs:
+                worker = self._take(which, len(running))
+                if worker is None:  # the running jobs are polled meanwhile: their time is theirs alone
+                    waiting = waiting or time.monotonic()
+                    if time.monotonic() - waiting > WARMUP_TIMEOUT:
+                        raise MinreproError("a warm worker did not start in time")
+                    break
+                waiting = None
                 index, script = queue.pop(0)
                 job = _Job(index, Path(script), Path(tempfile.mkdtemp(dir=self._tmp.name)), home, profile=profile)
-                worker = self._take(which)
                 job.started, job.pid, worker.ready = time.monotonic(), worker.proc.pid, False
                 worker.proc.stdin.write((json.dumps(job.spec()) + "\n").encode())
                 if self.reuse:
@@ -650,6 +676,7 @@ class WarmPoolExecutor(_WarmExecutor):
 
     def describe_reuse(self) -> str:
         """How many runs went to a worker used before, and why workers retired: what reuse did, for the log."""
+        self._settle(RESTORE_TIMEOUT)
         if not self.reuse:
             return "workers not reused" + (f" (after {self.reused} run(s) in a reused worker)" if self.reused else "")
         why = ", ".join(f"{reason} {n}" for reason, n in self.retired.most_common())
