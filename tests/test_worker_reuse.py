@@ -333,6 +333,7 @@ def test_a_run_that_leaves_gpu_memory_held_beyond_the_allowance_retires_its_work
     pool = WarmPoolExecutor(None, ["torch"], 1, ExecutorOptions(spares=1, reuse=True))
     try:
         pool.run_many([small, small, large], 60)
+        pool.describe_reuse()  # the last run's put-back said whether its worker stays
     finally:
         pool.close()
     assert pool.reused == 2 and list(pool.retired) == ["GPU memory still held (128 MiB)"]
