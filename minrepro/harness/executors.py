@@ -576,11 +576,16 @@ class WarmPoolExecutor(_WarmExecutor):
                 worker.ready, worker.runs = True, worker.runs + 1
                 self._idle.insert(0, worker)
                 continue
-            _signal(worker.proc.pid, signal.SIGKILL, group=True)
-            worker.proc.wait()
-            if self.reuse:
-                self.retired[verdict["why"] or "the timeout"] += 1
-                self._idle.append(self._spawn())
+            self._let_go(worker, verdict["why"] or "the timeout")
+
+    def _let_go(self, worker: _Worker, why: str) -> None:
+        """`worker` killed (its process group: what its run left running too); where workers are reused, its
+        retirement counted (`why`) and a replacement started."""
+        _signal(worker.proc.pid, signal.SIGKILL, group=True)
+        worker.proc.wait()
+        if self.reuse:
+            self.retired[why] += 1
+            self._idle.append(self._spawn())
 
     def run_fresh(self, scripts: Sequence[Path], timeout: float, home: Path | None = None) -> list[RunResult]:
         """Each script in a worker that has run nothing before: what the reused runs are compared with."""
@@ -648,11 +653,7 @@ class WarmPoolExecutor(_WarmExecutor):
                 worker.verdict = next((r for r in records if "kept" in r), None)
                 self._restoring.append(worker)
                 return record["code"]
-            _signal(worker.proc.pid, signal.SIGKILL, group=True)
-            worker.proc.wait()
-            if self.reuse:
-                self.retired["the timeout"] += 1
-                self._idle.append(self._spawn())
+            self._let_go(worker, "the timeout")
             return record["code"]
         code = worker.proc.poll()
         if code is not None and self.reuse:
