@@ -466,3 +466,16 @@ def test_the_reuse_check_waits_for_a_worker_that_ran_rather_than_a_spare(tmp_pat
     finally:
         pool.close()
     assert at_once < 0.9 and waited >= 0.9 and pool.reused == 1
+
+
+def test_a_warm_worker_s_imports_are_frozen_out_of_every_collection(tmp_path):
+    """What a worker imported is never walked by the collector again (`gc.freeze`): the put-back after each reused run
+    collects what the runs made, not the libraries."""
+    script = tmp_path / "s.py"
+    script.write_text("import gc\nprint(gc.get_freeze_count() > 0, len(gc.get_objects(generation=2)) < 10**5)\n")
+    pool = WarmPoolExecutor(None, ["json", "email.message"], 1, ExecutorOptions(reuse=True))
+    try:
+        runs = pool.run_many([script, script], 60)
+    finally:
+        pool.close()
+    assert [r.stdout.split() for r in runs] == [["True", "True"]] * 2 and pool.reused == 1

@@ -683,7 +683,6 @@ def reuse():
     # the job lines' pipes and the worker log, apart from each run's files (a run's stdin is /dev/null)
     jobs, protocol, log = os.fdopen(os.dup(0), "r", encoding="utf-8"), os.dup(1), os.dup(2)
     home = os.getcwd()  # where the worker waits: the client removes a run's directory once it has the answer
-    gc.collect()
     for runs in range(1, REUSE_LIMIT + 1):
         line = jobs.readline()
         if not line:
@@ -729,7 +728,12 @@ def main():
         with open(modules[1:], encoding="utf-8") as fh:
             modules = fh.read()
     modules = [m for m in modules.replace("\n", ",").split(",") if m]
-    _emit(_preload(modules, trials=mode == "fork"))
+    started = _preload(modules, trials=mode == "fork")
+    # what the imports made lives as long as the worker: no collection walks it again (a reused worker collects after
+    # each run to see what GPU memory the run left; walking the libraries made that collection most of the put-back)
+    gc.collect()
+    gc.freeze()
+    _emit(started)
     if mode == "fork":
         serve(on_eof=_close_snapshots)
     elif mode == "reuse":
