@@ -609,7 +609,7 @@ def test_screening_runs_where_the_script_fails_only_and_judging_then_runs_only_w
 
 def test_an_oracle_answering_ahead_says_yes_at_once_and_its_good_runs_overlap_the_next_bad_runs(tmp_path):
     """With `AnsweringAhead`, a candidate that fails the same way where the script fails is answered yes at once; its runs
-    where the bug is fixed go on while the next candidates run where it fails, and are settled by the next call."""
+    where the bug is fixed go on while the next candidates run where it fails, and are settled by a later call."""
     import threading
 
     sources = [f"c = {i}\n" for i in range(3)]
@@ -633,10 +633,64 @@ def test_an_oracle_answering_ahead_says_yes_at_once_and_its_good_runs_overlap_th
     ahead = AnsweringAhead(oracle)
     yes = Answers((Verdict.INTERESTING,))
     assert ahead.judge(sources[:1]) == yes and good.ran == []  # yes before its good run ended
-    assert ahead.judge(sources[1:2]) == yes  # the first settled after this one's bad run, and kept
-    assert oracle.cache.answers[oracle.cache.hash(sources[0])] is True
+    assert ahead.judge(sources[1:2]) == yes  # the first still going there: not waited for
     assert ahead.settle() == ()
+    assert oracle.cache.answers[oracle.cache.hash(sources[0])] is True
     assert good.ran == [sources[0]] * 2 + [sources[1]] * 2  # two good runs each (`good_runs`)
+    ahead.close()
+
+
+def test_an_oracle_answering_ahead_waits_for_the_oldest_yes_only_past_max_ahead(tmp_path):
+    """Yeses one after another (a pass that takes one candidate at a time) each answer at once while fewer than
+    MAX_AHEAD runs where the bug is fixed go on; the next waits for the oldest."""
+    import threading
+
+    from minrepro.harness.oracle import MAX_AHEAD
+
+    sources = [f"c = {i}\n" for i in range(MAX_AHEAD + 1)]
+    release = threading.Event()
+
+    class Held(_Counting):
+        def run_many(self, scripts, timeout, home=None):
+            assert release.wait(5)
+            return super().run_many(scripts, timeout, home)
+
+    good = Held({s: None for s in sources})
+    oracle = SignatureOracle(
+        Cache(tmp_path / "c.jsonl", "k"),
+        tmp_path,
+        10,
+        executor=_Counting({s: SIG for s in sources}),
+        original=SIG,
+        good=[good],
+    )
+    ahead = AnsweringAhead(oracle)
+    yes = Answers((Verdict.INTERESTING,))
+    assert [ahead.judge([s]) for s in sources[:MAX_AHEAD]] == [yes] * MAX_AHEAD and good.ran == []
+    threading.Timer(0.3, release.set).start()
+    assert ahead.judge(sources[MAX_AHEAD:]) == yes and release.is_set()  # waited for the oldest
+    assert ahead.settle() == () and len(good.ran) == 2 * len(sources)
+    ahead.close()
+
+
+def test_every_yes_refused_where_the_bug_is_fixed_comes_back_as_a_retraction(tmp_path):
+    """Yeses still going where the bug is fixed are settled oldest first, and each refused there is taken back: a yes
+    the search never took (a ddmin pass asked ahead) goes back as nothing, and the refused yes after it still goes."""
+    sources = [f"c = {i}\n" for i in range(3)]
+    good = _Counting({sources[0]: SIG, sources[1]: None, sources[2]: SIG})
+    oracle = SignatureOracle(
+        Cache(tmp_path / "c.jsonl", "k"),
+        tmp_path,
+        10,
+        executor=_Counting({s: SIG for s in sources}),
+        original=SIG,
+        good=[good],
+    )
+    ahead = AnsweringAhead(oracle)
+    answered = [ahead.judge([source]) for source in sources]  # each may bring the refusals settled by then
+    retracted = [r.source for answers in answered for r in answers.retracted] + [r.source for r in ahead.settle()]
+    assert retracted == [sources[0], sources[2]] and ahead.retractions == 2
+    assert ahead.settle() == ()
     ahead.close()
 
 

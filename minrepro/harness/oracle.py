@@ -157,6 +157,9 @@ def same_failure(original: Signature | None, regex: str | None, result: RunResul
 
 Neutralise = Callable[[str, RunResult], "str | None"]  # (candidate source, its failing run) -> control source
 RETRACTIONS_OFF = 2  # refusals where the bug is fixed after a yes, before `AnsweringAhead` stops answering ahead
+# yeses whose runs where the bug is fixed may go on at once (`AnsweringAhead`): past it, the next waits for the oldest.
+# Each runs after the one before, in one thread: a refusal takes back what was built on it, so more only risks more
+MAX_AHEAD = 4
 
 
 @dataclass
@@ -334,12 +337,14 @@ class SignatureOracle(_Base):
 class AnsweringAhead:
     """A differential oracle's yes given once a candidate fails the same way where the script fails: its runs where
     the bug is fixed go on beside the next candidates' runs here, and a refusal there comes back as a `Retraction`
-    (with the next answers, or at `settle`). Otherwise every accepted candidate's good runs would wait for its bad
-    run, step after step. Off (judging as the oracle does) after RETRACTIONS_OFF retractions."""
+    (with a later answer, or at `settle`). Otherwise every accepted candidate's good runs would wait for its bad
+    run, step after step. Up to MAX_AHEAD yeses may be going there at once: a pass that takes one candidate after
+    another waits for the oldest only beyond that. Off (judging as the oracle does) after RETRACTIONS_OFF
+    retractions."""
 
     oracle: SignatureOracle
     retractions: int = 0
-    _pending: tuple[str, str, Future] | None = field(default=None, repr=False)
+    _pending: list[tuple[str, str, Future]] = field(default_factory=list, repr=False)  # oldest first
     _background: ThreadPoolExecutor | None = field(default=None, repr=False)
 
     @property
@@ -350,30 +355,34 @@ class AnsweringAhead:
         if not self.ahead:
             return Answers(self.oracle.judge(sources).verdicts, self.settle())
         digests, by_digest = self.oracle.screened(list(sources))
-        retracted = self.settle()  # the last yes, judged where the bug is fixed while these ran here
+        retracted = self._settled()  # the yeses judged where the bug is fixed while these ran here
         known = self.oracle.cache.answers
         # the first that fails the same way here (those before it were answered no here), in the batch's order
         first = next((d for d in by_digest if known.get(d) or d in self.oracle.deferred), None)
         ahead = first is not None and not known.get(first)
         if ahead:  # answered now, judged where the bug is fixed meanwhile
-            self._pending = (first, by_digest[first], self._later(first, by_digest[first]))
+            self._pending.append((first, by_digest[first], self._later(first, by_digest[first])))
         # the rest after it: their answer if known, else LATER (judged if asked again)
         return Answers(tuple(Verdict.of(True if ahead and d == first else known.get(d)) for d in digests), retracted)
 
     def screen(self, sources: Sequence[str]) -> Answers:
-        screened = self.oracle.screen(sources).verdicts  # beside the last yes's runs where the bug is fixed
-        return Answers(screened, self.settle())
+        screened = self.oracle.screen(sources).verdicts  # beside the last yeses' runs where the bug is fixed
+        return Answers(screened, self._settled())
 
     def settle(self) -> tuple[Retraction, ...]:
-        """Wait for the last yes's runs where the bug is fixed; refused there, its retraction."""
-        if self._pending is None:
-            return ()
-        digest, source, judging = self._pending
-        self._pending = None
-        if judging.result():
-            return ()
-        self.retractions += 1
-        return (Retraction(source, self.oracle.cache.notes.get(digest, "")),)
+        """Wait for every yes's runs where the bug is fixed; those refused there, as retractions."""
+        return self._settled(keep=0)
+
+    def _settled(self, keep: int = MAX_AHEAD - 1) -> tuple[Retraction, ...]:
+        """The yeses whose runs where the bug is fixed have ended, oldest first (waiting for the oldest while more
+        than `keep` go on): the retractions of those refused there."""
+        retracted = []
+        while self._pending and (self._pending[0][2].done() or len(self._pending) > keep):
+            digest, source, judging = self._pending.pop(0)
+            if not judging.result():  # each refusal counts: a yes the search never took (ddmin asked ahead) too
+                self.retractions += 1
+                retracted.append(Retraction(source, self.oracle.cache.notes.get(digest, "")))
+        return tuple(retracted)
 
     def _later(self, digest: str, source: str) -> Future:
         if self._background is None:
