@@ -503,6 +503,42 @@ def test_a_twin_the_guard_drops_is_not_counted_among_the_confirming_runs(tmp_pat
     assert len(contexts[0].done.standing.cold) == 3 and contexts[0].done.scaled is None
 
 
+def test_the_search_starts_beside_the_good_env_s_reuse_check(tmp_path, capsys, monkeypatch):
+    """The good env's executor is made ready (its reuse check) beside the search's first candidates: the search does
+    not wait for it, and its runs where the bug is fixed still judge every yes."""
+    import stat
+    import time
+
+    from minrepro.reduction import workers
+    from minrepro.reduction.phases import search as search_phase
+
+    script = tmp_path / "job.py"
+    script.write_text("import os\nx = 1\ny = 2\nif not os.environ.get('FIXED'):\n    raise RuntimeError('boom')\n")
+    good = tmp_path / "good-python"
+    good.write_text(f'#!/bin/sh\nFIXED=1 exec "{sys.executable}" "$@"\n')
+    good.chmod(good.stat().st_mode | stat.S_IEXEC)
+    events: dict[str, float] = {}
+    real_check, real_search = workers.reuse_agrees, search_phase.reduce_source
+
+    def check(executor, subject, *args, **kwargs):
+        if getattr(executor, "python", "") == str(good):
+            time.sleep(3)
+            events["good check ended"] = time.monotonic()
+        return real_check(executor, subject, *args, **kwargs)
+
+    def search(*args, **kwargs):
+        events.setdefault("search began", time.monotonic())
+        return real_search(*args, **kwargs)
+
+    monkeypatch.setattr(workers, "reuse_agrees", check)
+    monkeypatch.setattr(search_phase, "reduce_source", search)
+    argv = ["reduce", str(script), "--workdir", str(tmp_path / "w"), "--executor", "cold", "--json", "--no-scale-down"]
+    assert main([*argv, "--good-python", str(good)]) == 0
+    summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert events["search began"] < events["good check ended"]
+    assert summary["passes_in_good_env"] and "FIXED" in Path(summary["output"]).read_text()
+
+
 def test_a_resumed_reduction_makes_the_run_a_twin_stood_in_for_where_no_twin_stands_now(tmp_path, capsys, monkeypatch):
     """An earlier run of the reduction kept two cold runs of the original (its twin's run was the third); resumed
     without that twin, the third is made on the original."""
@@ -818,7 +854,7 @@ def test_the_fixs_warm_pool_starts_beside_the_guards_judgement_and_the_search_ta
     if case == "twin lost":  # the guard chosen on the original: its pool is the search's own, checked on it
         assert summary["guard_why"] == "passes with the family's patches" and summary["passes_in_good_env"]
         assert len(started) == 2 and checked == ["twin.py", "job.py"]
-        assert searched_with.good[0] is started[1]
+        assert searched_with.good[0].ready is started[1]
         assert "the fix's warm pool, started beside the guard's judgement, closed unused" in summary["notes"]
         assert sorted(map(id, closed)) == sorted(map(id, started))
         return
@@ -826,7 +862,7 @@ def test_the_fixs_warm_pool_starts_beside_the_guards_judgement_and_the_search_ta
     if fix_passes:
         assert summary["guard_why"] == "passes with the family's patches" and summary["passes_in_good_env"]
         assert checked == ["twin.py"]  # checked once, on the twin, beside the judgement
-        assert searched_with.good[0] is started[0]  # the search's good env runs in it
+        assert searched_with.good[0].ready is started[0]  # the search's good env runs in it
         assert "the fix's warm pool started and was checked beside the guard's judgement" in summary["notes"]
     elif fix_passes is False:
         assert summary["guard"] != "good-env"

@@ -98,6 +98,7 @@ class Workers(contextlib.AbstractContextManager):
         self.taken: list[Executor] = []  # handed to the search
         self.early: Spec | None = None  # the spec the executors were started with before their subject was known
         self.early_fix: EarlyStart | None = None  # the fix's executor, likewise
+        self.readying: list[Future] = []  # the good envs' executors, made ready beside the search's start
 
     def prestart(self, spec: Spec, fix: Spec | None = None) -> None:
         """The executors `start` and `start_fix_pool` would start (`spec`, and the fix's `fix`), started before their
@@ -189,22 +190,15 @@ class Workers(contextlib.AbstractContextManager):
 
         self.fix_pool = FixPool(spec.python, subject.script, self.background.submit(start), notes)
 
-    def take_fix_pool(self, pythons: tuple[str, ...], subject: Path) -> dict[str, Executor]:
-        """The fix's pool, where the guard chose its env for this same subject: {python: the executor, checked on it
-        already}. Otherwise (another env, or the twin dropped since) it is closed once its start ends."""
+    def _fix_pool_for(self, pythons: tuple[str, ...], subject: Path) -> FixPool | None:
+        """The fix's pool, where the guard chose its env for this same subject. Otherwise (another env, or the twin
+        dropped since) it is closed once its start ends."""
         pool = self.fix_pool
-        if pool is None:
-            return {}
-        if pool.python not in pythons or pool.subject != subject:
+        if pool is not None and (pool.python not in pythons or pool.subject != subject):
             self.notes.append("the fix's warm pool, started beside the guard's judgement, closed unused")
             self.drop_fix_pool()
-            return {}
-        try:  # kept in `fix_pool` all the same: the reduction's end closes it once
-            executor = pool.started.result()
-        except Exception:  # a start that broke: the search starts that env's pool itself
-            return {}
-        self.notes.extend([*pool.notes, "the fix's warm pool started and was checked beside the guard's judgement"])
-        return {pool.python: executor}
+            return None
+        return pool  # kept in `fix_pool` all the same: the reduction's end closes it once
 
     def drop_fix_pool(self) -> None:
         """The fix's pool, not wanted: closed in the background once its start ends (the reduction's end waits)."""
@@ -215,37 +209,35 @@ class Workers(contextlib.AbstractContextManager):
     def good(
         self, pythons: tuple[str, ...], subject: Path, modules: tuple[str, ...], jobs: int, check: tuple[float, Path]
     ) -> list[Future]:
-        """One executor per good env of the guard, each checked in the background (a future of it): the fix's pool
-        started beside the guard, a --good-python's started with the bad env's, or a new one; a reusing pool is
-        checked on `subject` (`check`: timeout, home), beside the bad env's measurement."""
-        family = self.take_fix_pool(pythons, subject)
+        """One executor per good env of the guard, each made ready in the background (a future of it: the search
+        starts beside it, and its first run where the bug is fixed waits for it): the fix's pool started and checked
+        beside the guard, a --good-python's started with the bad env's, or a new one; a reusing pool is checked on
+        `subject` (`check`: timeout, home), beside the bad env's measurement."""
+        fix = self._fix_pool_for(pythons, subject)
         early = dict(zip(self.opts.good_pythons, self.started[1:], strict=False))
-        executors = [
-            family[py]
-            if py in family
-            else early[py].result()
-            if py in early
-            else start_executor(
-                self.opts,
-                self.script,
-                Spec(py, modules, good_env_jobs(jobs, self.opts.good_runs)),
-                self.notes,
-                f"guard env {py}: ",
-            )
-            for py in pythons
-        ]
-        self.taken += executors
         timeout, home = check
 
-        def checked(executor: Executor, py: str) -> Executor:
-            """A reusing pool where the bug is fixed: the subject passes in its reused workers too (unless the fix's
-            pool was checked on it beside the guard already)."""
-            if py in family:
-                return executor
-            check = ReuseCheck(f"guard env {py}: ", fresh_first=True)
+        def ready(py: str) -> Executor:
+            if fix is not None and fix.python == py:
+                with contextlib.suppress(Exception):  # a start that broke: this env's pool is started here
+                    executor = fix.started.result()
+                    self.notes.extend(
+                        [*fix.notes, "the fix's warm pool started and was checked beside the guard's judgement"]
+                    )
+                    self.taken.append(executor)
+                    return executor
+            where = f"guard env {py}: "
+            if py in early:
+                executor = early[py].result()
+            else:
+                spec = Spec(py, modules, good_env_jobs(jobs, self.opts.good_runs))
+                executor = start_executor(self.opts, self.script, spec, self.notes, where)
+            self.taken.append(executor)
+            check = ReuseCheck(where, fresh_first=True)
             return reuse_agrees(executor, Subject(subject, timeout, home), None, self.notes, check)[0]
 
-        return [self.background.submit(checked, e, py) for e, py in zip(executors, pythons, strict=False)]
+        self.readying = [self.background.submit(ready, py) for py in pythons]
+        return self.readying
 
     def bad(self, original: Signature, subject: Subject, twin: bool, log: Callable[[str], None]):
         """The bad env's executor and the subject's run time under it (None: cold runs, not measured): measured on the
@@ -266,7 +258,7 @@ class Workers(contextlib.AbstractContextManager):
                 self.warming.result()
         self._close_all()
         self.started, self.warming, self.fix_pool, self.taken = [], None, None, []
-        self.early, self.early_fix = None, None
+        self.early, self.early_fix, self.readying = None, None, []
 
     def __exit__(self, *exc: object) -> None:
         self._close_all()
@@ -275,11 +267,27 @@ class Workers(contextlib.AbstractContextManager):
         early = [self.fix_pool.started] if self.fix_pool else []  # taken by the search, or not yet judged
         early += [self.early_fix.started] if self.early_fix else []  # started before its subject, never checked
         used = list(self.taken)
-        for future in [*self.started, *early]:  # started, and maybe never taken: closed here, once each
+        for future in [*self.started, *early, *self.readying]:  # started, and maybe never taken: closed here, once each
             with contextlib.suppress(Exception):
                 used.append(future.result())
         for executor in {id(e): e for e in used}.values():
             executor.close()
+
+
+class ReadyLater:
+    """A good env's executor that `Workers.good` is still making ready (its pool's imports, its reuse check): the
+    search holds it from its start, and its first use (a run where the bug is fixed) waits for it."""
+
+    def __init__(self, future: Future) -> None:
+        self._future = future
+
+    @property
+    def ready(self) -> Executor:
+        """The executor, once ready (waiting for it)."""
+        return self._future.result()
+
+    def __getattr__(self, name: str):
+        return getattr(self.ready, name)
 
 
 def _close_started(started: Future) -> None:

@@ -23,7 +23,7 @@ from ..options import default_good_runs
 from ..progress import Counted
 from ..results import Context, Opened, Results, Searched, Triggered, TwinWithdrawn
 from ..workdirs import digest, workdir
-from ..workers import Subject
+from ..workers import ReadyLater, Subject
 from .establish import ConfirmingBeside
 
 PROFILE_TIMEOUT_FACTOR = 3  # the facts' profiled run may take this many times a candidate's run limit
@@ -49,7 +49,7 @@ def open_search(ctx: Context, done: Results) -> Opened:
     )
     subject = Subject(stand_on[1], est.timeout, ctx.home)
     executor, baseline = ctx.workers.bad(est.original, subject, twin is not None, ctx.log)
-    good = [check.result() for check in checks]
+    good = [ReadyLater(check) for check in checks]  # the search need not wait for their checks: its first yes does
     measured_on = stand_on[0] if baseline is not None else ctx.source
     budget = per_candidate(baseline if baseline is not None else est.first_run.seconds)
     # a candidate past the budget is uninteresting anyway: stop it there, not at the timeout
