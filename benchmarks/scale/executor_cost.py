@@ -32,13 +32,16 @@ from minrepro.harness.executors import ColdExecutor, ExecutorOptions, make_execu
 from minrepro.reducers.source import module_imports  # noqa: E402
 
 
-# one process: the script's imports, then the script RUNS times in a row (each in a fresh __main__ namespace)
-# after each run, what a reused worker's put-back does where CUDA started (a full collection, the GPU's cache
-# released), timed apart: the worker answers first, so this is off the run's time, not off the worker's
+# one process: the script's imports (frozen out of the collector, as a warm worker's are), then the script RUNS times
+# in a row (each in a fresh __main__ namespace); after each run, what a reused worker's put-back does where CUDA
+# started (a collection, the GPU's cache released), timed apart: the worker answers first, so this is off the run's
+# time, not off the worker's
 BARE = """
 import gc, importlib, json, runpy, sys, time
 for name in sys.argv[3:]:
     importlib.import_module(name)
+gc.collect()
+gc.freeze()
 seconds, put_back = [], []
 for _ in range(int(sys.argv[2])):
     began = time.monotonic()
@@ -75,7 +78,7 @@ def bare(script: Path, python: str, runs: int, timeout: float) -> list[str]:
     measured = json.loads(out.stdout.strip().splitlines()[-1])
     seconds, put_back = measured["seconds"][1:], statistics.median(measured["put_back"][1:])
     median = statistics.median(seconds)
-    note = f"one process, runs in a row; after each, a full collection (and CUDA's cache released) {put_back:.2f} s"
+    note = f"one process, runs in a row; after each, a collection (and CUDA's cache released) {put_back:.3f} s"
     return ["bare", "", f"{median:.2f}", f"{max(seconds):.2f}", f"{median:.2f}", "", note]
 
 
