@@ -676,6 +676,15 @@ def test_an_oracle_answering_ahead_says_yes_at_once_and_its_good_runs_overlap_th
     ahead.close()
 
 
+def _answering_ahead(tmp_path: Path, sources: list[str], good) -> AnsweringAhead:
+    """An oracle answering ahead where every source fails the same way where the script fails; `good` judges them
+    where the bug is fixed."""
+    bad = _Counting({s: SIG for s in sources})
+    return AnsweringAhead(
+        SignatureOracle(Cache(tmp_path / "c.jsonl", "k"), tmp_path, 10, executor=bad, original=SIG, good=[good])
+    )
+
+
 def test_an_oracle_answering_ahead_waits_for_the_oldest_yes_only_past_max_ahead(tmp_path):
     """Yeses one after another (a pass that takes one candidate at a time) each answer at once while fewer than
     MAX_AHEAD runs where the bug is fixed go on; the next waits for the oldest."""
@@ -692,15 +701,7 @@ def test_an_oracle_answering_ahead_waits_for_the_oldest_yes_only_past_max_ahead(
             return super().run_many(scripts, timeout, home)
 
     good = Held({s: None for s in sources})
-    oracle = SignatureOracle(
-        Cache(tmp_path / "c.jsonl", "k"),
-        tmp_path,
-        10,
-        executor=_Counting({s: SIG for s in sources}),
-        original=SIG,
-        good=[good],
-    )
-    ahead = AnsweringAhead(oracle)
+    ahead = _answering_ahead(tmp_path, sources, good)
     yes = Answers((Verdict.INTERESTING,))
     assert [ahead.judge([s]) for s in sources[:MAX_AHEAD]] == [yes] * MAX_AHEAD and good.ran == []
     threading.Timer(0.3, release.set).start()
@@ -714,15 +715,7 @@ def test_every_yes_refused_where_the_bug_is_fixed_comes_back_as_a_retraction(tmp
     the search never took (a ddmin pass asked ahead) goes back as nothing, and the refused yes after it still goes."""
     sources = [f"c = {i}\n" for i in range(3)]
     good = _Counting({sources[0]: SIG, sources[1]: None, sources[2]: SIG})
-    oracle = SignatureOracle(
-        Cache(tmp_path / "c.jsonl", "k"),
-        tmp_path,
-        10,
-        executor=_Counting({s: SIG for s in sources}),
-        original=SIG,
-        good=[good],
-    )
-    ahead = AnsweringAhead(oracle)
+    ahead = _answering_ahead(tmp_path, sources, good)
     answered = [ahead.judge([source]) for source in sources]  # each may bring the refusals settled by then
     retracted = [r.source for answers in answered for r in answers.retracted] + [r.source for r in ahead.settle()]
     assert retracted == [sources[0], sources[2]] and ahead.retractions == 2
