@@ -2,7 +2,7 @@
 
 The search proposes programs and asks an `Oracle`; the oracle answers each with a `Verdict`. It never raises to say
 no. An oracle that answers yes ahead of part of its judgment (runs where the bug is fixed still going) says later
-that it takes a yes back, as a `Retraction` carried by its next answer or by `settle`: the search then goes back to
+that it takes a yes back, as a `Retraction` carried by a later answer or by `settle`: the search then goes back to
 the program before that yes. Any plain `test_many(sources) -> list[bool | None]` is an oracle through `plain`."""
 
 from __future__ import annotations
