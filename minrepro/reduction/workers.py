@@ -218,16 +218,15 @@ class Workers(contextlib.AbstractContextManager):
         timeout, home = check
 
         def ready(py: str) -> Executor:
-            if fix is not None and fix.python == py:
-                with contextlib.suppress(Exception):  # a start that broke: this env's pool is started here
-                    executor = fix.started.result()
-                    self.notes.extend(
-                        [*fix.notes, "the fix's warm pool started and was checked beside the guard's judgement"]
-                    )
-                    self.taken.append(executor)
-                    return executor
             where = f"guard env {py}: "
-            if py in early:
+            taken = fix.started if fix is not None and fix.python == py else None
+            if taken is not None and taken.exception() is None:  # checked on this subject beside the guard already
+                self.notes.extend(
+                    [*fix.notes, "the fix's warm pool started and was checked beside the guard's judgement"]
+                )
+                self.taken.append(taken.result())
+                return taken.result()
+            if py in early:  # a --good-python's, started with the bad env's; else a new one (the fix's start broke too)
                 executor = early[py].result()
             else:
                 spec = Spec(py, modules, good_env_jobs(jobs, self.opts.good_runs))
