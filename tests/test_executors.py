@@ -13,6 +13,7 @@ import pytest
 from minrepro.errors import MinreproError
 from minrepro.harness._forkserver import WORKER_NICENESS
 from minrepro.harness.executors import ColdExecutor, ExecutorOptions, ForkServerExecutor, WarmPoolExecutor
+from minrepro.harness.runner import child_environ
 
 SCRIPTS = {
     "library": "from packaging.version import Version\nVersion('x y')\n",
@@ -546,3 +547,52 @@ def test_cuda_visibility_is_the_envs_probe_where_the_driver_is(monkeypatch, answ
     monkeypatch.setattr(executors.Path, "exists", lambda self: True)
     monkeypatch.setattr(executors, "probe", probe)
     assert executors._cuda_visible_in(sys.executable) is expected
+
+
+BYTECODE_PROBE = (
+    "import sys\nsys.path.insert(0, {lib!r})\nimport helper_mod\n"
+    "raise RuntimeError(f'off={{sys.flags.dont_write_bytecode}} prefix={{sys.pycache_prefix}}')\n"
+)
+
+
+@pytest.mark.parametrize(
+    "make",
+    [lambda: ColdExecutor(jobs=1), lambda: ForkServerExecutor(None, [], 1), lambda: WarmPoolExecutor(None, [], 1)],
+    ids=["cold", "forkserver", "warm-pool"],
+)
+@pytest.mark.parametrize("turned_off", [True, False], ids=["bytecode-off", "bytecode-on"])
+def test_a_run_keeps_its_bytecode_in_the_cache_where_the_environment_turns_bytecode_off(
+    tmp_path, monkeypatch, make, turned_off
+):
+    """Container images set PYTHONDONTWRITEBYTECODE: each run would compile every module it imports from source
+    again. Its bytecode goes under minrepro's cache instead, never beside the sources; elsewhere nothing changes."""
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("MINREPRO_CACHE", str(cache))
+    monkeypatch.delenv("PYTHONPYCACHEPREFIX", raising=False)
+    if turned_off:
+        monkeypatch.setenv("PYTHONDONTWRITEBYTECODE", "1")
+    else:
+        monkeypatch.delenv("PYTHONDONTWRITEBYTECODE", raising=False)
+    lib = tmp_path / "lib"
+    lib.mkdir()
+    (lib / "helper_mod.py").write_text("VALUE = 3\n")
+    script = tmp_path / "uses.py"
+    script.write_text(BYTECODE_PROBE.format(lib=str(lib)))
+    executor = make()
+    try:
+        (result,) = executor.run_many([script], 30, tmp_path)
+    finally:
+        executor.close()
+    kept = list((cache / "pycache").rglob("helper_mod*.pyc"))
+    if turned_off:
+        assert result.raw_headline == f"RuntimeError: off=0 prefix={cache / 'pycache'}"
+        assert kept and not (lib / "__pycache__").exists()
+    else:
+        assert result.raw_headline == "RuntimeError: off=0 prefix=None"
+        assert not kept and list((lib / "__pycache__").glob("helper_mod*.pyc"))
+
+
+def test_a_bytecode_prefix_the_user_chose_is_theirs():
+    environ = {"PYTHONDONTWRITEBYTECODE": "1", "PYTHONPYCACHEPREFIX": "/theirs", "HOME": "/h"}
+    assert child_environ(environ) == environ
+    assert child_environ({"PYTHONDONTWRITEBYTECODE": "", "A": "b"}) == {"PYTHONDONTWRITEBYTECODE": "", "A": "b"}

@@ -38,6 +38,7 @@ from minrepro.harness.resources import thread_cap
 from minrepro.harness.runner import (
     STACK_GRACE,
     RunResult,
+    child_environ,
     classify_run,
     cwd_entries,
     read_report,
@@ -237,7 +238,7 @@ def _start_worker(python: str, mode: str, preload: Sequence[str], log, jobs: int
         stdout=subprocess.PIPE,
         stderr=log,
         start_new_session=True,
-        env={**os.environ, **thread_cap(jobs)},
+        env=child_environ({**os.environ, **thread_cap(jobs)}),
     )
 
 

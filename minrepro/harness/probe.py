@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from dataclasses import dataclass
 from typing import Any
 
 from ..errors import MinreproError
-from .runner import resolve_python
+from .runner import child_environ, resolve_python
 
 # The libraries under test: the one definition every part of minrepro reads (the catalog's families cross them)
 UNDER_TEST = ("torch", "transformers", "accelerate", "peft", "bitsandbytes")
@@ -79,7 +80,9 @@ class Environment:
 def probe(python: str | None) -> Environment:
     """What the target interpreter has: library versions, CUDA, CPU flags."""
     interpreter = resolve_python(python)
-    proc = subprocess.run([interpreter, "-c", _PROBE], capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [interpreter, "-c", _PROBE], capture_output=True, text=True, timeout=300, env=child_environ(os.environ)
+    )
     if proc.returncode != 0:
         last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
         raise MinreproError(f"cannot probe {interpreter}: {last}")
