@@ -51,8 +51,9 @@ def child_environ(environ: Mapping[str, str]) -> dict[str, str]:
     """`environ` for a child interpreter, its compiled bytecode kept where `environ` turns bytecode off
     (PYTHONDONTWRITEBYTECODE, which container images set): there each run compiles every library module it imports
     from source again wherever a library was installed without bytecode (uv's default), half of a cold run's imports
-    on such a GPU image (`docs/benchmarks.md`, "Bytecode kept"). Kept under minrepro's cache (PYTHONPYCACHEPREFIX),
-    never beside a library's sources; bytecode changes nothing a script does. A prefix the user chose is theirs."""
+    on such a GPU image (`docs/benchmarks.md`, "Bytecode kept where the environment turns it off"). Kept under
+    minrepro's cache (PYTHONPYCACHEPREFIX), never beside a library's sources; bytecode changes nothing a script does.
+    A prefix the user chose is theirs."""
     if not environ.get("PYTHONDONTWRITEBYTECODE") or environ.get("PYTHONPYCACHEPREFIX"):
         return dict(environ)
     kept = {key: value for key, value in environ.items() if key != "PYTHONDONTWRITEBYTECODE"}
