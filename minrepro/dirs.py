@@ -24,6 +24,20 @@ def cache(*parts: str) -> Path:
     return cache_dir().joinpath(*parts)
 
 
+def bytecode_cache() -> Path:
+    """Where runs keep their compiled bytecode when the environment turns it off (`harness.runner.child_environ`): a
+    mirror of each source's absolute path, as Python's PYTHONPYCACHEPREFIX lays it out."""
+    return cache("pycache")
+
+
+def bytecode_mirrors(path: Path) -> list[Path]:
+    """Where `bytecode_cache` keeps what was compiled from `path` (a file or a folder), under each name an import may
+    have given it (as found on sys.path, and resolved). A library file minrepro replaces drops what is kept there: one
+    of the same size and second (a patch, a commit laid over the wheel) would otherwise keep its stale bytecode."""
+    names = {Path(os.path.abspath(path)), Path(path).resolve()}
+    return [bytecode_cache() / name.relative_to(name.anchor) for name in sorted(names)]
+
+
 CHECKOUT = Path(__file__).resolve().parent.parent  # the checkout (or site-packages) this minrepro runs from
 # an interpreter's packages, wherever the env lives: `/any/env/lib/python3.11/site-packages/` -> `site-packages/`
 _SITE_PACKAGES = re.compile(r"(?:<cache>|<tmp>|~|\.)?/[^\s'\"\\]*?/(?:site|dist)-packages/")

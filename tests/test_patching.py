@@ -4,6 +4,7 @@ and refused outside minrepro-created environments."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -285,3 +286,29 @@ def test_a_failed_pip_says_why_not_its_last_warning(returncode, stderr, said):
     from minrepro.envs.venvs import _pip_failure
 
     assert _pip_failure(subprocess.CompletedProcess([], returncode, "", stderr)) == said
+
+
+def test_a_replaced_library_file_keeps_no_stale_bytecode_in_the_bytecode_cache(tmp_path, monkeypatch):
+    """Where the environment turns bytecode off, runs keep it under the cache: a file patched (or laid over from a
+    commit) with the same size in the same second would be imported from the old bytecode unless dropped there too."""
+    from minrepro.harness.runner import run_script
+
+    monkeypatch.setenv("PYTHONDONTWRITEBYTECODE", "1")
+    monkeypatch.setenv("MINREPRO_CACHE", str(tmp_path / "cache"))
+    monkeypatch.delenv("PYTHONPYCACHEPREFIX", raising=False)
+    site = tmp_path / "site"
+    (site / "demo").mkdir(parents=True)
+    module = site / "demo" / "mod.py"
+    script = tmp_path / "reads.py"
+    script.write_text(f"import sys\nsys.path.insert(0, {str(site)!r})\nfrom demo import mod\nraise SystemExit(mod.X)\n")
+
+    def replaced(text: str) -> int:
+        module.write_text(text)
+        os.utime(module, (1_700_000_000, 1_700_000_000))  # the same second, as a quick patch or a commit's time
+        return run_script(script, timeout=60).returncode
+
+    (site / "demo" / "__init__.py").write_text("")
+    assert replaced("X = 3\n") == 3
+    assert replaced("X = 4\n") == 3  # the hazard: same size, same second
+    patching._drop_bytecode(site, ("demo/mod.py",))
+    assert run_script(script, timeout=60).returncode == 4

@@ -139,3 +139,33 @@ def test_a_root_level_package_checkout_gets_the_wheels_native_library(tmp_path):
     assert copied == [checkout / "bitsandbytes" / "libbitsandbytes_cpu.so"]
     assert not (checkout / "bitsandbytes" / "__init__.py").exists()  # only native files
     assert native_into_checkout(site, "bitsandbytes", checkout) == []  # nothing twice
+
+
+def test_commits_of_one_second_laid_over_in_turn_keep_no_stale_bytecode(tmp_path, monkeypatch):
+    """A rebase-merged series shares its commit time, which an overlay's files take as their mtime: where runs keep
+    their bytecode under the cache (the environment turns it off), a same-size change would run the old code."""
+    from minrepro.harness.runner import run_script
+
+    monkeypatch.setenv("PYTHONDONTWRITEBYTECODE", "1")
+    monkeypatch.setenv("MINREPRO_CACHE", str(tmp_path / "cache"))
+    monkeypatch.delenv("PYTHONPYCACHEPREFIX", raising=False)
+    repo = tmp_path / "peft-repo"
+    (repo / "src" / "peft").mkdir(parents=True)
+    _git(repo, "init", "-q", "-b", "main")
+    same_second = {"GIT_COMMITTER_DATE": "2026-01-02T03:04:05", "GIT_AUTHOR_DATE": "2026-01-02T03:04:05"}
+    for value in (3, 4):
+        (repo / "src" / "peft" / "__init__.py").write_text(f"X = {value}\n")
+        _git(repo, "add", "-A")
+        subprocess.run(
+            ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", f"X={value}"],
+            check=True,
+            env={"PATH": "/usr/bin:/bin", **same_second},
+        )
+    ref, site = RepoRef("peft", repo), tmp_path / "site"
+    script = tmp_path / "reads.py"
+    script.write_text(f"import sys\nsys.path.insert(0, {str(site)!r})\nimport peft\nraise SystemExit(peft.X)\n")
+    first, second = ref.git("rev-list", "--reverse", "main").split()
+    overlay(site, ref, first)
+    assert run_script(script, timeout=60).returncode == 3
+    overlay(site, ref, second)
+    assert run_script(script, timeout=60).returncode == 4

@@ -25,6 +25,7 @@ from pathlib import Path
 
 from packaging.requirements import Requirement
 
+from minrepro.dirs import bytecode_mirrors
 from minrepro.envs.venvs import require_tool_env, site_packages, write_marker
 from minrepro.errors import MinreproError
 
@@ -268,8 +269,11 @@ def applied_as_today(env: Path, patches: list[Patch]) -> bool:
 
 
 def _drop_bytecode(site: Path, files: tuple[str, ...]) -> None:
-    # a patched file of the same size in the same second would otherwise keep its stale .pyc
+    # a patched file of the same size in the same second would otherwise keep its stale .pyc, beside it or in the
+    # bytecode cache runs keep where the environment turns bytecode off
     for rel in files:
         source = site / rel
-        for pyc in (source.parent / "__pycache__").glob(f"{source.stem}.*.pyc"):
-            pyc.unlink(missing_ok=True)
+        kept = [mirror.parent for mirror in bytecode_mirrors(source)]
+        for folder in [source.parent / "__pycache__", *kept]:
+            for pyc in folder.glob(f"{source.stem}.*.pyc"):
+                pyc.unlink(missing_ok=True)

@@ -19,6 +19,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..dirs import bytecode_mirrors
 from ..errors import MinreproError
 from .venvs import read_marker, site_packages, write_marker
 
@@ -132,6 +133,8 @@ def overlay(site: Path, repo: RepoRef, commit: str) -> dict:
                     dest.parent.mkdir(parents=True, exist_ok=True)
                     shutil.copy2(native, dest)
             shutil.rmtree(target)
+        for mirror in bytecode_mirrors(target):  # a file of the same size and commit time keeps no stale bytecode
+            shutil.rmtree(mirror, ignore_errors=True)
         shutil.copytree(fresh, target)
     return repo.describe(commit)
 

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 from collections.abc import Sequence
 
+from minrepro.dirs import bytecode_mirrors
 from minrepro.errors import MinreproError
 
 MARKER = "minrepro-env.json"
@@ -225,6 +226,8 @@ def _set_env(catalog, name: str, patched: bool, note, env: Path) -> Path:
     note(f"making the {name}{' patched' if patched else ''} environment in {env} (once)")
     if env.exists():
         shutil.rmtree(env)
+    for mirror in bytecode_mirrors(env):  # what runs compiled from the env made before: its files are made anew
+        shutil.rmtree(mirror, ignore_errors=True)
     create_env(env, requirements, wheelhouse_from_env(), label=f"{name}{' patched' if patched else ''}")
     if wanted:
         apply_patches(wanted, env)

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 from collections.abc import Mapping, Sequence
 
-from minrepro.dirs import cache
+from minrepro.dirs import bytecode_cache
 from minrepro.errors import MinreproError
 from minrepro.harness.signature import (
     Signature,
@@ -57,7 +57,7 @@ def child_environ(environ: Mapping[str, str]) -> dict[str, str]:
     if not environ.get("PYTHONDONTWRITEBYTECODE") or environ.get("PYTHONPYCACHEPREFIX"):
         return dict(environ)
     kept = {key: value for key, value in environ.items() if key != "PYTHONDONTWRITEBYTECODE"}
-    return {**kept, "PYTHONPYCACHEPREFIX": str(cache("pycache"))}
+    return {**kept, "PYTHONPYCACHEPREFIX": str(bytecode_cache())}
 
 
 STACK_GRACE = 1.0  # seconds a timed-out script gets to dump its stack before SIGKILL
