@@ -25,7 +25,7 @@ def cache(*parts: str) -> Path:
 
 
 def bytecode_cache() -> Path:
-    """Where runs keep their compiled bytecode when the environment turns it off (`harness.runner.child_environ`): a
+    """Where runs keep their compiled bytecode when the environment turns it off (`harness.bytecode`): a
     mirror of each source's absolute path, as Python's PYTHONPYCACHEPREFIX lays it out."""
     return cache("pycache")
 

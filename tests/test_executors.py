@@ -13,7 +13,7 @@ import pytest
 from minrepro.errors import MinreproError
 from minrepro.harness._forkserver import WORKER_NICENESS
 from minrepro.harness.executors import ColdExecutor, ExecutorOptions, ForkServerExecutor, WarmPoolExecutor
-from minrepro.harness.runner import child_environ
+from minrepro.harness import bytecode
 
 SCRIPTS = {
     "library": "from packaging.version import Version\nVersion('x y')\n",
@@ -560,15 +560,21 @@ BYTECODE_PROBE = (
     [lambda: ColdExecutor(jobs=1), lambda: ForkServerExecutor(None, [], 1), lambda: WarmPoolExecutor(None, [], 1)],
     ids=["cold", "forkserver", "warm-pool"],
 )
-@pytest.mark.parametrize("turned_off", [True, False], ids=["bytecode-off", "bytecode-on"])
-def test_a_run_keeps_its_bytecode_in_the_cache_where_the_environment_turns_bytecode_off(
-    tmp_path, monkeypatch, make, turned_off
+@pytest.mark.parametrize(
+    "turned_off, installed_without",
+    [(True, True), (True, False), (False, True)],
+    ids=["off-installed-without", "off-installed-with", "on"],
+)
+def test_a_run_keeps_its_bytecode_in_the_cache_where_the_environment_turns_it_off_and_installs_lack_it(
+    tmp_path, monkeypatch, make, turned_off, installed_without
 ):
-    """Container images set PYTHONDONTWRITEBYTECODE: each run would compile every module it imports from source
-    again. Its bytecode goes under minrepro's cache instead, never beside the sources; elsewhere nothing changes."""
+    """Container images set PYTHONDONTWRITEBYTECODE, and uv installs without bytecode: each run would compile every
+    module it imports from source again. Its bytecode goes under minrepro's cache instead, never beside the sources;
+    elsewhere nothing changes (where the installs carry their bytecode, a prefix would only compile them again)."""
     cache = tmp_path / "cache"
     monkeypatch.setenv("MINREPRO_CACHE", str(cache))
     monkeypatch.delenv("PYTHONPYCACHEPREFIX", raising=False)
+    monkeypatch.setattr(bytecode, "installed_without_bytecode", lambda python: installed_without)
     if turned_off:
         monkeypatch.setenv("PYTHONDONTWRITEBYTECODE", "1")
     else:
@@ -584,15 +590,40 @@ def test_a_run_keeps_its_bytecode_in_the_cache_where_the_environment_turns_bytec
     finally:
         executor.close()
     kept = list((cache / "pycache").rglob("helper_mod*.pyc"))
-    if turned_off:
+    beside = list((lib / "__pycache__").glob("helper_mod*.pyc"))
+    if turned_off and installed_without:
         assert result.raw_headline == f"RuntimeError: off=0 prefix={cache / 'pycache'}"
-        assert kept and not (lib / "__pycache__").exists()
+        assert kept and not beside
+    elif turned_off:
+        assert result.raw_headline == "RuntimeError: off=1 prefix=None"
+        assert not kept and not beside
     else:
         assert result.raw_headline == "RuntimeError: off=0 prefix=None"
-        assert not kept and list((lib / "__pycache__").glob("helper_mod*.pyc"))
+        assert not kept and beside
 
 
-def test_a_bytecode_prefix_the_user_chose_is_theirs():
+def test_a_bytecode_prefix_the_user_chose_is_theirs(monkeypatch):
+    monkeypatch.setattr(bytecode, "installed_without_bytecode", lambda python: True)
     environ = {"PYTHONDONTWRITEBYTECODE": "1", "PYTHONPYCACHEPREFIX": "/theirs", "HOME": "/h"}
-    assert child_environ(environ) == environ
-    assert child_environ({"PYTHONDONTWRITEBYTECODE": "", "A": "b"}) == {"PYTHONDONTWRITEBYTECODE": "", "A": "b"}
+    assert bytecode.child_environ(environ, sys.executable) == environ
+    unset = {"PYTHONDONTWRITEBYTECODE": "", "A": "b"}
+    assert bytecode.child_environ(unset, sys.executable) == unset
+
+
+def test_a_library_installed_without_bytecode_is_found_without_importing_it(tmp_path, monkeypatch):
+    import py_compile
+
+    site = tmp_path / "site"
+    (site / "fakeheavy").mkdir(parents=True)
+    init = site / "fakeheavy" / "__init__.py"
+    init.write_text("raise SystemExit('imported')\n")  # located, never imported
+    monkeypatch.setenv("PYTHONPATH", str(site))
+    monkeypatch.setattr(bytecode, "HEAVY", ("fakeheavy", "no_such_library"))
+    bytecode.installed_without_bytecode.cache_clear()
+    assert bytecode.installed_without_bytecode(sys.executable)
+    py_compile.compile(
+        str(init), cfile=str(site / "fakeheavy" / "__pycache__" / f"__init__.{sys.implementation.cache_tag}.pyc")
+    )
+    bytecode.installed_without_bytecode.cache_clear()
+    assert not bytecode.installed_without_bytecode(sys.executable)
+    bytecode.installed_without_bytecode.cache_clear()

@@ -33,12 +33,12 @@ from typing import Protocol
 from collections.abc import Sequence
 
 from minrepro.errors import MinreproError
+from minrepro.harness.bytecode import child_environ
 from minrepro.harness.probe import probe
 from minrepro.harness.resources import thread_cap
 from minrepro.harness.runner import (
     STACK_GRACE,
     RunResult,
-    child_environ,
     classify_run,
     cwd_entries,
     read_report,
@@ -238,7 +238,7 @@ def _start_worker(python: str, mode: str, preload: Sequence[str], log, jobs: int
         stdout=subprocess.PIPE,
         stderr=log,
         start_new_session=True,
-        env=child_environ({**os.environ, **thread_cap(jobs)}),
+        env=child_environ({**os.environ, **thread_cap(jobs)}, python),
     )
 
 

@@ -9,7 +9,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import MinreproError
-from .runner import child_environ, resolve_python
+from .bytecode import child_environ
+from .runner import resolve_python
 
 # The libraries under test: the one definition every part of minrepro reads (the catalog's families cross them)
 UNDER_TEST = ("torch", "transformers", "accelerate", "peft", "bitsandbytes")
@@ -80,9 +81,8 @@ class Environment:
 def probe(python: str | None) -> Environment:
     """What the target interpreter has: library versions, CUDA, CPU flags."""
     interpreter = resolve_python(python)
-    proc = subprocess.run(
-        [interpreter, "-c", _PROBE], capture_output=True, text=True, timeout=300, env=child_environ(os.environ)
-    )
+    environ = child_environ(os.environ, interpreter)
+    proc = subprocess.run([interpreter, "-c", _PROBE], capture_output=True, text=True, timeout=300, env=environ)
     if proc.returncode != 0:
         last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
         raise MinreproError(f"cannot probe {interpreter}: {last}")

@@ -18,9 +18,9 @@ import time
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 
-from minrepro.dirs import bytecode_cache
+from minrepro.harness.bytecode import child_environ
 from minrepro.errors import MinreproError
 from minrepro.harness.signature import (
     Signature,
@@ -45,19 +45,6 @@ def stop_live_runs() -> None:
     for proc in list(_LIVE):
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(proc.pid, signal.SIGKILL)
-
-
-def child_environ(environ: Mapping[str, str]) -> dict[str, str]:
-    """`environ` for a child interpreter, its compiled bytecode kept where `environ` turns bytecode off
-    (PYTHONDONTWRITEBYTECODE, which container images set): there each run compiles every library module it imports
-    from source again wherever a library was installed without bytecode (uv's default), half of a cold run's imports
-    on such a GPU image (`docs/benchmarks.md`, "Bytecode kept where the environment turns it off"). Kept under
-    minrepro's cache (PYTHONPYCACHEPREFIX), never beside a library's sources; bytecode changes nothing a script does.
-    A prefix the user chose is theirs."""
-    if not environ.get("PYTHONDONTWRITEBYTECODE") or environ.get("PYTHONPYCACHEPREFIX"):
-        return dict(environ)
-    kept = {key: value for key, value in environ.items() if key != "PYTHONDONTWRITEBYTECODE"}
-    return {**kept, "PYTHONPYCACHEPREFIX": str(bytecode_cache())}
 
 
 STACK_GRACE = 1.0  # seconds a timed-out script gets to dump its stack before SIGKILL
@@ -161,7 +148,7 @@ def run_script(  # noqa: PLR0913
             cwd.mkdir()
         # the script's own temp files (checkpoints, offload folders) go where they are removed after the run
         child_env = {
-            **child_environ({**os.environ, **(env or {})}),
+            **child_environ({**os.environ, **(env or {})}, interpreter),
             "MINREPRO_REPORT": str(report_path),
             "PYTHONUNBUFFERED": "1",
             "TMPDIR": str(scratch_tmp),
