@@ -35,7 +35,22 @@ def bytecode_mirrors(path: Path) -> list[Path]:
     have given it (as found on sys.path, and resolved). A library file minrepro replaces drops what is kept there: one
     of the same size and second (a patch, a commit laid over the wheel) would otherwise keep its stale bytecode."""
     names = {Path(os.path.abspath(path)), Path(path).resolve()}
+    names |= {twin for name in names for twin in _lib_twins(name)}
     return [bytecode_cache() / name.relative_to(name.anchor) for name in sorted(names)]
+
+
+def _lib_twins(path: Path) -> list[Path]:
+    """`path` under the other name of a venv's `lib` folder, where `lib64` links to it (Fedora's, RHEL's system
+    Pythons list `lib64/.../site-packages` first on sys.path, so that is the name its imports use)."""
+    twins = []
+    for index, part in enumerate(path.parts):
+        other = {"lib": "lib64", "lib64": "lib"}.get(part)
+        if other is None:
+            continue
+        here, there = Path(*path.parts[: index + 1]), Path(*path.parts[:index], other)
+        if there.exists() and there.resolve() == here.resolve():
+            twins.append(Path(*path.parts[:index], other, *path.parts[index + 1 :]))
+    return twins
 
 
 CHECKOUT = Path(__file__).resolve().parent.parent  # the checkout (or site-packages) this minrepro runs from

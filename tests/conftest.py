@@ -44,3 +44,26 @@ def write_script(tmp_path: Path):
         return path
 
     return write
+
+
+@pytest.fixture(autouse=True)
+def _bytecode_check_forgotten():
+    """`installed_without_bytecode` answers once per interpreter: a test's stand-in library must not decide for the next."""
+    from minrepro.harness import bytecode
+
+    bytecode.installed_without_bytecode.cache_clear()
+    yield
+    bytecode.installed_without_bytecode.cache_clear()
+
+
+@pytest.fixture
+def bytecode_kept(tmp_path, monkeypatch) -> Path:
+    """Runs keep their bytecode under a cache of this test's own (the environment turns bytecode off, the libraries
+    were installed without it): that cache's folder."""
+    from minrepro.harness import bytecode
+
+    monkeypatch.setenv("PYTHONDONTWRITEBYTECODE", "1")
+    monkeypatch.setattr(bytecode, "installed_without_bytecode", lambda *_: True)
+    monkeypatch.setenv("MINREPRO_CACHE", str(tmp_path / "cache"))
+    monkeypatch.delenv("PYTHONPYCACHEPREFIX", raising=False)
+    return tmp_path / "cache" / "pycache"

@@ -574,7 +574,7 @@ def test_a_run_keeps_its_bytecode_in_the_cache_where_the_environment_turns_it_of
     cache = tmp_path / "cache"
     monkeypatch.setenv("MINREPRO_CACHE", str(cache))
     monkeypatch.delenv("PYTHONPYCACHEPREFIX", raising=False)
-    monkeypatch.setattr(bytecode, "installed_without_bytecode", lambda python: installed_without)
+    monkeypatch.setattr(bytecode, "installed_without_bytecode", lambda *_: installed_without)
     if turned_off:
         monkeypatch.setenv("PYTHONDONTWRITEBYTECODE", "1")
     else:
@@ -603,7 +603,7 @@ def test_a_run_keeps_its_bytecode_in_the_cache_where_the_environment_turns_it_of
 
 
 def test_a_bytecode_prefix_the_user_chose_is_theirs(monkeypatch):
-    monkeypatch.setattr(bytecode, "installed_without_bytecode", lambda python: True)
+    monkeypatch.setattr(bytecode, "installed_without_bytecode", lambda *_: True)
     environ = {"PYTHONDONTWRITEBYTECODE": "1", "PYTHONPYCACHEPREFIX": "/theirs", "HOME": "/h"}
     assert bytecode.child_environ(environ, sys.executable) == environ
     unset = {"PYTHONDONTWRITEBYTECODE": "", "A": "b"}
@@ -617,13 +617,22 @@ def test_a_library_installed_without_bytecode_is_found_without_importing_it(tmp_
     (site / "fakeheavy").mkdir(parents=True)
     init = site / "fakeheavy" / "__init__.py"
     init.write_text("raise SystemExit('imported')\n")  # located, never imported
-    monkeypatch.setenv("PYTHONPATH", str(site))
     monkeypatch.setattr(bytecode, "HEAVY", ("fakeheavy", "no_such_library"))
-    bytecode.installed_without_bytecode.cache_clear()
-    assert bytecode.installed_without_bytecode(sys.executable)
+    assert bytecode.keeps_bytecode({"PYTHONDONTWRITEBYTECODE": "1", "PYTHONPATH": str(site)}, sys.executable)
+    assert not bytecode.keeps_bytecode({"PYTHONDONTWRITEBYTECODE": "1"}, sys.executable)  # another PYTHONPATH
     py_compile.compile(
         str(init), cfile=str(site / "fakeheavy" / "__pycache__" / f"__init__.{sys.implementation.cache_tag}.pyc")
     )
     bytecode.installed_without_bytecode.cache_clear()
-    assert not bytecode.installed_without_bytecode(sys.executable)
-    bytecode.installed_without_bytecode.cache_clear()
+    assert not bytecode.installed_without_bytecode(sys.executable, str(site))
+
+
+def test_a_venv_s_lib64_name_is_dropped_from_the_bytecode_cache_too(tmp_path, bytecode_kept):
+    """Fedora's and RHEL's system Pythons import a venv's packages as `lib64/...` (a link to `lib`)."""
+    from minrepro.dirs import bytecode_mirrors
+
+    site = tmp_path / "env" / "lib" / "python3" / "site-packages"
+    site.mkdir(parents=True)
+    (tmp_path / "env" / "lib64").symlink_to("lib")
+    lib64 = tmp_path / "env" / "lib64" / "python3" / "site-packages" / "peft"
+    assert bytecode_kept / lib64.relative_to("/") in bytecode_mirrors(site / "peft")

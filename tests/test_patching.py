@@ -288,16 +288,11 @@ def test_a_failed_pip_says_why_not_its_last_warning(returncode, stderr, said):
     assert _pip_failure(subprocess.CompletedProcess([], returncode, "", stderr)) == said
 
 
-def test_a_replaced_library_file_keeps_no_stale_bytecode_in_the_bytecode_cache(tmp_path, monkeypatch):
+def test_a_replaced_library_file_keeps_no_stale_bytecode_in_the_bytecode_cache(tmp_path, bytecode_kept):
     """Where the environment turns bytecode off, runs keep it under the cache: a file patched (or laid over from a
     commit) with the same size in the same second would be imported from the old bytecode unless dropped there too."""
-    from minrepro.harness import bytecode
     from minrepro.harness.runner import run_script
 
-    monkeypatch.setenv("PYTHONDONTWRITEBYTECODE", "1")
-    monkeypatch.setattr(bytecode, "installed_without_bytecode", lambda python: True)
-    monkeypatch.setenv("MINREPRO_CACHE", str(tmp_path / "cache"))
-    monkeypatch.delenv("PYTHONPYCACHEPREFIX", raising=False)
     site = tmp_path / "site"
     (site / "demo").mkdir(parents=True)
     module = site / "demo" / "mod.py"

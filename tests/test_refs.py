@@ -141,16 +141,11 @@ def test_a_root_level_package_checkout_gets_the_wheels_native_library(tmp_path):
     assert native_into_checkout(site, "bitsandbytes", checkout) == []  # nothing twice
 
 
-def test_commits_of_one_second_laid_over_in_turn_keep_no_stale_bytecode(tmp_path, monkeypatch):
+def test_commits_of_one_second_laid_over_in_turn_keep_no_stale_bytecode(tmp_path, bytecode_kept):
     """A rebase-merged series shares its commit time, which an overlay's files take as their mtime: where runs keep
     their bytecode under the cache (the environment turns it off), a same-size change would run the old code."""
-    from minrepro.harness import bytecode
     from minrepro.harness.runner import run_script
 
-    monkeypatch.setenv("PYTHONDONTWRITEBYTECODE", "1")
-    monkeypatch.setattr(bytecode, "installed_without_bytecode", lambda python: True)
-    monkeypatch.setenv("MINREPRO_CACHE", str(tmp_path / "cache"))
-    monkeypatch.delenv("PYTHONPYCACHEPREFIX", raising=False)
     repo = tmp_path / "peft-repo"
     (repo / "src" / "peft").mkdir(parents=True)
     _git(repo, "init", "-q", "-b", "main")
@@ -169,5 +164,6 @@ def test_commits_of_one_second_laid_over_in_turn_keep_no_stale_bytecode(tmp_path
     first, second = ref.git("rev-list", "--reverse", "main").split()
     overlay(site, ref, first)
     assert run_script(script, timeout=60).returncode == 3
+    assert list(bytecode_kept.rglob("__init__.*.pyc"))  # the run kept its bytecode there, not beside the source
     overlay(site, ref, second)
     assert run_script(script, timeout=60).returncode == 4

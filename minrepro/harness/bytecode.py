@@ -32,16 +32,21 @@ def keeps_bytecode(environ: Mapping[str, str], python: str) -> bool:
     has no bytecode beside its sources."""
     if not environ.get("PYTHONDONTWRITEBYTECODE") or environ.get("PYTHONPYCACHEPREFIX"):
         return False
-    return installed_without_bytecode(python)
+    return installed_without_bytecode(python, environ.get("PYTHONPATH", ""))
 
 
 @functools.cache
-def installed_without_bytecode(python: str) -> bool:
-    """Whether one of `python`'s HEAVY libraries (located, not imported) has no compiled `__init__` beside it."""
+def installed_without_bytecode(python: str, pythonpath: str = "") -> bool:
+    """Whether one of `python`'s HEAVY libraries (located, not imported, on `pythonpath` first as the runs see them)
+    has no compiled `__init__` beside it."""
+    environ = {**os.environ, "PYTHONPATH": pythonpath}
     try:
-        found = subprocess.run([python, "-c", _WITHOUT, *HEAVY], capture_output=True, text=True, timeout=60)
-        return any(not os.path.exists(path) for path in json.loads(found.stdout))
-    except (OSError, subprocess.SubprocessError, ValueError):
+        found = subprocess.run(
+            [python, "-c", _WITHOUT, *HEAVY], capture_output=True, text=True, timeout=60, env=environ
+        )
+        # the last line: a .pth or sitecustomize may print before it
+        return any(not os.path.exists(path) for path in json.loads(found.stdout.strip().splitlines()[-1]))
+    except (OSError, subprocess.SubprocessError, ValueError, IndexError):
         return False
 
 
