@@ -215,3 +215,26 @@ def test_merge_module_imports_reads_the_modules_names_through_its_from_import():
         "import transformers\ntransformers.AutoConfig()\n",  # no from-import: no line to save
     ]
     assert all(not list(merge_module_imports(ast.parse(s))) for s in kept)
+
+
+# --- vocabularies ------------------------------------------------------------------------------------------
+
+
+def test_shrink_twin_vocabularies_keeps_the_scripts_own_vocabulary_and_leaves_a_script_without_a_twin():
+    from minrepro.reducers.passes import shrink_twin_vocabularies
+
+    twin = (
+        "import transformers\n"
+        "twin = transformers.LlamaForCausalLM(transformers.AutoConfig.for_model('llama', **{'vocab_size': 32000, "
+        "'hidden_size': 64, 'pad_token_id': 31999}))\n"
+    )
+    (shrunk,) = _proposals(shrink_twin_vocabularies, twin + "ids = torch.tensor([[1, 29871, 31999]])\n")
+    config = ast.literal_eval(shrunk.split("**", 1)[1].split("))", 1)[0])
+    assert config["vocab_size"] == 256 and config["pad_token_id"] < 256 and config["hidden_size"] == 64
+    assert "torch.tensor([[1, 0, " + str(config["pad_token_id"]) + "]])" in shrunk  # one id, one small id
+    # the script's own numbers ask for 4096 (`random.randrange(3, VOCAB)`): the twin keeps that many
+    (floored,) = _proposals(shrink_twin_vocabularies, twin + "VOCAB = 4096\n")
+    assert "'vocab_size': 4096" in floored
+    assert not _proposals(shrink_twin_vocabularies, twin + "VOCAB = 32000\n")  # as large as the twin's
+    assert not _proposals(shrink_twin_vocabularies, twin.replace("32000", "256"))  # small already
+    assert not _proposals(shrink_twin_vocabularies, "config = {'vocab_size': 32000}\nload(config)\n")  # no twin

@@ -685,6 +685,29 @@ def test_kept_at_real_size_the_vocabulary_keeps_every_id_as_written():
     assert ast.literal_eval(update.keywords[0].value) == {"eos_token_id": [1, 106]}
 
 
+def test_a_kept_vocabulary_is_spelled_and_the_search_shrinks_it_like_the_scale_down():
+    # kept at real size, the vocabularies are written out (a class default too), so that once the slice has cut
+    # what read the ids past them, the search shrinks them as the scale-down would have, every id mapped with them
+    from minrepro.reducers.passes import shrink_twin_vocabularies
+    from minrepro.reducers.scale import SMALLEST_VOCABULARY as SMALL
+    from minrepro.reducers.scale import VOCAB_FIELD
+
+    plan = plan_from_trace(GEMMA4_RECORDS, GEMMA4_JOB)
+    kept = twin_source(GEMMA4_JOB, plan, set(plan.fields) - {VOCAB_FIELD})
+    config = ast.literal_eval(_calls(kept, "for_model")[0].keywords[0].value)
+    assert config["text_config"]["vocab_size_per_layer_input"] == 262144
+    (shrunk,) = [ast.unparse(t) for t in shrink_twin_vocabularies(ast.parse(kept))]
+    config = ast.literal_eval(_calls(shrunk, "for_model")[0].keywords[0].value)
+    assert config["text_config"]["vocab_size"] == config["text_config"]["vocab_size_per_layer_input"] == SMALL
+    before, after = _id_literal_values(kept), _id_literal_values(shrunk)
+    assert all(0 <= i < SMALL for i in after) and len(set(zip(before, after, strict=True))) == len(set(before))
+    (update,) = _calls(shrunk, "update")
+    assert all(i < SMALL for i in ast.literal_eval(update.keywords[0].value)["eos_token_id"])
+    assert not list(shrink_twin_vocabularies(ast.parse(shrunk)))  # shrunk already: nothing more to propose
+    # every twin shrunk by the scale-down spells nothing more than it did
+    assert "262144" not in twin_source(GEMMA4_JOB, plan, set(plan.fields))
+
+
 def test_a_tower_that_stays_keeps_one_layer_and_the_map_entries_of_that_layer():
     plan = plan_from_trace(GEMMA4_RECORDS, GEMMA4_JOB)
     kept = {f for f in plan.fields if f[-1] == "(tower)" and f[1] == "audio_config"}

@@ -39,7 +39,14 @@ from .statements import (
     inline_single_use_variables,
     remove_dead_definitions,
 )
-from .vocabularies import constant_attributes, drop_arguments, drop_dict_entries, drop_dict_runs, simplify_constants
+from .vocabularies import (
+    constant_attributes,
+    drop_arguments,
+    drop_dict_entries,
+    drop_dict_runs,
+    shrink_twin_vocabularies,
+    simplify_constants,
+)
 from .devices import (
     coarsen_device_maps,
     compact_lists,
@@ -104,6 +111,8 @@ PASSES: list[Pass] = [
     greedy(unwrap_with, chain=True),
     drop_unexecuted,
     slice_to_failure,
+    # a twin's vocabularies kept at real size for what the good path read past the failure: the slice has cut it
+    greedy(shrink_twin_vocabularies),
     drop_all_dead_definitions,
     greedy(unroll_comprehensions),  # `[server.answer(r) for r in requests]`: one call, which the next pass takes
     greedy(inline_methods, chain=True),  # a class around the failing call: `server.start()` becomes its body
@@ -197,6 +206,7 @@ __all__ = [
     "remove_dead_definitions",
     "resolve_recorded_values",
     "shorten_device_maps",
+    "shrink_twin_vocabularies",
     "simplify_constants",
     "simplify_idioms",
     "slice_to_failure",

@@ -1,7 +1,8 @@
 """Arguments, dict entries and literals, the small edits the search sweeps: a keyword or argument dropped, a dict
 literal's entries dropped one or a run at a time, an integer shrunk, an option read made a literal. A vocabulary,
 the token ids beside it and a twin's dimensions stay as written (`_vocabulary_fields`): one of them dropped or
-shrunk alone indexes past a table where the bug is fixed."""
+shrunk alone indexes past a table where the bug is fixed. A twin's vocabularies shrink only all together, with every
+id mapped into them (`shrink_twin_vocabularies`)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ import ast
 import copy
 from collections.abc import Iterator
 
-from ..scale import SHRINK, TOKEN_ID, VOCABULARY
+from ..scale import SHRINK, TOKEN_ID, VOCABULARY, id_literals, small_ids, vocabulary_floor, vocabulary_size
+from ..scale.ids import ints, remap_literals, remapped
 from ..source import replace_node
 from .common import _edits, _nth
 from .devices import _stack_configs, constant_list
@@ -42,12 +44,8 @@ def constant_attributes(tree: ast.Module) -> Iterator[ast.Module]:
 def _twin_configs(tree: ast.AST) -> set[str]:
     """The dict literals (by their dump) that configure a twin: `AutoConfig.for_model(type, **{...})` as the
     scale-down writes it, and every config nested in one (a tower's)."""
-    calls = [
-        n
-        for n in ast.walk(tree)
-        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "for_model"
-    ]
-    return {ast.dump(d) for c in calls for d in ast.walk(c) if isinstance(d, ast.Dict)}
+    configs, _ = _twin_dicts(tree)
+    return {ast.dump(d) for d in configs}
 
 
 def _vocabulary_fields(names: list[str | None], twin: bool = False) -> set[int]:
@@ -209,3 +207,78 @@ def drop_dict_runs(tree: ast.Module) -> Iterator[ast.Module]:
         return out
 
     yield from _edits(tree, ast.Dict, fewer)
+
+
+def shrink_twin_vocabularies(tree: ast.Module) -> Iterator[ast.Module]:
+    """A twin whose vocabularies the scale-down kept at their real size (where the bug is fixed the script went on
+    to ids the failing run never reached) gets them all shrunk together, in one candidate, every id the twin's
+    configs and the script's id literals hold mapped into them, as the scale-down maps them. Once the slice has cut
+    what read those ids, the good path takes it, and every later candidate builds, saves and loads tables of a few
+    hundred rows instead of the real vocabulary's."""
+    configs, updates = _twin_dicts(tree)
+    ids = {i for d in configs + updates for name, v in _int_fields(d) if TOKEN_ID.match(name) for i in ints(v)}
+    ids |= {e.value for literal in id_literals(tree) for e in literal.elts if isinstance(e, ast.Constant)}
+    ids = frozenset(i for i in ids if i >= 0)
+    sizes = [v for d in configs for name, v in _int_fields(d) if name in VOCABULARY and type(v) is int]
+    new = copy.deepcopy(tree)
+    configs, updates = _twin_dicts(new)
+    _set_vocabularies(configs, 0)  # the script's own sizes ask for a floor (`vocabulary_floor`), not the twin's
+    size = max(vocabulary_size(ids), vocabulary_floor(ast.unparse(new)))
+    if not any(v > size for v in sizes):
+        return
+    mapping = small_ids(ids, size)
+    new = copy.deepcopy(tree)
+    configs, updates = _twin_dicts(new)
+    _set_vocabularies(configs, size)
+    for d in configs + updates:
+        for key, value in zip(d.keys, d.values, strict=True):
+            name = key.value if isinstance(key, ast.Constant) and isinstance(key.value, str) else ""
+            if TOKEN_ID.match(name) and (literal := _literal(value)) is not None:
+                replace_node(new, value, ast.parse(repr(remapped(literal, mapping)), mode="eval").body)
+    remap_literals(new, mapping)
+    yield new
+
+
+def _set_vocabularies(configs: list[ast.Dict], size: int) -> None:
+    """Every vocabulary written in `configs` at `size`, those smaller already as written."""
+    for d in configs:
+        for key, value in zip(d.keys, d.values, strict=True):
+            named = isinstance(key, ast.Constant) and key.value in VOCABULARY
+            written = isinstance(value, ast.Constant) and type(value.value) is int
+            if named and written and (value.value > size or not size):
+                value.value = size
+
+
+def _twin_dicts(tree: ast.AST) -> tuple[list[ast.Dict], list[ast.Dict]]:
+    """The dict literals that configure a twin (`AutoConfig.for_model(type, **{...})` and the configs nested in it)
+    and those of `twin.generation_config.update(**{...})` (the special ids generate stops at)."""
+    configs = [d for n in ast.walk(tree) if _called(n, "for_model") for d in ast.walk(n) if isinstance(d, ast.Dict)]
+    updates = [
+        k.value
+        for n in ast.walk(tree)
+        if _called(n, "update") and "generation_config" in ast.unparse(n.func.value)
+        for k in n.keywords
+        if k.arg is None and isinstance(k.value, ast.Dict)
+    ]
+    return [d for d in configs if None not in d.keys], [d for d in updates if None not in d.keys]
+
+
+def _called(node: ast.AST, method: str) -> bool:
+    return isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == method
+
+
+def _literal(node: ast.expr) -> object | None:
+    try:
+        return ast.literal_eval(node)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return None
+
+
+def _int_fields(node: ast.Dict) -> list[tuple[str, object]]:
+    """(name, value) of a dict literal's string keys whose value is an int or a list of ints, as written."""
+    out = []
+    for key, value in zip(node.keys, node.values, strict=True):
+        literal = _literal(value)
+        if isinstance(key, ast.Constant) and isinstance(key.value, str) and (type(literal) is int or ints(literal)):
+            out.append((key.value, literal))
+    return out

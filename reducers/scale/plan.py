@@ -340,16 +340,25 @@ def structural(config: dict[str, Any], defaults: dict[str, Any]) -> dict[str, An
 
 
 def twin_config(
-    load: Load, shrunk: set[Path_], vocabulary: int | None = None, mapping: dict[int, int] | None = None
+    load: Load,
+    shrunk: set[Path_],
+    vocabulary: int | None = None,
+    mapping: dict[int, int] | None = None,
+    spelled: bool = False,
 ) -> dict[str, Any]:
     """The twin's config: the structural fields, with each shrunk field at its tiny value and each tower that goes
-    left out; with a `vocabulary`, every vocabulary at that size and every token id mapped into it (`mapping`)."""
+    left out; with a `vocabulary`, every vocabulary at that size and every token id mapped into it (`mapping`).
+    `spelled`: every vocabulary written at its real size, a class default too, so that the search can shrink it
+    once the slice has cut what read the ids past it (`shrink_twin_vocabularies`)."""
     out = copy.deepcopy(structural(load.config, load.defaults))  # the record's dicts are not the twin's to edit
     gone = {p[:-1] for p in shrunk if p[-1] == TOWER_GONE}
     for path in sorted(p for p in shrunk if p[-1] != TOWER_GONE and not any(p[: len(g)] == g for g in gone)):
         _at(out, path[:-1])[path[-1]] = tiny_value(path)
     for path in gone:
         _at(out, path[:-1]).pop(path[-1], None)
+    if spelled:
+        for path, size in vocabularies(load.config).items():
+            _at(out, path[:-1])[path[-1]] = size
     if vocabulary is not None:
         for path, size in vocabularies(load.config).items():
             if size > vocabulary:

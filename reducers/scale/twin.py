@@ -98,6 +98,7 @@ def prelude(plan: Plan, shrunk: set[Path_], imported: set[str] = frozenset()) ->
     needs that the script does not have (`imported`: the script's plain `import X` names)."""
     vocabulary = plan.vocabulary if VOCAB_FIELD in shrunk else None
     mapping = plan.mapping() if VOCAB_FIELD in shrunk else {}
+    spelled = VOCAB_FIELD in plan.fields and VOCAB_FIELD not in shrunk  # kept: the search may shrink it later
     needed = ["tempfile", "transformers"] + (["peft"] if plan.adapters else [])
     needed += ["torch"] if VOCAB_FIELD in shrunk and _renders_tensors(plan) else []
     lines = ["transformers.set_seed(0)", "twin_dir = tempfile.mkdtemp()"]
@@ -105,7 +106,7 @@ def prelude(plan: Plan, shrunk: set[Path_], imported: set[str] = frozenset()) ->
         fields = {p[1:] for p in shrunk if p[0] == str(i)}
         lines += [
             f"twin = transformers.{load.model_class}(transformers.AutoConfig.for_model("
-            f"{load.model_type!r}, **{twin_config(load, fields, vocabulary, mapping)!r}))"
+            f"{load.model_type!r}, **{twin_config(load, fields, vocabulary, mapping, spelled)!r}))"
         ]
         generation = _generation_update(load, mapping)
         lines += [f"twin.generation_config.update(**{generation!r})"] if generation else []
