@@ -747,6 +747,48 @@ def test_no_pass_shrinks_or_drops_a_vocabulary_or_an_id_beside_it(config, as_key
             assert {k: seen.get(k) for k in fixed} == fixed, (generate.__name__, ast.unparse(tree))
 
 
+@settings(max_examples=100, deadline=None)
+@given(
+    st.integers(1024, 300_000).flatmap(
+        lambda vocab: st.tuples(
+            st.just(vocab),
+            st.fixed_dictionaries(
+                {},
+                optional={
+                    "pad_token_id": st.integers(0, vocab - 1),
+                    "eos_token_id": st.lists(st.integers(0, vocab - 1), min_size=1, max_size=2),
+                    "image_token_id": st.integers(0, vocab - 1),
+                },
+            ),
+            st.lists(st.integers(0, vocab - 1), min_size=1, max_size=12),
+            st.booleans(),
+        )
+    )
+)
+def test_a_twins_vocabularies_shrink_together_and_every_id_lands_once_inside(case):
+    """`shrink_twin_vocabularies`: every vocabulary at one size, every id of the twin's config and of the script's
+    literals below it, two ids never one, and an id that fits keeps its value (pad 0, eos 1 stay)."""
+    from minrepro.reducers.passes import shrink_twin_vocabularies
+
+    vocab, ids, prompt, per_layer = case
+    text = {"hidden_size": 64, "vocab_size": vocab, **({"vocab_size_per_layer_input": vocab} if per_layer else {})}
+    source = (
+        f"twin = transformers.M(transformers.AutoConfig.for_model('gemma4', **{ {'text_config': text, **ids}!r}))"
+        f"\nout = twin.generate(torch.tensor([{prompt!r}]))\n"
+    )
+    (tree,) = list(shrink_twin_vocabularies(ast.parse(source)))
+    config = ast.literal_eval(tree.body[0].value.args[0].keywords[0].value)
+    size = config["text_config"]["vocab_size"]
+    assert size < vocab and config["text_config"].get("vocab_size_per_layer_input", size) == size
+    assert config["text_config"]["hidden_size"] == 64
+    before = [*prompt, *(i for v in ids.values() for i in (v if isinstance(v, list) else [v]))]
+    written = ast.literal_eval(tree.body[1].value.args[0].args[0])[0]
+    after = [*written, *(i for k in ids for i in (config[k] if isinstance(config[k], list) else [config[k]]))]
+    pairs = dict(zip(before, after, strict=True))
+    assert all(0 <= i < size for i in after) and len(set(pairs.values())) == len(pairs)  # one id, one small id
+    assert all(small == big for big, small in pairs.items() if big < size)
+
+
 @settings(max_examples=60, deadline=None)
 @given(
     st.fixed_dictionaries(
