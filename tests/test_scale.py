@@ -708,6 +708,28 @@ def test_a_kept_vocabulary_is_spelled_and_the_search_shrinks_it_like_the_scale_d
     assert "262144" not in twin_source(GEMMA4_JOB, plan, set(plan.fields))
 
 
+def test_a_kept_vocabulary_spells_a_padding_id_past_the_smallest_vocabulary_and_the_search_maps_it():
+    # Phi-3's pad id is its class default, 32000: left unwritten, a twin shrunk to 256 rows builds its embedding
+    # with a padding index past the table and never runs, so its vocabulary would stay at real size for good
+    from minrepro.reducers.passes import shrink_twin_vocabularies
+    from minrepro.reducers.scale import Load
+
+    config = {"vocab_size": 32064, "hidden_size": 3072, "pad_token_id": 32000, "bos_token_id": 1, "eos_token_id": 32000}
+    load = Load(3, "Phi3ForCausalLM", "phi3", config, dict(config))
+    kept = twin_config(load, {("hidden_size",)}, spelled=True)
+    assert kept == {
+        "hidden_size": SHRINK["hidden_size"],
+        "vocab_size": 32064,
+        "pad_token_id": 32000,
+        "eos_token_id": 32000,
+    }
+    assert twin_config(load, {("hidden_size",)}) == {"hidden_size": SHRINK["hidden_size"]}  # not spelled: as it was
+    source = f"twin = transformers.Phi3ForCausalLM(transformers.AutoConfig.for_model('phi3', **{kept!r}))\n"
+    (shrunk,) = [ast.unparse(t) for t in shrink_twin_vocabularies(ast.parse(source))]
+    small = ast.literal_eval(_calls(shrunk, "for_model")[0].keywords[0].value)
+    assert small["vocab_size"] == 256 and small["pad_token_id"] == small["eos_token_id"] < 256
+
+
 def test_a_tower_that_stays_keeps_one_layer_and_the_map_entries_of_that_layer():
     plan = plan_from_trace(GEMMA4_RECORDS, GEMMA4_JOB)
     kept = {f for f in plan.fields if f[-1] == "(tower)" and f[1] == "audio_config"}

@@ -12,6 +12,7 @@ from typing import Any
 
 from .ids import (
     FALLBACK_IDS,
+    SMALLEST_VOCABULARY,
     Path_,
     VOCAB_FIELD,
     callee_name,
@@ -348,8 +349,9 @@ def twin_config(
 ) -> dict[str, Any]:
     """The twin's config: the structural fields, with each shrunk field at its tiny value and each tower that goes
     left out; with a `vocabulary`, every vocabulary at that size and every token id mapped into it (`mapping`).
-    `spelled`: every vocabulary written at its real size, a class default too, so that the search can shrink it
-    once the slice has cut what read the ids past it (`shrink_twin_vocabularies`)."""
+    `spelled`: every vocabulary written at its real size, a class default too, and the pad/bos/eos ids past the
+    smallest vocabulary (a padding index a shrunk table must hold: Phi-3's 32000), so that the search can shrink them
+    once the slice has cut what read the ids past them (`shrink_twin_vocabularies`)."""
     out = copy.deepcopy(structural(load.config, load.defaults))  # the record's dicts are not the twin's to edit
     gone = {p[:-1] for p in shrunk if p[-1] == TOWER_GONE}
     for path in sorted(p for p in shrunk if p[-1] != TOWER_GONE and not any(p[: len(g)] == g for g in gone)):
@@ -359,6 +361,9 @@ def twin_config(
     if spelled:
         for path, size in vocabularies(load.config).items():
             _at(out, path[:-1])[path[-1]] = size
+        for path, value in token_ids(load.config).items():
+            if path[-1] in FALLBACK_IDS and any(i >= SMALLEST_VOCABULARY for i in ints(value)):
+                _at(out, path[:-1])[path[-1]] = value
     if vocabulary is not None:
         for path, size in vocabularies(load.config).items():
             if size > vocabulary:
