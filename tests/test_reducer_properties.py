@@ -1196,8 +1196,9 @@ def test_a_sweep_merges_an_edit_of_the_last_token_with_the_others():
 
 
 def test_an_attribute_read_off_an_instance_built_in_place_is_the_value_its_init_set():
-    """`ChatBackend(args.model_dir)._offload.name` reads `tempfile.TemporaryDirectory().name`; a value that reads a
-    parameter, or one set twice, stays."""
+    """`ChatBackend(args.model_dir)._offload.name` reads `tempfile.TemporaryDirectory().name`; a parameter kept as it
+    came reads the argument passed for it (or its default); a value computed from a parameter, or one set twice,
+    stays."""
     from minrepro.reducers.passes import init_values
 
     source = (
@@ -1208,7 +1209,24 @@ def test_an_attribute_read_off_an_instance_built_in_place_is_the_value_its_init_
         "run(ChatBackend('y', 2).budget)\n"
     )
     proposals = [ast.unparse(t).splitlines()[-2] for t in init_values(ast.parse(source))]
-    assert proposals == ["run(tempfile.TemporaryDirectory().name, ChatBackend('x', None).model_dir)"]
+    assert sorted(proposals) == [
+        "run(ChatBackend(args.model_dir, None)._offload.name, 'x')",
+        "run(tempfile.TemporaryDirectory().name, ChatBackend('x', None).model_dir)",
+    ]
+    kept = (
+        "class Server:\n    def __init__(self, config, root='/srv', *, size=2, **rest):\n"
+        "        self.config = config\n        self.root = root\n        self.size = size\n"
+        "        self.twice = root.upper()\n"
+        "run(Server(Config()).config, Server(c, size=3).root, Server(c, 'r').root, Server(c).size)\n"
+        "run(Server(*a).config, Server(**k).config, Server(c).twice)\n"
+    )
+    proposals = [ast.unparse(t).splitlines()[-2] for t in init_values(ast.parse(kept))]
+    assert sorted(proposals) == [
+        "run(Config(), Server(c, size=3).root, Server(c, 'r').root, Server(c).size)",
+        "run(Server(Config()).config, '/srv', Server(c, 'r').root, Server(c).size)",
+        "run(Server(Config()).config, Server(c, size=3).root, 'r', Server(c).size)",
+        "run(Server(Config()).config, Server(c, size=3).root, Server(c, 'r').root, 2)",
+    ]  # not through `*a` or `**k`, and not a value computed from a parameter
 
 
 def test_a_pass_registered_twice_ends_the_search_at_its_fixpoint_without_extra_rounds():

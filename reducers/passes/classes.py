@@ -200,22 +200,60 @@ def dataclass_defaults(tree: ast.Module) -> Iterator[ast.Module]:
 def init_values(tree: ast.Module) -> Iterator[ast.Module]:
     """`Backend(args.model_dir)._offload.name`, read off an instance built in place, is the value its `__init__`
     set as written, where that value reads neither the instance nor a parameter (`self._offload =
-    tempfile.TemporaryDirectory()`: `tempfile.TemporaryDirectory().name`). The class then falls to the passes that
-    drop what nothing reads."""
-    values = {c.name: _own_values(c) for c in tree.body if isinstance(c, ast.ClassDef) and not c.decorator_list}
+    tempfile.TemporaryDirectory()`: `tempfile.TemporaryDirectory().name`); where `__init__` keeps a parameter as it
+    came (`self.config = config`), the argument the call passed for it (`Server(Config()).config`: `Config()`). The
+    class then falls to the passes that drop what nothing reads."""
+    classes = {c.name: c for c in tree.body if isinstance(c, ast.ClassDef) and not c.decorator_list}
+    values = {name: _own_values(c) for name, c in classes.items()}
+
+    def value(read: ast.Attribute) -> ast.expr | None:
+        call = read.value
+        if not isinstance(call, ast.Call) or not isinstance(call.func, ast.Name) or call.func.id not in classes:
+            return None
+        own = values[call.func.id].get(read.attr)
+        return own if own is not None else _kept_argument(classes[call.func.id], call, read.attr)
+
     reads = [
         i
         for i, n in enumerate(n for n in ast.walk(tree) if isinstance(n, ast.Attribute))
-        if isinstance(n.ctx, ast.Load)
-        and isinstance(n.value, ast.Call)
-        and isinstance(n.value.func, ast.Name)
-        and n.attr in values.get(n.value.func.id, {})
+        if isinstance(n.ctx, ast.Load) and value(n) is not None
     ]
     for index in reads:
         new = copy.deepcopy(tree)
         node = _nth(new, ast.Attribute, index)
-        if replace_node(new, node, copy.deepcopy(values[node.value.func.id][node.attr])):
+        if replace_node(new, node, copy.deepcopy(value(node))):
             yield new
+
+
+def _kept_argument(cls: ast.ClassDef, call: ast.Call, attr: str) -> ast.expr | None:
+    """The argument `call` passes for the parameter that `__init__` stores as `self.attr` as it came (its default
+    where the call passes none), or None: not stored so, set again, or passed through `*args`/`**kwargs`."""
+    init = next((f for f in cls.body if isinstance(f, ast.FunctionDef) and f.name == "__init__"), None)
+    if init is None or not init.args.args:
+        return None
+    stored = [v for a, v in _attributes_set(init) if a == attr]
+    this = init.args.args[0].arg
+    stores = sum(
+        isinstance(n, ast.Attribute)
+        and isinstance(n.ctx, ast.Store)
+        and getattr(n.value, "id", None) == this
+        and n.attr == attr
+        for n in ast.walk(init)
+    )
+    if stores != 1 or len(stored) != 1 or not isinstance(stored[0], ast.Name):
+        return None
+    param = stored[0].id
+    positional = [a.arg for a in [*init.args.posonlyargs, *init.args.args]][1:]
+    if any(isinstance(a, ast.Starred) for a in call.args) or any(k.arg is None for k in call.keywords):
+        return None
+    if param in positional and positional.index(param) < len(call.args):
+        return call.args[positional.index(param)]
+    passed = next((k.value for k in call.keywords if k.arg == param), None)
+    if passed is not None:
+        return passed
+    defaults = dict(zip(positional[len(positional) - len(init.args.defaults) :], init.args.defaults, strict=True))
+    defaults |= {a.arg: d for a, d in zip(init.args.kwonlyargs, init.args.kw_defaults, strict=True) if d is not None}
+    return defaults.get(param)
 
 
 def _own_values(cls: ast.ClassDef) -> dict[str, ast.expr]:
