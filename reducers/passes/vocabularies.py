@@ -11,7 +11,7 @@ import copy
 from collections.abc import Iterator
 
 from ..scale import SHRINK, TOKEN_ID, VOCABULARY, id_literals, small_ids, vocabulary_floor, vocabulary_size
-from ..scale.ids import ints, remap_literals, remapped
+from ..scale.ids import callee_name, ints, remap_literals, remapped
 from ..source import replace_node
 from .common import _edits, _nth
 from .devices import _stack_configs, constant_list
@@ -215,56 +215,47 @@ def shrink_twin_vocabularies(tree: ast.Module) -> Iterator[ast.Module]:
     configs and the script's id literals hold mapped into them, as the scale-down maps them. Once the slice has cut
     what read those ids, the good path takes it, and every later candidate builds, saves and loads tables of a few
     hundred rows instead of the real vocabulary's."""
-    configs, updates = _twin_dicts(tree)
+    new = copy.deepcopy(tree)
+    configs, updates = _twin_dicts(new)
+    # the twin's own sizes set aside: the script's ask for a floor (`vocabulary_floor`), the twin's do not
+    written = [(v, v.value) for d in configs for k, v in zip(_dict_names(d), d.values, strict=True) if _size(k, v)]
+    for node, _ in written:
+        node.value = 0
     ids = {i for d in configs + updates for name, v in _int_fields(d) if TOKEN_ID.match(name) for i in ints(v)}
-    ids |= {e.value for literal in id_literals(tree) for e in literal.elts if isinstance(e, ast.Constant)}
+    ids |= {e.value for literal in id_literals(new) for e in literal.elts if isinstance(e, ast.Constant)}
     ids = frozenset(i for i in ids if i >= 0)
-    sizes = [v for d in configs for name, v in _int_fields(d) if name in VOCABULARY and type(v) is int]
-    new = copy.deepcopy(tree)
-    configs, updates = _twin_dicts(new)
-    _set_vocabularies(configs, 0)  # the script's own sizes ask for a floor (`vocabulary_floor`), not the twin's
     size = max(vocabulary_size(ids), vocabulary_floor(ast.unparse(new)))
-    if not any(v > size for v in sizes):
+    if not any(real > size for _, real in written):
         return
+    for node, real in written:
+        node.value = min(real, size)
     mapping = small_ids(ids, size)
-    new = copy.deepcopy(tree)
-    configs, updates = _twin_dicts(new)
-    _set_vocabularies(configs, size)
     for d in configs + updates:
-        for key, value in zip(d.keys, d.values, strict=True):
-            name = key.value if isinstance(key, ast.Constant) and isinstance(key.value, str) else ""
-            if TOKEN_ID.match(name) and (literal := _literal(value)) is not None:
+        for name, value in zip(_dict_names(d), d.values, strict=True):
+            if name and TOKEN_ID.match(name) and (literal := _literal(value)) is not None:
                 replace_node(new, value, ast.parse(repr(remapped(literal, mapping)), mode="eval").body)
     remap_literals(new, mapping)
     yield new
 
 
-def _set_vocabularies(configs: list[ast.Dict], size: int) -> None:
-    """Every vocabulary written in `configs` at `size`, those smaller already as written."""
-    for d in configs:
-        for key, value in zip(d.keys, d.values, strict=True):
-            named = isinstance(key, ast.Constant) and key.value in VOCABULARY
-            written = isinstance(value, ast.Constant) and type(value.value) is int
-            if named and written and (value.value > size or not size):
-                value.value = size
+def _size(name: str | None, value: ast.expr) -> bool:
+    """A vocabulary's size written as an int literal."""
+    return name in VOCABULARY and isinstance(value, ast.Constant) and type(value.value) is int
 
 
 def _twin_dicts(tree: ast.AST) -> tuple[list[ast.Dict], list[ast.Dict]]:
     """The dict literals that configure a twin (`AutoConfig.for_model(type, **{...})` and the configs nested in it)
     and those of `twin.generation_config.update(**{...})` (the special ids generate stops at)."""
-    configs = [d for n in ast.walk(tree) if _called(n, "for_model") for d in ast.walk(n) if isinstance(d, ast.Dict)]
+    calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call)]
+    configs = [d for c in calls if callee_name(c.func) == "for_model" for d in ast.walk(c) if isinstance(d, ast.Dict)]
     updates = [
         k.value
-        for n in ast.walk(tree)
-        if _called(n, "update") and "generation_config" in ast.unparse(n.func.value)
-        for k in n.keywords
+        for c in calls
+        if callee_name(c.func) == "update" and "generation_config" in ast.unparse(c.func)
+        for k in c.keywords
         if k.arg is None and isinstance(k.value, ast.Dict)
     ]
     return [d for d in configs if None not in d.keys], [d for d in updates if None not in d.keys]
-
-
-def _called(node: ast.AST, method: str) -> bool:
-    return isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == method
 
 
 def _literal(node: ast.expr) -> object | None:
