@@ -1208,8 +1208,11 @@ def test_an_attribute_read_off_an_instance_built_in_place_is_the_value_its_init_
         "run(ChatBackend(args.model_dir, None)._offload.name, ChatBackend('x', None).model_dir)\n"
         "run(ChatBackend('y', 2).budget)\n"
     )
-    proposals = [ast.unparse(t).splitlines()[-2] for t in init_values(ast.parse(source))]
-    assert sorted(proposals) == [
+
+    def proposals(text: str) -> list[str]:
+        return sorted(ast.unparse(t).splitlines()[-2] for t in init_values(ast.parse(text)))
+
+    assert proposals(source) == [
         "run(ChatBackend(args.model_dir, None)._offload.name, 'x')",
         "run(tempfile.TemporaryDirectory().name, ChatBackend('x', None).model_dir)",
     ]
@@ -1220,8 +1223,7 @@ def test_an_attribute_read_off_an_instance_built_in_place_is_the_value_its_init_
         "run(Server(Config()).config, Server(c, size=3).root, Server(c, 'r').root, Server(c).size)\n"
         "run(Server(*a).config, Server(**k).config, Server(c).twice)\n"
     )
-    proposals = [ast.unparse(t).splitlines()[-2] for t in init_values(ast.parse(kept))]
-    assert sorted(proposals) == [
+    assert proposals(kept) == [
         "run(Config(), Server(c, size=3).root, Server(c, 'r').root, Server(c).size)",
         "run(Server(Config()).config, '/srv', Server(c, 'r').root, Server(c).size)",
         "run(Server(Config()).config, Server(c, size=3).root, 'r', Server(c).size)",

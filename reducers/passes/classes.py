@@ -228,53 +228,50 @@ def init_values(tree: ast.Module) -> Iterator[ast.Module]:
 def _kept_argument(cls: ast.ClassDef, call: ast.Call, attr: str) -> ast.expr | None:
     """The argument `call` passes for the parameter that `__init__` stores as `self.attr` as it came (its default
     where the call passes none), or None: not stored so, set again, or passed through `*args`/`**kwargs`."""
-    init = next((f for f in cls.body if isinstance(f, ast.FunctionDef) and f.name == "__init__"), None)
-    if init is None or not init.args.args:
+    init, values = _set_once(cls)
+    value = values.get(attr)
+    if init is None or not isinstance(value, ast.Name):
         return None
-    stored = [v for a, v in _attributes_set(init) if a == attr]
-    this = init.args.args[0].arg
-    stores = sum(
-        isinstance(n, ast.Attribute)
-        and isinstance(n.ctx, ast.Store)
-        and getattr(n.value, "id", None) == this
-        and n.attr == attr
-        for n in ast.walk(init)
-    )
-    if stores != 1 or len(stored) != 1 or not isinstance(stored[0], ast.Name):
-        return None
-    param = stored[0].id
-    positional = [a.arg for a in [*init.args.posonlyargs, *init.args.args]][1:]
     if any(isinstance(a, ast.Starred) for a in call.args) or any(k.arg is None for k in call.keywords):
         return None
-    if param in positional and positional.index(param) < len(call.args):
-        return call.args[positional.index(param)]
-    passed = next((k.value for k in call.keywords if k.arg == param), None)
+    positional = [a.arg for a in [*init.args.posonlyargs, *init.args.args]][1:]
+    if value.id in positional and positional.index(value.id) < len(call.args):
+        return call.args[positional.index(value.id)]
+    passed = next((k.value for k in call.keywords if k.arg == value.id), None)
     if passed is not None:
         return passed
     defaults = dict(zip(positional[len(positional) - len(init.args.defaults) :], init.args.defaults, strict=True))
     defaults |= {a.arg: d for a, d in zip(init.args.kwonlyargs, init.args.kw_defaults, strict=True) if d is not None}
-    return defaults.get(param)
+    return defaults.get(value.id)
 
 
 def _own_values(cls: ast.ClassDef) -> dict[str, ast.expr]:
     """Attribute -> value, for each `self.attr = value` at the top of `__init__` whose value reads neither the
     instance nor a parameter, and that nothing else in `__init__` sets again."""
-    init = next((f for f in cls.body if isinstance(f, ast.FunctionDef) and f.name == "__init__"), None)
-    if init is None or not init.args.args:
+    init, values = _set_once(cls)
+    if init is None:
         return {}
     params = {a.arg for a in ast.walk(init.args) if isinstance(a, ast.arg)}
+    return {
+        attr: value
+        for attr, value in values.items()
+        if not {n.id for n in ast.walk(value) if isinstance(n, ast.Name)} & params
+    }
+
+
+def _set_once(cls: ast.ClassDef) -> tuple[ast.FunctionDef | None, dict[str, ast.expr]]:
+    """The class's `__init__` (None where it has none, or no `self`) and attribute -> value for each `self.attr =
+    value` at its top that nothing else in it sets again (an `if` may)."""
+    init = next((f for f in cls.body if isinstance(f, ast.FunctionDef) and f.name == "__init__"), None)
+    if init is None or not init.args.args:
+        return None, {}
     this = init.args.args[0].arg
-    # every store of `self.attr` in `__init__` (an `if` may set it again)
     stores = Counter(
         n.attr
         for n in ast.walk(init)
         if isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Store) and getattr(n.value, "id", None) == this
     )
-    return {
-        attr: value
-        for attr, value in _attributes_set(init)
-        if stores[attr] == 1 and not {n.id for n in ast.walk(value) if isinstance(n, ast.Name)} & params
-    }
+    return init, {attr: value for attr, value in _attributes_set(init) if stores[attr] == 1}
 
 
 def _attributes_set(init: ast.FunctionDef) -> Iterator[tuple[str, ast.expr]]:
