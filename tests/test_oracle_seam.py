@@ -95,3 +95,14 @@ def test_the_count_takes_each_candidate_once_screened_or_judged():
     counted.screen(["a", "b"])
     counted.judge(["b", "c"])
     assert counts == [2, 1]
+
+
+def test_two_runs_of_one_candidate_at_once_each_have_a_file_of_their_own(tmp_path):
+    # a confirmation where the bug is fixed beside a screening of the same candidate: the first to end removed the
+    # file the other was still reading (FileNotFoundError in the good env's run)
+    from minrepro.harness.oracle import _claimed
+
+    first, second = _claimed(tmp_path, "ab" * 32, "x = 1\n"), _claimed(tmp_path, "ab" * 32, "x = 1\n")
+    assert first != second and first.read_text() == second.read_text() == "x = 1\n"
+    first.unlink()
+    assert second.exists() and _claimed(tmp_path, "ab" * 32, "y\n") == first  # a freed name is taken again

@@ -32,6 +32,21 @@ from minrepro.harness.signature import Signature
 from minrepro.reducers.oracle import Answers, Retraction, Verdict
 
 
+def _claimed(folder: Path, digest: str, source: str) -> Path:
+    """`source` written to a file of its own in `folder`, named by its hash: a second run of the same candidate at
+    once (a confirmation where the bug is fixed beside a screening) takes `<hash>-1.py`, so that neither removes the
+    other's file while it runs."""
+    n = 0
+    while True:  # the first name no other run holds
+        path = folder / (f"{digest[:16]}-{n}.py" if n else f"{digest[:16]}.py")
+        try:
+            with path.open("x", encoding="utf-8") as fh:
+                fh.write(source)
+            return path
+        except FileExistsError:
+            n += 1
+
+
 @dataclass
 class OracleStats:
     calls: int = 0  # candidates actually run
@@ -114,9 +129,7 @@ class _Base:
         removed after it; the time it took is counted."""
         folder = self.workdir / "candidates"
         folder.mkdir(parents=True, exist_ok=True)
-        paths = [folder / f"{digest[:16]}.py" for digest in todo]
-        for path, source in zip(paths, todo.values(), strict=True):
-            path.write_text(source, encoding="utf-8")
+        paths = [_claimed(folder, digest, source) for digest, source in todo.items()]
         start = time.monotonic()
         try:
             return judge(paths)
