@@ -84,9 +84,9 @@ def test_a_twin_refused_where_the_bug_is_fixed_climbs_to_the_vocabulary_kept_and
     )
     traced = RunResult(1, "", "", 1.0, ORIGINAL, "", trace=tuple(RECORDS))
 
-    def on_rung(name):
+    def on_rung(name, **told):
         rungs.append(name)
-        judge.on_rung(name)
+        judge.on_rung(name, **told)
 
     scaled = try_scale_down(JOB, traced, judge, lambda text: None, on_rung)
     assert scaled is not None and "'vocab_size': 32000" in scaled.source
@@ -242,6 +242,36 @@ def test_a_ladder_steps_twins_have_their_good_runs_beside_the_batch_where_the_co
     judge.on_rung("every dimension shrunk")
     assert judge(["a\n", "b\n"]) == [False, True]
     assert rounds == [["a\n", "a\n", "b\n", "b\n"]]
+
+
+@pytest.mark.parametrize("room", [16, 2])
+def test_the_next_steps_first_twins_run_beside_a_steps_first_where_the_slots_hold_both(room):
+    """A step refused where the bug is fixed costs no second round where the cores hold both steps' first twins at
+    once: the next step's answers were run beside, kept, and taken when it is asked. Where they do not, the steps go
+    one after the other, as before; either way the same twin is taken and the same refusal said."""
+    bad_rounds, good_rounds, said = [], [], []
+
+    def bad(sources):  # the oracle's cache: a twin run once is answered again without a run
+        fresh = [text for text in sources if not any(text in done for done in bad_rounds)]
+        if fresh:
+            bad_rounds.append(fresh)
+        return [True] * len(sources)
+
+    refusing = fixed_world(lambda text: "'vocab_size': 32000" not in text)
+
+    def run_good(sources, python, jobs):
+        good_rounds.append(list(sources))
+        return refusing(sources, python, jobs)
+
+    judge = TwinJudge(bad, {"py": False}, run_good, lambda r: r.signature == ORIGINAL, 4, said.append, room)
+    traced = RunResult(1, "", "", 1.0, ORIGINAL, "", trace=tuple(RECORDS))
+    scaled = try_scale_down(JOB, traced, judge, lambda text: None, judge.on_rung)
+    assert scaled is not None and "'vocab_size': 32000" in scaled.source
+    assert [r.rung for r in judge.refused] == [ladder(plan_from_trace(RECORDS, JOB))[0].name]
+    beside = room >= 16
+    assert len(bad_rounds) == (1 if beside else 2) and len(good_rounds) == (1 if beside else 2)
+    assert scaled.source in bad_rounds[0] if beside else scaled.source not in bad_rounds[0]
+    assert any("judged beside" in line for line in said) is beside
 
 
 def test_the_ids_the_script_reads_where_the_bug_is_fixed_join_the_plan_and_its_loads_stay_the_failing_runs():

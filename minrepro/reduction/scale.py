@@ -96,7 +96,8 @@ class TwinJudge:
     is kept; where it fails there the same way in an env the guard has not judged yet, the guard decides.
     `run_good(sources, python, jobs)`: each source's cold runs there. The good runs of a batch go beside its bad runs
     where the slots hold them (every twin's, else the first's), else after; then, in order, for each twin the bad
-    world accepts until one holds."""
+    world accepts until one holds. The next step's first twins (`on_rung`'s `ahead`) run beside a step's first batch
+    where the slots hold every run of both at once; their answers wait for that step."""
 
     bad: Callable[[list[str]], list[bool]]
     goods: dict[str, bool]
@@ -111,12 +112,13 @@ class TwinJudge:
     shared: bool = True  # the step's twins share its shrink: one refused where the bug is fixed refuses the step
     step_refused: bool = False
     skipping: bool = False  # a step not worth its runs (see `on_rung`)
+    ahead: list[str] = field(default_factory=list)  # the next step's first twins, run beside this step's first batch
 
-    def on_rung(self, name: str, shared: bool = True) -> None:
+    def on_rung(self, name: str, shared: bool = True, ahead: Sequence[str] = ()) -> None:
         # delta debugging looks for the fields the *failure* needs at real size: where the ladder's last step failed
         # where the bug is fixed instead, its twins would each pay good runs to learn what real scale gives at once
         self.skipping = not shared and self.step_refused
-        self.rung, self.shared, self.step_refused = name, shared, False
+        self.rung, self.shared, self.step_refused, self.ahead = name, shared, False, list(ahead)
         if self.skipping:
             self.say("scale-down: the ladder's last step failed where the bug is fixed: no delta debugging, real scale")
 
@@ -131,12 +133,21 @@ class TwinJudge:
         # first's runs all go at once even past the cores: they share them, and none waits for the slowest's slot
         small = max(self.room, 1 + beside) if self.shared else 0
         slots = max(self.jobs, small)
-        ahead = sources if slots >= len(sources) * (1 + beside) else sources[:1]
-        if slots >= len(sources) + beside:
+        # the next step's first twins beside this step's first batch, where the slots hold all their runs at once: a
+        # step refused where the bug is fixed then costs no second round of cold runs, and one taken idle cores only
+        following = [text for text in self.ahead if text not in sources]
+        together, self.ahead = len(sources) + len(following), []
+        if following and slots >= together * (1 + beside) and self.jobs >= together:
+            self.say(f"scale-down: the next step's {len(following)} twin(s) judged beside this step's, on idle cores")
+        else:
+            following = []
+        batch = [*sources, *following]
+        ahead = batch if slots >= len(batch) * (1 + beside) else sources[:1]
+        if slots >= len(batch) + beside:
             with ThreadPoolExecutor(1) as pool:
-                bad = pool.submit(self.bad, sources)
-                self._judge_good(ahead, spare=slots - len(sources))
-                answers = bad.result()
+                bad = pool.submit(self.bad, batch)
+                self._judge_good(ahead, spare=slots - len(batch))
+                answers = bad.result()[: len(sources)]
         else:
             answers = self.bad(sources)
         for i, text in enumerate(sources):  # then, in order, the twins the bad world accepts: the first that holds

@@ -45,9 +45,10 @@ def scale_down(
     no twin is. The ladder's steps in order (`ladder`), each as one batch per layer cut then the uncut twins; then
     delta debugging over the fields kept at real size, and the result checked once more (ddmin assumes the whole
     set is interesting: it need not be, the maps are literal there and were inferred in the original). `cut`:
-    further shrinks of a twin's text (its layers), the smallest first. `on_rung(name, shared=True)`: told each step
-    before its candidates are judged (the judge says why a step was refused); `shared`: the step's twins share its
-    shrink, so that one refused where the bug is fixed refuses the step."""
+    further shrinks of a twin's text (its layers), the smallest first. `on_rung(name, shared=True, ahead=())`: told
+    each step before its candidates are judged (the judge says why a step was refused); `shared`: the step's twins
+    share its shrink, so that one refused where the bug is fixed refuses the step; `ahead`: the next step's first
+    batch, which a judge with free slots may run beside this step's first (asked for again, its answers are kept)."""
     fields = plan.fields
 
     def twin(kept: Sequence[Path_]) -> str | None:
@@ -55,12 +56,16 @@ def scale_down(
 
     if twin([]) is None:  # a recorded call is not in the script: no twin of any step
         return None
-    for rung in ladder(plan):
+    rungs = ladder(plan)
+    steps = [_batches(twin, fields, rung, cut) for rung in rungs]
+    for at, (rung, batches) in enumerate(zip(rungs, steps, strict=True)):
         if on_rung is not None:
-            on_rung(rung.name)
-        found = _first_on_rung(twin, fields, rung, first_interesting, cut)
-        if found is not None:
-            return found
+            following = steps[at + 1][0] if at + 1 < len(steps) and steps[at + 1] else []
+            on_rung(rung.name, ahead=[text for text, _ in following])
+        for batch in batches:
+            found = first_interesting([text for text, _ in batch])
+            if found is not None:
+                return batch[found]
     if on_rung is not None:  # its twins shrink different fields: a refusal of one says nothing of the others
         on_rung("the fields the failure needs at their real size, found by delta debugging", False)
 
@@ -74,21 +79,20 @@ def scale_down(
     return (final, kept) if final is not None and first_interesting([final]) == 0 else None
 
 
-def _first_on_rung(
+def _batches(
     twin: Callable[[Sequence[Path_]], str | None],
     fields: list[Path_],
     rung: Rung,
-    first_interesting: FirstInteresting,
     cut: Callable[[str], list[str]] | None,
-) -> tuple[str, list[Path_]] | None:
-    """The first interesting twin of one step of the ladder, or None."""
+) -> list[list[tuple[str, list[Path_]]]]:
+    """One step of the ladder as the batches to judge in order, each a list of (twin, fields kept at real size)."""
     # towers cut to one small layer, and gone, in one batch side by side: a twin without a tower the failure needs
     # would send the step to delta debugging (gpu-gemma4-e4b-eval in benchmarks/results/scale/defaults.jsonl)
     towers = [path for path in fields if path[-1] == TOWER_GONE]
     kept = list(rung.kept)
     first = twin([*kept, *towers])
     if first is None:
-        return None
+        return []
     without = twin(kept) if towers else None
     tries = [(without, kept), (first, [*kept, *towers])] if without is not None else [(first, [*kept, *towers])]
     # the twin's layers cut first: every cold run after it (the guard's, the verification's) and the search's
@@ -98,8 +102,4 @@ def _first_on_rung(
         [(shorter[step], kept) for shorter, (_, kept) in zip(cuts, tries, strict=True) if step < len(shorter)]
         for step in range(max(map(len, cuts)))
     ]
-    for batch in [*batches, tries]:
-        found = first_interesting([text for text, _ in batch])
-        if found is not None:
-            return batch[found]
-    return None
+    return [*batches, tries]
