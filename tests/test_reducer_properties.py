@@ -1120,6 +1120,25 @@ def test_a_dataclass_built_without_arguments_reads_its_fields_defaults():
     ]  # `ServerConfig(budget='2GiB')` was given its value: not a default
 
 
+def test_a_dataclass_built_with_other_fields_reads_the_default_of_one_no_argument_sets():
+    """`ServerConfig(args.ckpt, '80MB', temperature=0.0).offload_root`: neither the two positional arguments (the first
+    two fields, in order) nor the keyword set `offload_root`, so it is the field's default; a field they set, or a
+    call with `*args` or `**kwargs`, is left as it is."""
+    from minrepro.reducers.passes import dataclass_defaults
+
+    source = (
+        "import tempfile\nfrom dataclasses import dataclass, field\n@dataclass\nclass ServerConfig:\n"
+        "    checkpoint: str\n    ram_budget: str = '80MB'\n"
+        "    offload_root: str = field(default_factory=lambda: tempfile.mkdtemp())\n    temperature: float = 0.0\n"
+        "run(ServerConfig(parse().ckpt, '1GB', temperature=0.5).offload_root)\n"
+        "run(ServerConfig(c, '1GB').ram_budget, ServerConfig(c, temperature=1.0).temperature)\n"
+        "run(ServerConfig(*a).offload_root, ServerConfig(c, **kw).offload_root, ServerConfig(c).checkpoint)\n"
+    )
+    proposals = [ast.unparse(t).splitlines()[-3:] for t in dataclass_defaults(ast.parse(source))]
+    assert [lines[0] for lines in proposals] == ["run(tempfile.mkdtemp())"]
+    assert all(lines[1:] == ast.unparse(ast.parse(source)).splitlines()[-2:] for lines in proposals)
+
+
 def test_a_comprehension_statement_unrolls_to_its_first_item():
     """`out = [f(x) for x in xs]` becomes `x = next(iter(xs))` then `out = f(x)` where nothing reads `out` (else
     `out = [f(x)]`); one with a condition or two loops stays."""

@@ -117,8 +117,8 @@ PASSES: list[Pass] = [
     greedy(unroll_comprehensions),  # `[server.answer(r) for r in requests]`: one call, which the next pass takes
     greedy(inline_methods, chain=True),  # a class around the failing call: `server.start()` becomes its body
     greedy(flatten_instances, chain=True),  # then the instance's attributes: its arguments, or its values alone
-    greedy(dataclass_defaults, chain=True),  # `Config().root`: the field's default as written
     greedy(init_values, chain=True),  # `Backend(args.dir)._offload`: the value its `__init__` set, as written
+    greedy(dataclass_defaults, chain=True),  # `Config().root`, which the one above may leave: the field's default
     # what the slice leaves unread, each in one candidate: a budget that ends here still hands over a clean script
     drop_dead_assignments,
     drop_unused_imports,
@@ -132,6 +132,10 @@ PASSES: list[Pass] = [
     drop_all_dead_definitions,  # what the deleted statements read is dead now: one run, not one per name
     drop_unused_parameters,  # after the deletions, which leave parameters unread
     inline_single_use_variables,  # `root = mkdtemp()` read once: one line less each, all in one candidate
+    # an instance the inlining built in place (`Server(Config(x)).config.root`): its values now, not a round later,
+    # so that the argument and entry sweeps below run without its classes
+    greedy(init_values, chain=True),
+    greedy(dataclass_defaults, chain=True),
     greedy(unwrap_calls, chain=True),
     greedy(inline_functions, chain=True),
     greedy(inline_nested_calls, chain=True),
