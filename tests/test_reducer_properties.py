@@ -1137,6 +1137,10 @@ def test_a_dataclass_built_with_other_fields_reads_the_default_of_one_no_argumen
     proposals = [ast.unparse(t).splitlines()[-3:] for t in dataclass_defaults(ast.parse(source))]
     assert [lines[0] for lines in proposals] == ["run(tempfile.mkdtemp())"]
     assert all(lines[1:] == ast.unparse(ast.parse(source)).splitlines()[-2:] for lines in proposals)
+    # a ClassVar takes no argument; a subclass's first arguments go to its base's fields, which are not written here
+    with_classvar = source.replace("    checkpoint: str\n", "    kind: ClassVar[str] = 'x'\n    checkpoint: str\n")
+    assert len(list(dataclass_defaults(ast.parse(with_classvar)))) == 1
+    assert list(dataclass_defaults(ast.parse(source.replace("class ServerConfig:", "class ServerConfig(Base):")))) == []
 
 
 def test_a_comprehension_statement_unrolls_to_its_first_item():

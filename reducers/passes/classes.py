@@ -173,10 +173,14 @@ def dataclass_defaults(tree: ast.Module) -> Iterator[ast.Module]:
     does `Config(args.ckpt, '80MB').root`, where neither a positional argument nor a keyword sets `root` (what the
     other arguments computed goes with the call, for the oracle to judge). The class then falls to the passes that
     drop what nothing reads."""
-    fields = {
-        c.name: [f for f in c.body if isinstance(f, ast.AnnAssign) and isinstance(f.target, ast.Name)]
+    fields = {  # in the order `__init__` takes them: a base class's fields would come first, a ClassVar is none
+        c.name: [
+            f
+            for f in c.body
+            if isinstance(f, ast.AnnAssign) and isinstance(f.target, ast.Name) and "ClassVar" not in ast.unparse(f)
+        ]
         for c in tree.body
-        if isinstance(c, ast.ClassDef) and any(callee_name(d) == "dataclass" for d in c.decorator_list)
+        if isinstance(c, ast.ClassDef) and not c.bases and any(callee_name(d) == "dataclass" for d in c.decorator_list)
     }
 
     def default(read: ast.Attribute) -> ast.expr | None:
