@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import ast
 
+import pytest
+
 from hypothesis import given, settings, strategies as st
 
 from minrepro.harness.runner import RunResult
@@ -1141,6 +1143,29 @@ def test_a_dataclass_built_with_other_fields_reads_the_default_of_one_no_argumen
     with_classvar = source.replace("    checkpoint: str\n", "    kind: ClassVar[str] = 'x'\n    checkpoint: str\n")
     assert len(list(dataclass_defaults(ast.parse(with_classvar)))) == 1
     assert list(dataclass_defaults(ast.parse(source.replace("class ServerConfig:", "class ServerConfig(Base):")))) == []
+
+
+@pytest.mark.parametrize(
+    "change, proposed",
+    [
+        ("", 1),  # three arguments set checkpoint, budget and root: only `C(c).budget` is a default
+        ("    cache: dict = field(init=False, default_factory=dict)\n", 1),  # not an argument: the order holds
+        ("    tag: str = field(kw_only=True, default='t')\n", 1),  # taken by keyword only: the order holds
+        ("    def __post_init__(self):\n        self.budget = 'y'\n", 0),  # it may set any field
+    ],
+)
+def test_a_dataclass_fields_positions_are_those_its_generated_init_takes(change, proposed):
+    """Positional arguments go to the fields `__init__` takes by position, in order: a field with `init=False` or
+    `kw_only=True` takes none; a `__post_init__` may set any field, so none is read."""
+    from minrepro.reducers.passes import dataclass_defaults
+
+    source = (
+        "from dataclasses import dataclass, field\n@dataclass\nclass C:\n    checkpoint: str\n"
+        f"{change}    budget: str = '80MB'\n    root: str = 'x'\n"
+        "run(C(c, '1GB', '/r').root, C(c).budget)\n"
+    )
+    proposals = [ast.unparse(t).splitlines()[-1] for t in dataclass_defaults(ast.parse(source))]
+    assert proposals == ["run(C(c, '1GB', '/r').root, '80MB')"] * proposed
 
 
 def test_a_comprehension_statement_unrolls_to_its_first_item():

@@ -244,11 +244,12 @@ def test_a_ladder_steps_twins_have_their_good_runs_beside_the_batch_where_the_co
     assert rounds == [["a\n", "a\n", "b\n", "b\n"]]
 
 
-@pytest.mark.parametrize("room", [16, 2])
-def test_the_next_steps_first_twins_run_beside_a_steps_first_where_the_slots_hold_both(room):
+@pytest.mark.parametrize("room, jobs", [(16, 4), (2, 4), (16, 1)])
+def test_the_next_steps_first_twins_run_beside_a_steps_first_where_the_slots_hold_both(room, jobs):
     """A step refused where the bug is fixed costs no second round where the cores hold both steps' first twins at
-    once: the next step's answers were run beside, kept, and taken when it is asked. Where they do not, the steps go
-    one after the other, as before; either way the same twin is taken and the same refusal said."""
+    once, and the slots where the script fails hold their runs there: the next step's answers were run beside, kept,
+    and taken when it is asked. Where they do not, the steps go one after the other, as before; either way the same
+    twin is taken and the same refusal said."""
     bad_rounds, good_rounds, said = [], [], []
 
     def bad(sources):  # the oracle's cache: a twin run once is answered again without a run
@@ -263,15 +264,36 @@ def test_the_next_steps_first_twins_run_beside_a_steps_first_where_the_slots_hol
         good_rounds.append(list(sources))
         return refusing(sources, python, jobs)
 
-    judge = TwinJudge(bad, {"py": False}, run_good, lambda r: r.signature == ORIGINAL, 4, said.append, room)
+    judge = TwinJudge(bad, {"py": False}, run_good, lambda r: r.signature == ORIGINAL, jobs, said.append, room)
     traced = RunResult(1, "", "", 1.0, ORIGINAL, "", trace=tuple(RECORDS))
     scaled = try_scale_down(JOB, traced, judge, lambda text: None, judge.on_rung)
     assert scaled is not None and "'vocab_size': 32000" in scaled.source
     assert [r.rung for r in judge.refused] == [ladder(plan_from_trace(RECORDS, JOB))[0].name]
-    beside = room >= 16
+    beside = room >= 16 and jobs >= 2
     assert len(bad_rounds) == (1 if beside else 2) and len(good_rounds) == (1 if beside else 2)
     assert scaled.source in bad_rounds[0] if beside else scaled.source not in bad_rounds[0]
     assert any("judged beside" in line for line in said) is beside
+
+
+def test_the_next_steps_twins_answers_are_its_own_and_wait_for_it():
+    """Judged beside, the next step's twin's answer is not the step's: the step's twin lost the failure, the next
+    step's kept it; asked for, the next step's twin runs nowhere again where the bug is fixed (the oracle where the
+    script fails keeps its own answers)."""
+    rounds, good_rounds = [], []
+
+    def bad(sources):
+        rounds.append(list(sources))
+        return [text == "next\n" for text in sources]
+
+    def run_good(sources, python, jobs):
+        good_rounds.append(list(sources))
+        return [run(None) for _ in sources]
+
+    judge = TwinJudge(bad, {"py": False}, run_good, lambda r: False, jobs=2, room=16)
+    judge.on_rung("every dimension shrunk", ahead=["next\n"])
+    assert judge(["step\n"]) == [False] and rounds == [["step\n", "next\n"]]
+    judge.on_rung("dimensions and layers shrunk, vocabularies and token ids kept")
+    assert judge(["next\n"]) == [True] and len(good_rounds) == 1
 
 
 def test_the_ids_the_script_reads_where_the_bug_is_fixed_join_the_plan_and_its_loads_stay_the_failing_runs():

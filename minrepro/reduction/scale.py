@@ -134,7 +134,7 @@ class TwinJudge:
         small = max(self.room, 1 + beside) if self.shared else 0
         slots = max(self.jobs, small)
         # the next step's first twins beside this step's first batch, where the slots hold all their runs at once: a
-        # step refused where the bug is fixed then costs no second round of cold runs, and one taken idle cores only
+        # step refused where the bug is fixed then costs no second round of cold runs; one that holds, idle cores only
         following = [text for text in self.ahead if text not in sources]
         together, self.ahead = len(sources) + len(following), []
         if following and slots >= together * (1 + beside) and self.jobs >= together:
@@ -142,11 +142,11 @@ class TwinJudge:
         else:
             following = []
         batch = [*sources, *following]
-        ahead = batch if slots >= len(batch) * (1 + beside) else sources[:1]
+        good_first = batch if slots >= len(batch) * (1 + beside) else sources[:1]
         if slots >= len(batch) + beside:
             with ThreadPoolExecutor(1) as pool:
                 bad = pool.submit(self.bad, batch)
-                self._judge_good(ahead, spare=slots - len(batch))
+                self._judge_good(good_first, spare=slots - len(batch))
                 answers = bad.result()[: len(sources)]
         else:
             answers = self.bad(sources)

@@ -132,8 +132,7 @@ PASSES: list[Pass] = [
     drop_all_dead_definitions,  # what the deleted statements read is dead now: one run, not one per name
     drop_unused_parameters,  # after the deletions, which leave parameters unread
     inline_single_use_variables,  # `root = mkdtemp()` read once: one line less each, all in one candidate
-    # an instance the inlining built in place (`Server(Config(x)).config.root`): its values now, not a round later,
-    # so that the argument and entry sweeps below run without its classes
+    # an instance the inlining built in place (`Server(Config(x)).config.root`): read before the sweeps
     greedy(init_values, chain=True),
     greedy(dataclass_defaults, chain=True),
     greedy(unwrap_calls, chain=True),

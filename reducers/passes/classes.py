@@ -173,25 +173,18 @@ def dataclass_defaults(tree: ast.Module) -> Iterator[ast.Module]:
     does `Config(args.ckpt, '80MB').root`, where neither a positional argument nor a keyword sets `root` (what the
     other arguments computed goes with the call, for the oracle to judge). The class then falls to the passes that
     drop what nothing reads."""
-    fields = {  # in the order `__init__` takes them: a base class's fields would come first, a ClassVar is none
-        c.name: [
-            f
-            for f in c.body
-            if isinstance(f, ast.AnnAssign) and isinstance(f.target, ast.Name) and "ClassVar" not in ast.unparse(f)
-        ]
-        for c in tree.body
-        if isinstance(c, ast.ClassDef) and not c.bases and any(callee_name(d) == "dataclass" for d in c.decorator_list)
-    }
+    classes = {c.name: _init_fields(c) for c in tree.body if isinstance(c, ast.ClassDef)}
 
     def default(read: ast.Attribute) -> ast.expr | None:
         call = read.value
-        if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id in fields):
+        init = classes.get(call.func.id) if isinstance(call, ast.Call) and isinstance(call.func, ast.Name) else None
+        if init is None or not isinstance(call, ast.Call):
             return None
         if any(isinstance(a, ast.Starred) for a in call.args) or any(k.arg is None for k in call.keywords):
             return None  # `*args`, `**kwargs`: which fields they set is not written
-        order = [f.target.id for f in fields[call.func.id]]
-        set_ = set(order[: len(call.args)]) | {k.arg for k in call.keywords}
-        field_ = next((f for f in fields[call.func.id] if f.target.id == read.attr), None)
+        positional, fields = init
+        set_ = {*positional[: len(call.args)], *(k.arg for k in call.keywords)}
+        field_ = fields.get(read.attr)
         if field_ is None or field_.value is None or read.attr in set_:
             return None
         return _field_default(field_.value)
@@ -207,6 +200,44 @@ def dataclass_defaults(tree: ast.Module) -> Iterator[ast.Module]:
         value = default(node)
         if value is not None and replace_node(new, node, copy.deepcopy(value)):
             yield new
+
+
+def _init_fields(cls: ast.ClassDef) -> tuple[list[str], dict[str, ast.AnnAssign]] | None:
+    """A dataclass's fields as its generated `__init__` takes them: the names it takes by position, in order, and
+    every field by name. None where the class does not show that: a base's fields come first, a written `__init__` or
+    `__post_init__` may set any field, `@dataclass(init=False)` generates none."""
+    decorators = [d for d in cls.decorator_list if callee_name(d) == "dataclass"]
+    options = {k.arg: k.value for d in decorators if isinstance(d, ast.Call) for k in d.keywords}
+    methods = {f.name for f in cls.body if isinstance(f, ast.FunctionDef)}
+    generated = _is_true(options.get("init", ast.Constant(True)))
+    if not decorators or cls.bases or not generated or methods & {"__init__", "__post_init__"}:
+        return None
+    keyword_only = _is_true(options.get("kw_only"))
+    positional, fields = [], {}
+    for f in cls.body:
+        if not (isinstance(f, ast.AnnAssign) and isinstance(f.target, ast.Name)):
+            continue
+        annotation = ast.unparse(f.annotation)
+        if annotation.endswith("KW_ONLY"):  # `_: KW_ONLY`: the fields after it are taken by keyword only
+            keyword_only = True
+            continue
+        if "ClassVar" in annotation:
+            continue
+        settings = {k.arg: k.value for k in f.value.keywords} if _is_field_call(f.value) else {}
+        if not _is_true(settings.get("init", ast.Constant(True))):  # `field(init=False)`: set elsewhere, if at all
+            continue
+        fields[f.target.id] = f
+        if not (keyword_only or _is_true(settings.get("kw_only"))):
+            positional.append(f.target.id)
+    return positional, fields
+
+
+def _is_field_call(value: ast.expr | None) -> bool:
+    return isinstance(value, ast.Call) and callee_name(value.func) == "field"
+
+
+def _is_true(value: ast.expr | None) -> bool:
+    return isinstance(value, ast.Constant) and value.value is True
 
 
 def init_values(tree: ast.Module) -> Iterator[ast.Module]:
@@ -297,7 +328,8 @@ def _attributes_set(init: ast.FunctionDef) -> Iterator[tuple[str, ast.expr]]:
 
 def _field_default(value: ast.expr) -> ast.expr | None:
     """What a dataclass field's default evaluates to, as an expression: the value, or a default factory's call."""
-    if isinstance(value, ast.Call) and callee_name(value.func) == "field":
+    if _is_field_call(value):
+        assert isinstance(value, ast.Call)
         for k in value.keywords:
             if k.arg == "default":
                 return k.value
