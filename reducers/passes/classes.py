@@ -7,7 +7,7 @@ import ast
 import copy
 import re
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from ..scale.ids import callee_name
 from ..source import replace_node
@@ -177,11 +177,13 @@ def dataclass_defaults(tree: ast.Module) -> Iterator[ast.Module]:
 
     def default(read: ast.Attribute) -> ast.expr | None:
         call = read.value
-        init = classes.get(call.func.id) if isinstance(call, ast.Call) and isinstance(call.func, ast.Name) else None
-        if init is None or not isinstance(call, ast.Call):
+        if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Name)):
             return None
-        if any(isinstance(a, ast.Starred) for a in call.args) or any(k.arg is None for k in call.keywords):
-            return None  # `*args`, `**kwargs`: which fields they set is not written
+        init = classes.get(call.func.id)
+        if init is None:
+            return None
+        if _spread(call):
+            return None
         positional, fields = init
         set_ = {*positional[: len(call.args)], *(k.arg for k in call.keywords)}
         field_ = fields.get(read.attr)
@@ -189,17 +191,7 @@ def dataclass_defaults(tree: ast.Module) -> Iterator[ast.Module]:
             return None
         return _field_default(field_.value)
 
-    reads = [
-        i
-        for i, n in enumerate(n for n in ast.walk(tree) if isinstance(n, ast.Attribute))
-        if isinstance(n.ctx, ast.Load) and default(n) is not None
-    ]
-    for index in reads:
-        new = copy.deepcopy(tree)
-        node = _nth(new, ast.Attribute, index)
-        value = default(node)
-        if value is not None and replace_node(new, node, copy.deepcopy(value)):
-            yield new
+    yield from _reads_replaced(tree, default)
 
 
 def _init_fields(cls: ast.ClassDef) -> tuple[list[str], dict[str, ast.AnnAssign]] | None:
@@ -256,26 +248,17 @@ def init_values(tree: ast.Module) -> Iterator[ast.Module]:
         own = values[call.func.id].get(read.attr)
         return own if own is not None else _kept_argument(classes[call.func.id], call, read.attr)
 
-    reads = [
-        i
-        for i, n in enumerate(n for n in ast.walk(tree) if isinstance(n, ast.Attribute))
-        if isinstance(n.ctx, ast.Load) and value(n) is not None
-    ]
-    for index in reads:
-        new = copy.deepcopy(tree)
-        node = _nth(new, ast.Attribute, index)
-        if replace_node(new, node, copy.deepcopy(value(node))):
-            yield new
+    yield from _reads_replaced(tree, value)
 
 
 def _kept_argument(cls: ast.ClassDef, call: ast.Call, attr: str) -> ast.expr | None:
     """The argument `call` passes for the parameter that `__init__` stores as `self.attr` as it came (its default
-    where the call passes none), or None: not stored so, set again, or passed through `*args`/`**kwargs`."""
+    where the call passes none), or None: not stored so, set again, or passed through `*args`/`**kwargs`. Not
+    `_arguments`, which refuses keyword-only parameters and `**rest` (an inlined body may read them): only the one
+    parameter's argument is read here."""
     init, values = _set_once(cls)
     value = values.get(attr)
-    if init is None or not isinstance(value, ast.Name):
-        return None
-    if any(isinstance(a, ast.Starred) for a in call.args) or any(k.arg is None for k in call.keywords):
+    if init is None or not isinstance(value, ast.Name) or _spread(call):
         return None
     positional = [a.arg for a in [*init.args.posonlyargs, *init.args.args]][1:]
     if value.id in positional and positional.index(value.id) < len(call.args):
@@ -286,6 +269,26 @@ def _kept_argument(cls: ast.ClassDef, call: ast.Call, attr: str) -> ast.expr | N
     defaults = dict(zip(positional[len(positional) - len(init.args.defaults) :], init.args.defaults, strict=True))
     defaults |= {a.arg: d for a, d in zip(init.args.kwonlyargs, init.args.kw_defaults, strict=True) if d is not None}
     return defaults.get(value.id)
+
+
+def _spread(call: ast.Call) -> bool:
+    """`f(*args)` or `f(**kwargs)`: which parameters they fill is not written."""
+    return any(isinstance(a, ast.Starred) for a in call.args) or any(k.arg is None for k in call.keywords)
+
+
+def _reads_replaced(tree: ast.Module, value: Callable[[ast.Attribute], ast.expr | None]) -> Iterator[ast.Module]:
+    """One candidate for each attribute read that `value` resolves: the read replaced by what it gives."""
+    reads = [
+        i
+        for i, n in enumerate(n for n in ast.walk(tree) if isinstance(n, ast.Attribute))
+        if isinstance(n.ctx, ast.Load) and value(n) is not None
+    ]
+    for index in reads:
+        new = copy.deepcopy(tree)
+        node = _nth(new, ast.Attribute, index)
+        found = value(node)
+        if found is not None and replace_node(new, node, copy.deepcopy(found)):
+            yield new
 
 
 def _own_values(cls: ast.ClassDef) -> dict[str, ast.expr]:
